@@ -1,0 +1,101 @@
+"""One exception tree. Every error carries a user-facing message and a hint.
+
+Interfaces (CLI, REST, MCP) map this tree in exactly one place each; library and
+vendor errors are translated into it at the adapter that meets them.
+"""
+
+from __future__ import annotations
+
+
+class KredencError(Exception):
+    """Base of every error kredenc raises on purpose.
+
+    ``message`` says what went wrong, ``hint`` what to do about it, ``code`` is a
+    stable machine-readable name used in JSON error bodies.
+    """
+
+    code = "error"
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message, "hint": self.hint}
+
+
+class InvalidInput(KredencError):
+    """The caller passed something kredenc cannot accept (nothing was written)."""
+
+    code = "invalid_input"
+    exit_code = 2
+
+
+class NotFound(KredencError):
+    code = "not_found"
+
+
+class StoreError(KredencError):
+    """The store cannot be opened or used as asked."""
+
+    code = "store_error"
+
+
+class StoreLocked(StoreError):
+    code = "store_locked"
+
+
+class FormatError(StoreError):
+    """The store was written by another format version or another model."""
+
+    code = "format_mismatch"
+
+
+class CorruptLog(StoreError):
+    """The haystack holds a damaged record that is not a torn tail."""
+
+    code = "corrupt_log"
+
+    def __init__(self, message: str, offset: int, hint: str = "") -> None:
+        super().__init__(
+            message,
+            hint or "run 'kredenc check' for details; restore the store from a backup",
+        )
+        self.offset = offset
+
+
+class ReadOnlyRecord(KredencError):
+    code = "read_only"
+
+
+class ProviderError(KredencError):
+    """A model or remote provider failed or is not installed."""
+
+    code = "provider_error"
+
+
+class MissingExtra(ProviderError):
+    code = "missing_extra"
+
+    def __init__(self, what: str, extra: str) -> None:
+        super().__init__(
+            f"{what} needs an optional dependency that is not installed",
+            f"pip install 'kredenc[{extra}]'",
+        )
+
+
+class IngestError(KredencError):
+    """One source could not be loaded (the rest of an ingest goes on)."""
+
+    code = "ingest_error"
+
+
+class FetchRefused(IngestError):
+    """A URL was refused before or during fetching (scheme, address, size, time)."""
+
+    code = "fetch_refused"

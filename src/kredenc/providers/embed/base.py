@@ -1,0 +1,35 @@
+"""The embedding seam: one small interface every provider implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Embedder(ABC):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension.
+
+    ``model_id`` and ``dim`` are recorded in the store; opening a store with an
+    embedder whose id or dimension differs is refused.
+    """
+
+    model_id: str
+    dim: int
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Return an array of shape ``(len(texts), dim)``, rows L2-normalised."""
+
+    def embed_one(self, text: str) -> Vectors:
+        return self.embed([text])[0]
+
+
+def l2_normalise(matrix: Vectors) -> Vectors:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).astype(np.float32, copy=False)

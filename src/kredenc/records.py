@@ -1,0 +1,115 @@
+"""Records and result types shared by every layer.
+
+A *record* is one JSON payload in the haystack. The types here are the typed views
+the engine hands to callers; they are plain dataclasses so that every interface can
+serialise them with :func:`dataclasses.asdict`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# Payload ``op`` values, as in ARCHITECTURE.md.
+Op = Literal["put", "edge", "unedge", "score", "status", "tombstone", "access", "commit"]
+OPS: frozenset[str] = frozenset(
+    {"put", "edge", "unedge", "score", "status", "tombstone", "access", "commit"}
+)
+
+# What a ``put`` record holds.
+RecordType = Literal["memory", "chunk", "document", "turn"]
+
+MEMORY_KINDS = ("fact", "concept", "task", "event", "decision", "skill", "preference", "note")
+STATUSES = ("unvalidated", "validated", "disputed", "deprecated")
+
+_ID_PREFIX = {"memory": "m", "chunk": "c", "document": "d", "turn": "t"}
+
+
+def new_id(record_type: str) -> str:
+    """A new record id: a type letter, 12 hex digits of milliseconds, 8 random hex."""
+    ms = int(time.time() * 1000)
+    return f"{_ID_PREFIX.get(record_type, 'r')}{ms:012x}{secrets.token_hex(4)}"
+
+
+def now() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True)
+class Appended:
+    """Where a record landed in the haystack."""
+
+    seq: int
+    offset: int
+
+
+@dataclass
+class Memory:
+    """A filed memory (or any ``put`` record) as read back from the log."""
+
+    id: str
+    text: str
+    kind: str = "note"
+    drawer: str = "memories"
+    namespace: str = "default"
+    type: str = "memory"
+    tags: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+    importance: float = 0.5
+    confidence: float = 0.5
+    stability: float = 0.5
+    status: str = "unvalidated"
+    created_at: float = 0.0
+    seq: int = 0
+    offset: int = 0
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any], offset: int) -> Memory:
+        scores = payload.get("scores") or {}
+        return cls(
+            id=payload["id"],
+            text=payload.get("text", ""),
+            kind=payload.get("kind", "note"),
+            drawer=payload.get("drawer", "memories"),
+            namespace=payload.get("ns", "default"),
+            type=payload.get("type", "memory"),
+            tags=tuple(payload.get("tags") or ()),
+            meta=dict(payload.get("meta") or {}),
+            importance=float(scores.get("importance", 0.5)),
+            confidence=float(scores.get("confidence", 0.5)),
+            stability=float(scores.get("stability", 0.5)),
+            status=payload.get("status", "unvalidated"),
+            created_at=float(payload.get("ts", 0.0)),
+            seq=int(payload["seq"]),
+            offset=offset,
+        )
+
+
+@dataclass(frozen=True)
+class LegScore:
+    """One retrieval leg's opinion of a hit: its 1-based rank and raw score."""
+
+    rank: int
+    score: float
+
+
+@dataclass
+class Hit:
+    """One search result with its provenance and each leg's contribution."""
+
+    id: str
+    text: str
+    score: float
+    kind: str
+    drawer: str
+    type: str = "memory"
+    legs: dict[str, LegScore] = field(default_factory=dict)
+    fused: float = 0.0
+    rerank: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    seq: int = 0
+    offset: int = 0
+    created_at: float = 0.0
