@@ -1,0 +1,108 @@
+"""One settings object, read in one place.
+
+Sources, lowest to highest precedence: defaults, ``kredenc.toml`` in the store
+directory, environment variables ``KREDENC_*``, explicit arguments. No other module
+reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from kredenc.errors import InvalidInput
+
+DEFAULT_HOME = Path(".kredenc")
+CONFIG_FILE = "kredenc.toml"
+
+
+class Settings(BaseSettings):
+    """Every setting kredenc reads, with its default. Documented in docs/configuration.md."""
+
+    model_config = SettingsConfigDict(env_prefix="KREDENC_", extra="forbid")
+
+    home: Path = Field(DEFAULT_HOME, description="Store directory.")
+    namespace: str = Field("default", description="Default namespace (tenant).")
+    durability: Literal["append", "batch", "none"] = Field(
+        "append",
+        description="fsync per append ('append'), per batch only ('batch'), or never ('none').",
+    )
+    embed_provider: Literal["minilm", "openai"] = Field(
+        "minilm", description="Embedding provider: bundled MiniLM or an OpenAI-compatible API."
+    )
+    embed_threads: int = Field(2, ge=1, le=64, description="onnxruntime threads for MiniLM.")
+    embed_url: str = Field("", description="Base URL of an OpenAI-compatible embeddings API.")
+    embed_model: str = Field("", description="Model name for the OpenAI-compatible API.")
+    embed_api_key: SecretStr = Field(SecretStr(""), description="API key for embed_url.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    weight_dense: float = Field(0.6, ge=0.0, description="RRF weight of the dense leg.")
+    weight_lexical: float = Field(0.4, ge=0.0, description="RRF weight of the lexical leg.")
+    leg_k: int = Field(50, ge=1, le=1000, description="Candidates each leg returns before fusion.")
+    ann_threshold: int = Field(
+        20_000, ge=0, description="Vectors in a drawer before the ANN index replaces exact search."
+    )
+    ann_dtype: Literal["f32", "f16", "i8"] = Field("f16", description="ANN vector precision.")
+    ann_connectivity: int = Field(16, ge=4, le=128, description="ANN graph degree (M).")
+    ann_expansion_add: int = Field(64, ge=8, description="ANN build-time search width.")
+    ann_expansion_search: int = Field(96, ge=8, description="ANN query-time search width.")
+    max_text_chars: int = Field(
+        1_000_000, ge=1, description="Longest text one memory may hold (characters)."
+    )
+
+    @model_validator(mode="after")
+    def _weights(self) -> Settings:
+        if self.weight_dense + self.weight_lexical <= 0:
+            raise ValueError("weight_dense + weight_lexical must be positive")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Precedence: explicit arguments, then environment, then the store's toml.
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def resolve_home(store: str | Path | None) -> Path:
+    """The store directory: the argument, else ``KREDENC_HOME``, else ``./.kredenc``."""
+    if store is not None and str(store) != "":
+        return Path(store)
+    env = os.environ.get("KREDENC_HOME")
+    return Path(env) if env else DEFAULT_HOME
+
+
+def load_settings(store: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings for the store at ``store`` with explicit ``overrides`` on top."""
+    home = resolve_home(store)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    overrides["home"] = home
+    toml = home / CONFIG_FILE
+    bound = type(
+        "Settings",
+        (Settings,),
+        {"model_config": {**Settings.model_config, "toml_file": toml if toml.is_file() else None}},
+    )
+    try:
+        settings: Settings = bound(**overrides)
+        return settings
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise InvalidInput(
+            f"invalid setting {where}: {first['msg']}",
+            f"check {home / CONFIG_FILE} and KREDENC_* variables",
+        ) from None

@@ -1,0 +1,371 @@
+"""The Kredenc facade: one object to open a store, file, find and forget."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from kredenc.config import Settings, load_settings
+from kredenc.errors import InvalidInput, NotFound, StoreError
+from kredenc.providers.embed.base import Embedder
+from kredenc.records import MEMORY_KINDS, Hit, Memory, new_id, now
+from kredenc.retrieve import search as searching
+from kredenc.storage import store as layout
+from kredenc.storage.haystack import HEADER_SIZE, Haystack
+from kredenc.storage.housekeeper import Housekeeper, StoreLock
+from kredenc.storage.index.sqlite import Filters, SqliteIndex, embed_text_of, text_hash
+from kredenc.storage.index.vectors import F32, AnnParams
+
+log = logging.getLogger(__name__)
+
+_REPLAY_CHUNK = 2000
+
+
+def make_default_embedder(settings: Settings) -> Embedder:
+    from kredenc.providers.embed.factory import make_embedder
+
+    if settings.embed_provider == "openai":
+        return make_embedder(
+            "openai",
+            base_url=settings.embed_url,
+            model=settings.embed_model,
+            api_key=settings.embed_api_key,
+        )
+    return make_embedder("minilm", intra_op_num_threads=settings.embed_threads)
+
+
+class Kredenc:
+    """An open store. Use :meth:`open`; close it (or use ``with``) when done."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        embedder: Embedder,
+        *,
+        namespace: str,
+        read_only: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.namespace = _check_name("namespace", namespace)
+        self.home = settings.home
+        self.read_only = read_only
+        layout.check_directory(self.home)
+        if not layout.is_store(self.home):
+            if read_only:
+                raise StoreError(f"no store at {self.home}", "run 'kredenc init' first")
+            layout.init_store(self.home, embedder.model_id, embedder.dim)
+        self.meta = layout.read_meta(self.home)
+        layout.check_model(self.meta, embedder.model_id, embedder.dim)
+        self._lock = None if read_only else StoreLock(self.home / layout.LOCK_FILE)
+        self._housekeeper: Housekeeper | None = None
+        try:
+            self.haystack = Haystack(self.home / layout.LOG_FILE, durability=settings.durability)
+            if self.haystack.log_id.hex() != self.meta.log_id:
+                raise StoreError(
+                    f"{self.home}: haystack log id does not match store.json",
+                    "the log and store.json belong to different stores",
+                )
+            self.index = self._open_index()
+            if not read_only:
+                self._catch_up()
+                self._housekeeper = Housekeeper(self.haystack, self.index, self._embed_many)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
+        self._embed_query = lru_cache(maxsize=1024)(self._embed_one)
+
+    # -- opening and closing --------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        namespace: str | None = None,
+        *,
+        embedder: Embedder | None = None,
+        read_only: bool = False,
+        **overrides: Any,
+    ) -> Kredenc:
+        """Open (creating if needed) the store at ``path`` (default ``KREDENC_HOME``)."""
+        settings = load_settings(path, namespace=namespace, **overrides)
+        layout.check_directory(settings.home)
+        return cls(
+            settings,
+            embedder or make_default_embedder(settings),
+            namespace=settings.namespace,
+            read_only=read_only,
+        )
+
+    def __enter__(self) -> Kredenc:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._housekeeper is not None:
+            self._housekeeper.close()
+            self._housekeeper = None
+        if getattr(self, "index", None) is not None:
+            self.index.close()
+        if getattr(self, "haystack", None) is not None:
+            self.haystack.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _open_index(self) -> SqliteIndex:
+        s = self.settings
+        return SqliteIndex(
+            self.home / layout.INDEX_FILE,
+            dim=self.embedder.dim,
+            model_id=self.embedder.model_id,
+            ann=AnnParams(
+                threshold=s.ann_threshold,
+                dtype=s.ann_dtype,
+                connectivity=s.ann_connectivity,
+                expansion_add=s.ann_expansion_add,
+                expansion_search=s.ann_expansion_search,
+            ),
+        )
+
+    def _catch_up(self) -> None:
+        """Apply log records the index has not seen (after a crash or a rebuild)."""
+        applied_seq, applied_end = self.index.applied()
+        hay = self.haystack
+        if applied_seq > hay.last_seq or applied_end > hay.end:
+            log.warning(
+                "index is ahead of the log (seq %d > %d): rebuilding", applied_seq, hay.last_seq
+            )
+            self.index.close()
+            layout.drop_index(self.home)
+            self.index = self._open_index()
+            applied_seq, applied_end = 0, 0
+        if applied_seq == hay.last_seq:
+            return
+        chunk: list[tuple[int, dict[str, Any]]] = []
+        start = applied_end if applied_end >= HEADER_SIZE else HEADER_SIZE
+        for rec in hay.iter_from(start):
+            chunk.append((rec.offset, rec.payload))
+            if len(chunk) >= _REPLAY_CHUNK:
+                self.index.apply(chunk, None, self._embed_many, rec.end)
+                chunk = []
+        if chunk:
+            self.index.apply(chunk, None, self._embed_many, hay.end)
+
+    def rebuild(self) -> dict[str, int]:
+        """Drop the index and rebuild it from the log (embeddings come from the cache)."""
+        self._writable()
+        assert self._housekeeper is not None
+        self._housekeeper.close()
+        self.index.close()
+        layout.drop_index(self.home)
+        self.index = self._open_index()
+        self._catch_up()
+        self.index.save_ann()
+        self._housekeeper = Housekeeper(self.haystack, self.index, self._embed_many)
+        return {"records": self.haystack.recovery.records, "last_seq": self.haystack.last_seq}
+
+    # -- embedding ------------------------------------------------------------
+    def _embed_many(self, texts: Sequence[str]) -> F32:
+        return self.embedder.embed(list(texts))
+
+    def _embed_one(self, text: str) -> F32:
+        return self.embedder.embed([text])[0]
+
+    def _vectors_for(self, payloads: Iterable[dict[str, Any]]) -> dict[str, F32]:
+        """Vectors for new records: from the cache by text hash, else embedded now."""
+        texts = {p["id"]: embed_text_of(p) for p in payloads}
+        hashes = {rid: text_hash(t) for rid, t in texts.items()}
+        cached = self.index.cached_vectors(list(set(hashes.values())))
+        missing = [rid for rid, h in hashes.items() if h not in cached]
+        out = {rid: cached[h] for rid, h in hashes.items() if h in cached}
+        if missing:
+            fresh = self.embedder.embed([texts[rid] for rid in missing])
+            out.update({rid: fresh[i] for i, rid in enumerate(missing)})
+        return out
+
+    # -- writing --------------------------------------------------------------
+    def _writable(self) -> Housekeeper:
+        if self._housekeeper is None:
+            raise StoreError("the store is open read-only or closed", "open it for writing")
+        return self._housekeeper
+
+    def remember(
+        self,
+        text: str,
+        *,
+        kind: str = "note",
+        drawer: str = "memories",
+        tags: Sequence[str] = (),
+        meta: Mapping[str, Any] | None = None,
+    ) -> Memory:
+        """File one memory; returns it once it is durable and searchable."""
+        hk = self._writable()
+        payload = self._memory_payload(text, kind=kind, drawer=drawer, tags=tags, meta=meta)
+        vectors = self._vectors_for([payload])
+        (placed,) = hk.write([payload], vectors=vectors)
+        payload["seq"] = placed.seq
+        return Memory.from_payload(payload, placed.offset)
+
+    def remember_many(
+        self, items: Sequence[Mapping[str, Any]], *, drawer: str = "memories"
+    ) -> list[Memory]:
+        """File many memories as one all-or-nothing batch (one fsync)."""
+        hk = self._writable()
+        payloads = [
+            self._memory_payload(
+                item.get("text"),  # type: ignore[arg-type]
+                kind=item.get("kind", "note"),
+                drawer=item.get("drawer", drawer),
+                tags=item.get("tags", ()),
+                meta=item.get("meta"),
+            )
+            for item in items
+        ]
+        if not payloads:
+            return []
+        vectors = self._vectors_for(payloads)
+        placed = hk.write(payloads, batch=True, vectors=vectors)
+        out = []
+        for payload, where in zip(payloads, placed, strict=True):
+            out.append(Memory.from_payload(payload, where.offset))
+        return out
+
+    def _memory_payload(
+        self,
+        text: str,
+        *,
+        kind: str,
+        drawer: str,
+        tags: Sequence[str],
+        meta: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        text = self._check_text(text)
+        if kind not in MEMORY_KINDS:
+            raise InvalidInput(f"unknown kind {kind!r}", f"use one of {', '.join(MEMORY_KINDS)}")
+        _check_name("drawer", drawer)
+        if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
+            raise InvalidInput("tags must be a list of non-empty strings")
+        if meta is not None and not isinstance(meta, Mapping):
+            raise InvalidInput("meta must be a JSON object")
+        return {
+            "op": "put",
+            "ns": self.namespace,
+            "id": new_id("memory"),
+            "type": "memory",
+            "drawer": drawer,
+            "kind": kind,
+            "ts": now(),
+            "text": text,
+            "tags": [t.strip() for t in tags],
+            "meta": dict(meta or {}),
+        }
+
+    def _check_text(self, text: object) -> str:
+        if not isinstance(text, str):
+            raise InvalidInput("text must be a string")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput("text is not valid UTF-8", "pass UTF-8 text") from None
+        if not text.strip():
+            raise InvalidInput("text is empty", "pass the text to remember")
+        limit = self.settings.max_text_chars
+        if len(text) > limit:
+            raise InvalidInput(
+                f"text has {len(text):,} characters; the limit for one memory is {limit:,}",
+                "split it, or ingest it as a document",
+            )
+        return text
+
+    def forget(self, record_id: str) -> None:
+        """Hide a record everywhere at once (a tombstone in the log)."""
+        hk = self._writable()
+        found = self.index.lookup(self.namespace, record_id)
+        if found is None or found.deleted:
+            raise NotFound(f"no record {record_id!r} in namespace {self.namespace!r}")
+        hk.write([{"op": "tombstone", "ns": self.namespace, "id": record_id, "ts": now()}])
+
+    def relate(self, src: str, dst: str, rel: str, *, weight: float = 1.0) -> None:
+        """Add a typed edge between two records of this namespace."""
+        hk = self._writable()
+        for rid in (src, dst):
+            found = self.index.lookup(self.namespace, rid)
+            if found is None or found.deleted:
+                raise NotFound(f"no record {rid!r} in namespace {self.namespace!r}")
+        hk.write(
+            [
+                {
+                    "op": "edge",
+                    "ns": self.namespace,
+                    "src": src,
+                    "dst": dst,
+                    "rel": rel,
+                    "weight": float(weight),
+                    "ts": now(),
+                }
+            ]
+        )
+
+    # -- reading --------------------------------------------------------------
+    def get(self, record_id: str) -> Memory:
+        found = self.index.lookup(self.namespace, record_id)
+        if found is None or found.deleted:
+            raise NotFound(f"no record {record_id!r} in namespace {self.namespace!r}")
+        return Memory.from_payload(self.haystack.read(found.offset), found.offset)
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        drawer: str | None = None,
+    ) -> list[Hit]:
+        s = self.settings
+        params = searching.SearchParams(
+            k=k,
+            mode=mode,
+            leg_k=s.leg_k,
+            rrf_k=s.rrf_k,
+            weight_dense=s.weight_dense,
+            weight_lexical=s.weight_lexical,
+        )
+        query = searching.validate(query, params)
+        filters = Filters(drawer=drawer)
+        return searching.search(
+            self.index, self.haystack, self.namespace, query, params, filters, self._embed_query
+        )
+
+    def stats(self) -> dict[str, Any]:
+        out = self.index.stats(self.namespace)
+        out.update(
+            {
+                "store": str(self.home),
+                "namespace": self.namespace,
+                "log_records": self.haystack.last_seq,
+                "log_bytes": self.haystack.end,
+                "model": self.meta.model_id,
+                "dim": self.meta.dim,
+            }
+        )
+        return out
+
+
+def _check_name(what: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise InvalidInput(f"{what} must be a non-empty name of at most 200 characters")
+    if any(ord(c) < 32 for c in value):
+        raise InvalidInput(f"{what} must not contain control characters")
+    return value

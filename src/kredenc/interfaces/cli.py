@@ -1,0 +1,308 @@
+"""The command line: ``kredenc …``.
+
+Every command takes ``--json`` for machine-readable output with stable field names.
+Errors are one line on stderr and a non-zero exit (2 for usage, 1 for failures);
+this module maps the exception tree in exactly one place (:func:`main`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from kredenc.errors import InvalidInput, KredencError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger("kredenc.cli")
+
+
+class Context:
+    def __init__(self, store: str | None, namespace: str | None, as_json: bool) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.json = as_json
+
+    def open(self, *, read_only: bool = False) -> Any:
+        from kredenc.engine import Kredenc
+
+        return Kredenc.open(self.store, self.namespace, read_only=read_only)
+
+    def emit(self, data: Any, human: Callable[[], None]) -> None:
+        if self.json:
+            click.echo(json.dumps(data, ensure_ascii=False, default=str))
+        else:
+            human()
+
+
+def json_option(func: F) -> F:
+    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.meta["kredenc.json"] = True
+
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        expose_value=False,
+        callback=callback,
+        help="Print JSON.",
+    )(func)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", "store", metavar="DIR", help="Store directory (default $KREDENC_HOME or ./.kredenc).")
+@click.option("--namespace", "-n", metavar="NAME", help="Namespace (tenant).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
+@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+@click.version_option(package_name="kredenc")
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    store: str | None,
+    namespace: str | None,
+    as_json: bool,
+    verbose: bool,
+    debug: bool,
+) -> None:
+    """kredenc: a local-first memory and retrieval engine for LLM agents."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    ctx.obj = Context(store, namespace, as_json)
+
+
+def _ctx() -> Context:
+    ctx = click.get_current_context()
+    obj = ctx.find_object(Context)
+    assert obj is not None
+    if ctx.meta.get("kredenc.json"):
+        obj.json = True
+    return obj
+
+
+def _check_arg_text(text: str, what: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid UTF-8", f"pass the {what} as UTF-8") from None
+    return text
+
+
+def _read_stdin_text() -> str:
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"standard input is not valid UTF-8 (byte {exc.start})", "pass UTF-8 text"
+        ) from None
+
+
+def _memory_json(mem: Any) -> dict[str, Any]:
+    data = asdict(mem)
+    data["tags"] = list(mem.tags)
+    return data
+
+
+@cli.command()
+@json_option
+def init() -> None:
+    """Create a store (a directory) if it does not exist."""
+    c = _ctx()
+    with c.open() as kb:
+        stats = kb.stats()
+    c.emit(stats, lambda: click.echo(f"store ready at {stats['store']} ({stats['model']})"))
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--kind", default="note", show_default=True, help="Memory kind.")
+@click.option("--drawer", default="memories", show_default=True)
+@click.option("--tags", default="", help="Comma-separated tags.")
+@json_option
+def remember(text: str, kind: str, drawer: str, tags: str) -> None:
+    """File a memory (TEXT, or - to read it from standard input)."""
+    c = _ctx()
+    text = _read_stdin_text() if text == "-" else _check_arg_text(text, "text")
+    tag_list = [t.strip() for t in tags.split(",") if t.strip()]
+    with c.open() as kb:
+        mem = kb.remember(text, kind=kind, drawer=drawer, tags=tag_list)
+    c.emit(
+        {"id": mem.id, "seq": mem.seq, "offset": mem.offset, "text": mem.text, "kind": mem.kind},
+        lambda: click.echo(f"{mem.id}  (seq {mem.seq}, offset {mem.offset})"),
+    )
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--mode", type=click.Choice(["hybrid", "lexical", "dense"]), default="hybrid", show_default=True)
+@click.option("--drawer", default=None)
+@json_option
+def search(query: str, k: int, mode: str, drawer: str | None) -> None:
+    """Search memories and documents."""
+    c = _ctx()
+    query = _check_arg_text(query, "query")
+    with c.open() as kb:
+        hits = kb.search(query, k=k, mode=mode, drawer=drawer)
+    data = {"query": query, "mode": mode, "hits": [_hit_json(h) for h in hits]}
+
+    def human() -> None:
+        if not hits:
+            click.echo("no hits")
+        for i, h in enumerate(hits, 1):
+            legs = " ".join(f"{n}#{v.rank}" for n, v in h.legs.items())
+            click.echo(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.kind}] {_short(h.text)}  ({legs})")
+
+    c.emit(data, human)
+
+
+def _hit_json(hit: Any) -> dict[str, Any]:
+    return {
+        "id": hit.id,
+        "text": hit.text,
+        "score": hit.score,
+        "kind": hit.kind,
+        "drawer": hit.drawer,
+        "type": hit.type,
+        "seq": hit.seq,
+        "offset": hit.offset,
+        "legs": {n: {"rank": v.rank, "score": v.score} for n, v in hit.legs.items()},
+        "fused": hit.fused,
+        "rerank": hit.rerank,
+        "tags": list(hit.tags),
+        "meta": hit.meta,
+    }
+
+
+def _short(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@cli.command()
+@click.argument("record_id")
+@json_option
+def get(record_id: str) -> None:
+    """Show one record."""
+    c = _ctx()
+    with c.open(read_only=True) as kb:
+        mem = kb.get(record_id)
+    c.emit(_memory_json(mem), lambda: click.echo(f"{mem.id} [{mem.kind}] {mem.text}"))
+
+
+@cli.command()
+@click.argument("record_id")
+@json_option
+def forget(record_id: str) -> None:
+    """Hide a record everywhere (appends a tombstone)."""
+    c = _ctx()
+    with c.open() as kb:
+        kb.forget(record_id)
+    c.emit({"id": record_id, "forgotten": True}, lambda: click.echo(f"forgot {record_id}"))
+
+
+@cli.command()
+@json_option
+def check() -> None:
+    """Verify the store; exit 0 when sound, 1 when not."""
+    from kredenc.storage.verify import verify_store
+
+    c = _ctx()
+    report = verify_store(_home(c))
+    c.emit(report, lambda: [click.echo(line) for line in report["findings"]])
+    if not report["sound"]:
+        sys.exit(1)
+
+
+@cli.command()
+@json_option
+def rebuild() -> None:
+    """Drop the index and rebuild it from the log."""
+    import time
+
+    c = _ctx()
+    with c.open() as kb:
+        t0 = time.perf_counter()
+        out = kb.rebuild()
+        out["seconds"] = round(time.perf_counter() - t0, 3)
+    c.emit(out, lambda: click.echo(f"rebuilt {out['records']} records in {out['seconds']} s"))
+
+
+@cli.command()
+@json_option
+def stats() -> None:
+    """Counts per drawer, log size, model."""
+    c = _ctx()
+    with c.open(read_only=True) as kb:
+        data = kb.stats()
+
+    def human() -> None:
+        click.echo(f"store {data['store']}  namespace {data['namespace']}  model {data['model']}")
+        click.echo(f"log: {data['log_records']} records, {data['log_bytes']} bytes")
+        for d in data["drawers"]:
+            click.echo(f"  {d['drawer']:<20} {d['type']:<10} {d['records']}")
+
+    c.emit(data, human)
+
+
+@cli.command()
+@json_option
+def demo() -> None:
+    """File sample memories into the store, search them, and show the timings."""
+    from kredenc.interfaces.demo import run_demo
+
+    c = _ctx()
+    report = run_demo(c.store, c.namespace, quiet=c.json)
+    if c.json:
+        click.echo(json.dumps(report, ensure_ascii=False))
+
+
+def _home(c: Context) -> Path:
+    from kredenc.config import resolve_home
+
+    return resolve_home(c.store)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and map errors to one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="kredenc", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        hint = "see 'kredenc --help'"
+        if exc.ctx is not None:
+            hint = f"see '{exc.ctx.command_path} --help'"
+        click.echo(f"hint: {hint}", err=True)
+        sys.exit(exc.exit_code)
+    except KredencError as exc:
+        line = f"error: {exc.message}"
+        if exc.hint:
+            line += f" ({exc.hint})"
+        click.echo(line, err=True)
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        click.echo(f"error: {exc.strerror or exc} ({exc.filename or ''})", err=True)
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become a line
+        if "--debug" in (argv if argv is not None else sys.argv):
+            raise
+        click.echo(
+            f"error: internal error: {type(exc).__name__}: {exc} "
+            "(run with --debug for the traceback, and please report it)",
+            err=True,
+        )
+        sys.exit(1)

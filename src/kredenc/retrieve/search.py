@@ -1,0 +1,119 @@
+"""Hybrid search: lexical and dense legs fused by weighted RRF, hits read from the log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from kredenc.errors import InvalidInput
+from kredenc.records import Hit, LegScore
+from kredenc.retrieve.fuse import weighted_rrf
+from kredenc.retrieve.terms import fts_match, query_terms
+from kredenc.storage.haystack import Haystack
+from kredenc.storage.index.sqlite import Filters, SqliteIndex
+from kredenc.storage.index.vectors import F32
+
+Mode = Literal["hybrid", "lexical", "dense"]
+MODES: tuple[str, ...] = ("hybrid", "lexical", "dense")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    k: int = 10
+    mode: str = "hybrid"
+    leg_k: int = 50
+    rrf_k: int = 60
+    weight_dense: float = 0.6
+    weight_lexical: float = 0.4
+
+
+def validate(query: object, params: SearchParams) -> str:
+    if not isinstance(query, str):
+        raise InvalidInput("query must be text")
+    if params.mode not in MODES:
+        raise InvalidInput(f"unknown search mode {params.mode!r}", f"use one of {', '.join(MODES)}")
+    if not 1 <= params.k <= 1000:
+        raise InvalidInput(f"k must be between 1 and 1000, not {params.k}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("query is not valid UTF-8", "pass the query as UTF-8 text") from None
+    return query
+
+
+def run_legs(
+    index: SqliteIndex,
+    ns: str,
+    query: str,
+    params: SearchParams,
+    filters: Filters,
+    embed_query: Callable[[str], F32],
+) -> dict[str, list[tuple[int, float]]]:
+    """Each leg's ranked (rowid, score) list."""
+    legs: dict[str, list[tuple[int, float]]] = {}
+    depth = max(params.leg_k, params.k)
+    if params.mode in ("hybrid", "lexical"):
+        terms = query_terms(query)
+        legs["lexical"] = index.lexical(ns, fts_match(terms), depth, filters) if terms else []
+    if params.mode in ("hybrid", "dense"):
+        if query.strip():
+            vec = np.asarray(embed_query(query), dtype=np.float32)
+            legs["dense"] = index.dense(ns, vec, depth, filters)
+        else:
+            legs["dense"] = []
+    return legs
+
+
+def search(
+    index: SqliteIndex,
+    haystack: Haystack,
+    ns: str,
+    query: str,
+    params: SearchParams,
+    filters: Filters,
+    embed_query: Callable[[str], F32],
+) -> list[Hit]:
+    legs = run_legs(index, ns, query, params, filters, embed_query)
+    if params.mode == "hybrid":
+        fused = weighted_rrf(
+            {name: [r for r, _ in ranked] for name, ranked in legs.items()},
+            {"dense": params.weight_dense, "lexical": params.weight_lexical},
+            k=params.rrf_k,
+        )
+    else:
+        ((_, only),) = legs.items()
+        fused = [(r, s) for r, s in only]
+    top = fused[: params.k]
+    places = index.resolve(ns, [r for r, _ in top])
+    per_leg = {
+        name: {r: LegScore(rank, score) for rank, (r, score) in enumerate(ranked, start=1)}
+        for name, ranked in legs.items()
+    }
+    hits: list[Hit] = []
+    for rowid, score in top:
+        place = places.get(rowid)
+        if place is None:  # forgotten between the legs and now
+            continue
+        rid, offset = place
+        payload = haystack.read(offset)
+        hits.append(
+            Hit(
+                id=rid,
+                text=str(payload.get("text", "")),
+                score=float(score),
+                kind=str(payload.get("kind", "")),
+                drawer=str(payload.get("drawer", "")),
+                type=str(payload.get("type", "")),
+                legs={n: leg[rowid] for n, leg in per_leg.items() if rowid in leg},
+                fused=float(score) if params.mode == "hybrid" else 0.0,
+                meta=dict(payload.get("meta") or {}),
+                tags=tuple(payload.get("tags") or ()),
+                seq=int(payload["seq"]),
+                offset=offset,
+                created_at=float(payload.get("ts", 0.0)),
+            )
+        )
+    return hits

@@ -1,0 +1,187 @@
+"""The housekeeper: the one writer of a store.
+
+It holds an exclusive ``flock`` on ``<store>/lock`` for its whole life, so a second
+writer (in any process) is refused at once. Any number of threads submit writes; one
+thread appends them to the haystack, makes them durable under the policy (several
+waiting requests share one fsync), applies them to the index, and only then answers
+each caller with where its records landed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import queue
+import sqlite3
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kredenc.errors import KredencError, StoreError, StoreLocked
+from kredenc.records import Appended
+from kredenc.storage.haystack import Haystack
+from kredenc.storage.index.sqlite import EmbedFn, SqliteIndex
+from kredenc.storage.index.vectors import F32
+
+log = logging.getLogger(__name__)
+
+_GROUP_MAX = 256  # requests that may share one fsync
+
+
+class StoreLock:
+    """An exclusive, process-wide lock on a store, released when the process dies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(self._fd)
+            raise StoreLocked(
+                f"store is locked by pid {holder}",
+                "stop the other kredenc process, or open the store read-only",
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass
+class _Request:
+    payloads: list[dict[str, Any]]
+    batch: bool
+    vectors: dict[str, F32] | None
+    future: Future[list[Appended]] = field(default_factory=Future)
+
+
+_STOP = object()
+
+
+class Housekeeper:
+    """Serialises every write to the haystack and the index."""
+
+    def __init__(self, haystack: Haystack, index: SqliteIndex, embed: EmbedFn | None) -> None:
+        self.haystack = haystack
+        self.index = index
+        self.embed = embed
+        self._queue: queue.Queue[_Request | object] = queue.Queue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="kredenc-housekeeper", daemon=True)
+        self._thread.start()
+
+    def submit(
+        self,
+        payloads: list[dict[str, Any]],
+        *,
+        batch: bool = False,
+        vectors: dict[str, F32] | None = None,
+    ) -> Future[list[Appended]]:
+        """Queue records for appending; the future resolves once they are durable."""
+        if self._closed:
+            raise StoreError("the store is closed", "open it again")
+        req = _Request(payloads, batch, vectors)
+        self._queue.put(req)
+        return req.future
+
+    def write(
+        self,
+        payloads: list[dict[str, Any]],
+        *,
+        batch: bool = False,
+        vectors: dict[str, F32] | None = None,
+    ) -> list[Appended]:
+        return self.submit(payloads, batch=batch, vectors=vectors).result()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join()
+
+    # -- the writer thread ----------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            group: list[_Request] = [first]  # type: ignore[list-item]
+            stop = False
+            while len(group) < _GROUP_MAX:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stop = True
+                    break
+                group.append(nxt)  # type: ignore[arg-type]
+            try:
+                self._write_group(group)
+            except Exception as exc:
+                log.exception("housekeeper: write failed")
+                for req in group:
+                    if not req.future.done():
+                        req.future.set_exception(_as_store_error(exc))
+            if stop:
+                return
+
+    def _write_group(self, group: list[_Request]) -> None:
+        hay = self.haystack
+        done: list[tuple[_Request, list[tuple[int, int]]]] = []
+        for req in group:
+            try:
+                placed = hay.append(req.payloads, batch=req.batch, sync=False)
+            except (KredencError, OSError, ValueError, TypeError) as exc:
+                req.future.set_exception(_as_store_error(exc))
+                continue
+            done.append((req, placed))
+        if not done:
+            return
+        try:
+            if hay.durability == "append" or (
+                hay.durability == "batch" and any(r.batch for r, _ in done)
+            ):
+                hay.sync()
+        except OSError as exc:
+            for req, _ in done:
+                req.future.set_exception(_as_store_error(exc))
+            return
+        entries: list[tuple[int, dict[str, Any]]] = []
+        vectors: dict[str, F32] = {}
+        for req, placed in done:
+            entries.extend((off, p) for (_, off), p in zip(placed, req.payloads, strict=True))
+            if req.vectors:
+                vectors.update(req.vectors)
+        try:
+            self.index.apply(entries, vectors, self.embed, hay.end)
+        except (KredencError, OSError, ValueError, sqlite3.Error) as exc:
+            # The log has the records (it is the truth); only the index lags.
+            log.error("index update failed after append (run 'kredenc rebuild'): %s", exc)
+            for req, _ in done:
+                req.future.set_exception(
+                    StoreError(
+                        f"records were logged but the index update failed: {exc}",
+                        "run 'kredenc rebuild'",
+                    )
+                )
+            return
+        for req, placed in done:
+            req.future.set_result([Appended(seq, off) for seq, off in placed])
+
+
+def _as_store_error(exc: BaseException) -> KredencError:
+    if isinstance(exc, KredencError):
+        return exc
+    return StoreError(f"append failed: {exc}", "check the disk and the store directory")

@@ -1,0 +1,555 @@
+"""The derived index in SQLite: records, full text, vectors, edges, documents.
+
+Everything here can be dropped and rebuilt from the haystack. One connection writes
+(the housekeeper's thread); each reading thread gets its own connection (WAL mode
+lets them read while the writer writes). Every query binds the namespace inside the
+SQL; user text reaches FTS5 only as quoted tokens (see ``retrieve.terms``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kredenc.errors import StoreError
+from kredenc.storage.index.vectors import F32, AnnParams, VectorShard
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+INDEXED_TYPES = frozenset({"memory", "chunk", "turn"})
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records(
+  rowid INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  ns TEXT NOT NULL,
+  drawer TEXT NOT NULL,
+  type TEXT NOT NULL,
+  kind TEXT NOT NULL DEFAULT '',
+  seq INTEGER NOT NULL,
+  offset INTEGER NOT NULL,
+  created_at REAL NOT NULL,
+  valid_from REAL,
+  valid_to REAL,
+  status TEXT NOT NULL DEFAULT 'unvalidated',
+  importance REAL NOT NULL DEFAULT 0.5,
+  confidence REAL NOT NULL DEFAULT 0.5,
+  stability REAL NOT NULL DEFAULT 0.5,
+  source TEXT,
+  doc_id TEXT,
+  deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS records_scope ON records(ns, drawer, deleted);
+CREATE INDEX IF NOT EXISTS records_doc ON records(doc_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS cards USING fts5(
+  card, scope, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS vectors(
+  rowid INTEGER PRIMARY KEY, shard TEXT NOT NULL, vec BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vectors_shard ON vectors(shard);
+CREATE TABLE IF NOT EXISTS edges(
+  src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT NOT NULL,
+  weight REAL NOT NULL DEFAULT 1.0, ns TEXT NOT NULL, seq INTEGER NOT NULL,
+  PRIMARY KEY (src, dst, rel)
+);
+CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
+CREATE TABLE IF NOT EXISTS documents(
+  ns TEXT NOT NULL, source TEXT NOT NULL, drawer TEXT NOT NULL, doc_id TEXT NOT NULL,
+  content_hash TEXT NOT NULL, version INTEGER NOT NULL,
+  PRIMARY KEY (ns, source)
+);
+CREATE TABLE IF NOT EXISTS access(
+  id TEXT PRIMARY KEY, count INTEGER NOT NULL, last_at REAL NOT NULL
+);
+"""
+
+CACHE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cache.embeddings(
+  hash BLOB NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, hash)
+) WITHOUT ROWID;
+"""
+
+EmbedFn = Callable[[Sequence[str]], F32]
+
+
+def scope_token(kind: str, value: str) -> str:
+    """An FTS5-safe token naming a namespace or drawer (hex after a letter)."""
+    return kind + hashlib.blake2b(value.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def text_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def card_of(payload: dict[str, Any]) -> str:
+    """What full-text search sees of a record: its text, context and tags."""
+    parts = [payload.get("title") or "", payload.get("text") or ""]
+    if payload.get("context"):
+        parts.append(str(payload["context"]))
+    if payload.get("tags"):
+        parts.append(" ".join(str(t) for t in payload["tags"]))
+    return "\n".join(p for p in parts if p)
+
+
+def embed_text_of(payload: dict[str, Any]) -> str:
+    """What the embedder sees of a record (title and text)."""
+    title = payload.get("title") or ""
+    text = payload.get("text") or ""
+    return f"{title}\n{text}" if title and title not in text[: len(title) + 2] else text
+
+
+@dataclass(frozen=True)
+class IndexedRecord:
+    rowid: int
+    id: str
+    offset: int
+    deleted: bool
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Conditions applied inside SQL (or on the shard key) for every leg."""
+
+    drawer: str | None = None
+    types: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    include_deprecated: bool = False
+    older_than: float | None = None
+
+
+class SqliteIndex:
+    def __init__(self, path: Path, *, dim: int, model_id: str, ann: AnnParams) -> None:
+        self.path = path
+        self.dim = dim
+        self.model_id = model_id
+        self.ann = ann
+        self._local = threading.local()
+        self._writer = self._connect()
+        self._writer.executescript(SCHEMA)
+        self._writer.executescript(CACHE_SCHEMA)
+        self._init_meta()
+        self._shards: dict[str, VectorShard] | None = None
+        self._shards_lock = threading.Lock()
+
+    # -- connections ----------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=5000")
+            cache = self.path.parent / "embeddings.db"
+            conn.execute("ATTACH DATABASE ? AS cache", (str(cache),))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{self.path}: index cannot be opened ({exc})", "run 'kredenc rebuild'"
+            ) from exc
+        return conn
+
+    def reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            readers: list[sqlite3.Connection] = getattr(self, "_readers", [])
+            readers.append(conn)
+            self._readers = readers
+        return conn
+
+    def close(self) -> None:
+        self.save_ann()
+        for conn in [*getattr(self, "_readers", []), self._writer]:
+            conn.close()
+
+    # -- meta -----------------------------------------------------------------
+    def _init_meta(self) -> None:
+        cur = self._writer.execute("SELECT value FROM meta WHERE key='schema'")
+        row = cur.fetchone()
+        if row is None:
+            self._writer.executemany(
+                "INSERT INTO meta(key, value) VALUES (?, ?)",
+                [("schema", str(SCHEMA_VERSION)), ("applied_seq", "0"), ("applied_end", "0")],
+            )
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: index schema {row[0]} is not {SCHEMA_VERSION}",
+                "run 'kredenc rebuild'",
+            )
+
+    def applied(self) -> tuple[int, int]:
+        """(last applied seq, log end offset after it)."""
+        rows = dict(self._writer.execute("SELECT key, value FROM meta").fetchall())
+        return int(rows["applied_seq"]), int(rows["applied_end"])
+
+    # -- vectors --------------------------------------------------------------
+    def shards(self) -> dict[str, VectorShard]:
+        """Vector shards, loaded from SQLite on first use (open stays fast)."""
+        if self._shards is not None:
+            return self._shards
+        with self._shards_lock:
+            if self._shards is None:
+                shards: dict[str, VectorShard] = {}
+                applied_seq, _ = self.applied()
+                rows = self._writer.execute("SELECT rowid, shard, vec FROM vectors ORDER BY rowid")
+                grouped: dict[str, tuple[list[int], list[bytes]]] = {}
+                for rowid, shard, vec in rows:
+                    ids, vecs = grouped.setdefault(shard, ([], []))
+                    ids.append(rowid)
+                    vecs.append(vec)
+                for key, (ids, vecs) in grouped.items():
+                    shard = self._new_shard(key)
+                    matrix = np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(-1, self.dim)
+                    shard.add(np.asarray(ids, dtype=np.int64), matrix, build_ann=False)
+                    if shard.wants_ann and not shard.load_ann(applied_seq):
+                        shard.build_ann()
+                    shards[key] = shard
+                self._shards = shards
+        return self._shards
+
+    def _new_shard(self, key: str) -> VectorShard:
+        name = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+        return VectorShard(self.dim, self.ann, self.path.parent / "ann" / f"{name}.usearch")
+
+    def save_ann(self) -> None:
+        if self._shards is None:
+            return
+        applied_seq, _ = self.applied()
+        for shard in self._shards.values():
+            shard.save(applied_seq)
+
+    # -- applying log records (the housekeeper's thread only) ------------------
+    def apply(
+        self,
+        entries: Iterable[tuple[int, dict[str, Any]]],
+        vectors: dict[str, F32] | None,
+        embed: EmbedFn | None,
+        end: int,
+    ) -> None:
+        """Apply log records (offset, payload) in one transaction; record the position."""
+        entries = list(entries)
+        if not entries:
+            return
+        vectors = dict(vectors or {})
+        self._fill_vectors(entries, vectors, embed)
+        conn = self._writer
+        shard_adds: dict[str, tuple[list[int], list[F32]]] = {}
+        shard_removes: list[tuple[str, int]] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for offset, payload in entries:
+                self._apply_one(conn, offset, payload, vectors, shard_adds, shard_removes)
+            last_seq = int(entries[-1][1]["seq"])
+            conn.execute("UPDATE meta SET value=? WHERE key='applied_seq'", (str(last_seq),))
+            conn.execute("UPDATE meta SET value=? WHERE key='applied_end'", (str(end),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if self._shards is not None:
+            for key, rowid in shard_removes:
+                shard = self._shards.get(key)
+                if shard is not None:
+                    shard.remove(rowid)
+            for key, (ids, vecs) in shard_adds.items():
+                shard = self._shards.get(key)
+                if shard is None:
+                    shard = self._shards[key] = self._new_shard(key)
+                shard.add(np.asarray(ids, dtype=np.int64), np.vstack(vecs))
+
+    def _fill_vectors(
+        self,
+        entries: list[tuple[int, dict[str, Any]]],
+        vectors: dict[str, F32],
+        embed: EmbedFn | None,
+    ) -> None:
+        """Vectors for every indexed put: given, cached by text hash, or embedded now."""
+        wanted: dict[bytes, str] = {}
+        for _, p in entries:
+            if p.get("op") == "put" and p.get("type") in INDEXED_TYPES and p["id"] not in vectors:
+                text = embed_text_of(p)
+                wanted[text_hash(text)] = text
+        cached = self.cached_vectors(list(wanted))
+        missing = [h for h in wanted if h not in cached]
+        if missing:
+            if embed is None:
+                raise StoreError("index needs embeddings that are not cached", "pass an embedder")
+            fresh = embed([wanted[h] for h in missing])
+            self.cache_vectors({h: fresh[i] for i, h in enumerate(missing)})
+            cached.update({h: fresh[i] for i, h in enumerate(missing)})
+        for _, p in entries:
+            if p.get("op") == "put" and p.get("type") in INDEXED_TYPES and p["id"] not in vectors:
+                vectors[p["id"]] = cached[text_hash(embed_text_of(p))]
+
+    def cached_vectors(self, hashes: Sequence[bytes]) -> dict[bytes, F32]:
+        out: dict[bytes, F32] = {}
+        conn = self.reader()
+        for start in range(0, len(hashes), 500):
+            part = hashes[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(
+                f"SELECT hash, vec FROM cache.embeddings WHERE model=? AND hash IN ({marks})",
+                (self.model_id, *part),
+            )
+            for h, vec in rows:
+                out[h] = np.frombuffer(vec, dtype=np.float32)
+        return out
+
+    def cache_vectors(self, items: dict[bytes, F32]) -> None:
+        self._writer.executemany(
+            "INSERT OR IGNORE INTO cache.embeddings(hash, model, vec) VALUES (?, ?, ?)",
+            [
+                (h, self.model_id, np.asarray(v, dtype=np.float32).tobytes())
+                for h, v in items.items()
+            ],
+        )
+
+    def _apply_one(
+        self,
+        conn: sqlite3.Connection,
+        offset: int,
+        p: dict[str, Any],
+        vectors: dict[str, F32],
+        shard_adds: dict[str, tuple[list[int], list[F32]]],
+        shard_removes: list[tuple[str, int]],
+    ) -> None:
+        op = p.get("op")
+        if op == "put":
+            self._put(conn, offset, p, vectors, shard_adds)
+        elif op == "tombstone":
+            self._tombstone(conn, p["id"], shard_removes)
+        elif op == "edge":
+            conn.execute(
+                "INSERT OR REPLACE INTO edges(src, dst, rel, weight, ns, seq) VALUES (?,?,?,?,?,?)",
+                (p["src"], p["dst"], p["rel"], float(p.get("weight", 1.0)), p["ns"], p["seq"]),
+            )
+        elif op == "unedge":
+            conn.execute(
+                "DELETE FROM edges WHERE src=? AND dst=? AND rel=?", (p["src"], p["dst"], p["rel"])
+            )
+        elif op in ("score", "status"):
+            fields = {k: p[k] for k in _SCORE_FIELDS if k in p}
+            if fields:
+                sets = ", ".join(f"{k}=?" for k in fields)
+                conn.execute(f"UPDATE records SET {sets} WHERE id=?", (*fields.values(), p["id"]))
+        elif op == "access":
+            at = float(p.get("ts", 0.0))
+            conn.executemany(
+                "INSERT INTO access(id, count, last_at) VALUES (?, ?, ?) ON CONFLICT(id) DO "
+                "UPDATE SET count=count+excluded.count, last_at=max(last_at, excluded.last_at)",
+                [(rid, int(n), at) for rid, n in (p.get("counts") or {}).items()],
+            )
+
+    def _put(
+        self,
+        conn: sqlite3.Connection,
+        offset: int,
+        p: dict[str, Any],
+        vectors: dict[str, F32],
+        shard_adds: dict[str, tuple[list[int], list[F32]]],
+    ) -> None:
+        scores = p.get("scores") or {}
+        cur = conn.execute(
+            "INSERT INTO records(id, ns, drawer, type, kind, seq, offset, created_at, valid_from,"
+            " valid_to, status, importance, confidence, stability, source, doc_id)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                p["id"],
+                p["ns"],
+                p["drawer"],
+                p["type"],
+                p.get("kind", ""),
+                p["seq"],
+                offset,
+                float(p.get("ts", 0.0)),
+                p.get("valid_from"),
+                p.get("valid_to"),
+                p.get("status", "unvalidated"),
+                float(scores.get("importance", 0.5)),
+                float(scores.get("confidence", 0.5)),
+                float(scores.get("stability", 0.5)),
+                p.get("source"),
+                p.get("doc_id"),
+            ),
+        )
+        rowid = int(cur.lastrowid or 0)
+        if p["type"] == "document":
+            conn.execute(
+                "INSERT OR REPLACE INTO documents(ns, source, drawer, doc_id, content_hash,"
+                " version) VALUES (?,?,?,?,?,?)",
+                (
+                    p["ns"],
+                    p.get("source", ""),
+                    p["drawer"],
+                    p["id"],
+                    p.get("content_hash", ""),
+                    int(p.get("version", 1)),
+                ),
+            )
+        if p["type"] not in INDEXED_TYPES:
+            return
+        scope = f"{scope_token('n', p['ns'])} {scope_token('d', p['drawer'])}"
+        conn.execute(
+            "INSERT INTO cards(rowid, card, scope) VALUES (?,?,?)", (rowid, card_of(p), scope)
+        )
+        vec = np.asarray(vectors[p["id"]], dtype=np.float32)
+        if vec.shape != (self.dim,):
+            raise StoreError(f"vector of shape {vec.shape} for {p['id']}, expected ({self.dim},)")
+        key = shard_key(p["ns"], p["drawer"])
+        conn.execute(
+            "INSERT INTO vectors(rowid, shard, vec) VALUES (?,?,?)", (rowid, key, vec.tobytes())
+        )
+        ids, vecs = shard_adds.setdefault(key, ([], []))
+        ids.append(rowid)
+        vecs.append(vec)
+
+    def _tombstone(
+        self, conn: sqlite3.Connection, rid: str, shard_removes: list[tuple[str, int]]
+    ) -> None:
+        row = conn.execute("SELECT rowid FROM records WHERE id=?", (rid,)).fetchone()
+        if row is None:
+            return
+        rowid = int(row[0])
+        conn.execute("UPDATE records SET deleted=1 WHERE rowid=?", (rowid,))
+        conn.execute("DELETE FROM cards WHERE rowid=?", (rowid,))
+        vrow = conn.execute("SELECT shard FROM vectors WHERE rowid=?", (rowid,)).fetchone()
+        if vrow is not None:
+            conn.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
+            shard_removes.append((str(vrow[0]), rowid))
+        conn.execute("DELETE FROM edges WHERE src=? OR dst=?", (rid, rid))
+
+    # -- reads ----------------------------------------------------------------
+    def lookup(self, ns: str, rid: str) -> IndexedRecord | None:
+        row = (
+            self.reader()
+            .execute(
+                "SELECT rowid, id, offset, deleted FROM records WHERE ns=? AND id=?", (ns, rid)
+            )
+            .fetchone()
+        )
+        return None if row is None else IndexedRecord(row[0], row[1], row[2], bool(row[3]))
+
+    def lexical(self, ns: str, match: str, k: int, filters: Filters) -> list[tuple[int, float]]:
+        """Top ``k`` rowids by BM25 for an FTS5 ``match`` built by ``retrieve.terms``."""
+        scope = scope_token("n", ns)
+        if filters.drawer is not None:
+            scope += " AND " + scope_token("d", filters.drawer)
+        where, args = _record_conditions(filters)
+        sql = (
+            "SELECT r.rowid, -bm25(cards, 1.0, 0.0) AS s FROM cards JOIN records r"
+            " ON r.rowid = cards.rowid WHERE cards MATCH ? AND r.ns = ?"
+            + where
+            + " ORDER BY bm25(cards, 1.0, 0.0) LIMIT ?"
+        )
+        query = f"scope : ({scope}) AND card : ({match})"
+        rows = self.reader().execute(sql, (query, ns, *args, k)).fetchall()
+        return [(int(r), float(s)) for r, s in rows]
+
+    def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
+        """Top ``k`` rowids by cosine within the namespace (and drawer)."""
+        prefix = shard_key(ns, filters.drawer) if filters.drawer is not None else ns + "\x1f"
+        found: list[tuple[int, float]] = []
+        extra = filters != Filters(drawer=filters.drawer)
+        for key, shard in self.shards().items():
+            if key == prefix or (filters.drawer is None and key.startswith(prefix)):
+                found.extend(shard.search(query, k * 4 if extra or shard.uses_ann else k))
+        found.sort(key=lambda t: -t[1])
+        return self._keep(ns, found, k, filters)
+
+    def _keep(
+        self, ns: str, found: list[tuple[int, float]], k: int, filters: Filters
+    ) -> list[tuple[int, float]]:
+        """Drop candidates that fail the namespace or filters (checked in SQL)."""
+        if not found:
+            return []
+        where, args = _record_conditions(filters)
+        ids = [r for r, _ in found]
+        marks = ",".join("?" * len(ids))
+        rows = (
+            self.reader()
+            .execute(
+                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks}) AND r.ns = ?" + where,
+                (*ids, ns, *args),
+            )
+            .fetchall()
+        )
+        ok = {int(r[0]) for r in rows}
+        return [(r, s) for r, s in found if r in ok][:k]
+
+    def resolve(self, ns: str, rowids: Sequence[int]) -> dict[int, tuple[str, int]]:
+        """rowid -> (id, offset) for live records of ``ns``."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        rows = (
+            self.reader()
+            .execute(
+                f"SELECT rowid, id, offset FROM records WHERE rowid IN ({marks})"
+                " AND ns=? AND deleted=0",
+                (*rowids, ns),
+            )
+            .fetchall()
+        )
+        return {int(r): (i, int(o)) for r, i, o in rows}
+
+    def stats(self, ns: str) -> dict[str, Any]:
+        conn = self.reader()
+        by_drawer = conn.execute(
+            "SELECT drawer, type, count(*) FROM records WHERE ns=? AND deleted=0"
+            " GROUP BY drawer, type ORDER BY drawer, type",
+            (ns,),
+        ).fetchall()
+        return {
+            "records": sum(n for _, _, n in by_drawer),
+            "drawers": [{"drawer": d, "type": t, "records": n} for d, t, n in by_drawer],
+            "edges": conn.execute("SELECT count(*) FROM edges WHERE ns=?", (ns,)).fetchone()[0],
+        }
+
+    def fingerprint(self) -> dict[str, Any]:
+        """A content summary used to compare an index with its rebuild."""
+        conn = self.reader()
+        recs = conn.execute(
+            "SELECT id, ns, drawer, type, kind, seq, offset, status, importance, confidence,"
+            " stability, deleted FROM records ORDER BY seq"
+        ).fetchall()
+        edges = conn.execute(
+            "SELECT src, dst, rel, weight FROM edges ORDER BY src, dst, rel"
+        ).fetchall()
+        return {"records": recs, "edges": edges}
+
+
+_SCORE_FIELDS = ("importance", "confidence", "stability", "status", "valid_from", "valid_to")
+
+
+def shard_key(ns: str, drawer: str) -> str:
+    return f"{ns}\x1f{drawer}"
+
+
+def _record_conditions(filters: Filters) -> tuple[str, list[Any]]:
+    where = " AND r.deleted = 0"
+    args: list[Any] = []
+    if filters.drawer is not None:
+        where += " AND r.drawer = ?"
+        args.append(filters.drawer)
+    if filters.types:
+        where += f" AND r.type IN ({','.join('?' * len(filters.types))})"
+        args.extend(filters.types)
+    if filters.kinds:
+        where += f" AND r.kind IN ({','.join('?' * len(filters.kinds))})"
+        args.extend(filters.kinds)
+    if not filters.include_deprecated:
+        where += " AND r.status != 'deprecated'"
+    if filters.older_than is not None:
+        where += " AND r.created_at < ?"
+        args.append(filters.older_than)
+    return where, args

@@ -1,0 +1,188 @@
+"""Vector search over one shard (a namespace and drawer).
+
+Below ``ann_threshold`` vectors a shard answers by exact cosine (a float32 matrix
+product); past it, a usearch HNSW index answers, persisted beside the SQLite index
+so that opening a large store does not rebuild it. The matrix and the graph are
+derived: SQLite's ``vectors`` table holds every vector, and the log holds the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+log = logging.getLogger(__name__)
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class AnnParams:
+    threshold: int = 20_000
+    dtype: str = "f16"
+    connectivity: int = 16
+    expansion_add: int = 64
+    expansion_search: int = 96
+
+
+class VectorShard:
+    """Vectors of one (namespace, drawer), searchable by cosine similarity.
+
+    Writes come from the housekeeper's thread, searches from any thread; a lock
+    guards the arrays (searches copy nothing: they read under the lock).
+    """
+
+    def __init__(self, dim: int, params: AnnParams, ann_path: Path | None = None) -> None:
+        self.dim = dim
+        self.params = params
+        self.ann_path = ann_path
+        self._lock = threading.RLock()
+        self._rowids: I64 = np.zeros(0, dtype=np.int64)
+        self._matrix: F32 = np.zeros((0, dim), dtype=np.float32)
+        self._n = 0
+        self._pos: dict[int, int] = {}
+        self._ann: object | None = None
+        self._ann_dirty = False
+
+    def __len__(self) -> int:
+        return len(self._pos)
+
+    # -- writes ---------------------------------------------------------------
+    def add(self, rowids: I64, vectors: F32, *, build_ann: bool = True) -> None:
+        with self._lock:
+            need = self._n + len(rowids)
+            if need > len(self._rowids):
+                cap = max(need, int(len(self._rowids) * 1.5) + 64)
+                rows = np.zeros(cap, dtype=np.int64)
+                mat = np.zeros((cap, self.dim), dtype=np.float32)
+                rows[: self._n] = self._rowids[: self._n]
+                mat[: self._n] = self._matrix[: self._n]
+                self._rowids, self._matrix = rows, mat
+            for i, rowid in enumerate(rowids.tolist()):
+                old = self._pos.get(rowid)
+                if old is not None:  # replaced vector: update in place
+                    self._matrix[old] = vectors[i]
+                    continue
+                self._rowids[self._n] = rowid
+                self._matrix[self._n] = vectors[i]
+                self._pos[rowid] = self._n
+                self._n += 1
+            if self._ann is not None:
+                self._ann_add(rowids, vectors)
+            elif build_ann and self.wants_ann:
+                self.build_ann()
+
+    def remove(self, rowid: int) -> None:
+        with self._lock:
+            pos = self._pos.pop(rowid, None)
+            if pos is None:
+                return
+            last = self._n - 1
+            if pos != last:  # move the last row into the hole
+                moved = int(self._rowids[last])
+                self._rowids[pos] = moved
+                self._matrix[pos] = self._matrix[last]
+                self._pos[moved] = pos
+            self._n = last
+            if self._ann is not None:
+                self._ann.remove(rowid)  # type: ignore[attr-defined]
+                self._ann_dirty = True
+
+    # -- reads ----------------------------------------------------------------
+    def search(self, query: F32, k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest rowids with cosine similarity, best first."""
+        with self._lock:
+            n = self._n
+            if n == 0 or k <= 0:
+                return []
+            if self._ann is not None:
+                return self._ann_search(query, k)
+            scores = self._matrix[:n] @ query
+            k = min(k, n)
+            top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+            order = top[np.argsort(-scores[top], kind="stable")]
+            return [(int(self._rowids[i]), float(scores[i])) for i in order]
+
+    @property
+    def uses_ann(self) -> bool:
+        return self._ann is not None
+
+    @property
+    def wants_ann(self) -> bool:
+        return self.params.threshold > 0 and len(self._pos) >= self.params.threshold
+
+    # -- the ANN graph --------------------------------------------------------
+    def _new_ann(self) -> object:
+        from usearch.index import Index
+
+        return Index(
+            ndim=self.dim,
+            metric="ip",
+            dtype=self.params.dtype,
+            connectivity=self.params.connectivity,
+            expansion_add=self.params.expansion_add,
+            expansion_search=self.params.expansion_search,
+        )
+
+    def build_ann(self) -> None:
+        index = self._new_ann()
+        n = self._n
+        # One thread and rowid order make the graph the same on every rebuild.
+        order = np.argsort(self._rowids[:n], kind="stable")
+        index.add(self._rowids[:n][order], self._matrix[:n][order], threads=1)  # type: ignore[attr-defined]
+        self._ann = index
+        self._ann_dirty = True
+        log.info("vector shard passed %d vectors: ANN index built", n)
+
+    def _ann_add(self, rowids: I64, vectors: F32) -> None:
+        ann = self._ann
+        fresh = [i for i, r in enumerate(rowids.tolist()) if not ann.contains(r)]  # type: ignore[attr-defined]
+        if fresh:
+            ann.add(rowids[fresh], vectors[fresh], threads=1)  # type: ignore[attr-defined]
+        self._ann_dirty = True
+
+    def _ann_search(self, query: F32, k: int) -> list[tuple[int, float]]:
+        ann = self._ann
+        matches = ann.search(query, min(k, len(self._pos)))  # type: ignore[attr-defined]
+        keys = matches.keys.tolist()
+        dists = matches.distances.tolist()
+        # usearch's "ip" distance is 1 - dot product.
+        return [(int(key), 1.0 - float(d)) for key, d in zip(keys, dists, strict=True)]
+
+    def save(self, applied_seq: int) -> None:
+        """Persist the ANN graph (if any) with the log position it reflects."""
+        with self._lock:
+            if self._ann is None or self.ann_path is None or not self._ann_dirty:
+                return
+            self.ann_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.ann_path.with_suffix(".tmp")
+            self._ann.save(str(tmp))  # type: ignore[attr-defined]
+            tmp.replace(self.ann_path)
+            side = {"applied_seq": applied_seq, "count": len(self._pos)}
+            self.ann_path.with_suffix(".json").write_text(json.dumps(side))
+            self._ann_dirty = False
+
+    def load_ann(self, applied_seq: int) -> bool:
+        """Adopt a saved graph if it reflects exactly ``applied_seq``; else False."""
+        if self.ann_path is None or not self.ann_path.exists():
+            return False
+        side_path = self.ann_path.with_suffix(".json")
+        try:
+            side = json.loads(side_path.read_text())
+        except (OSError, ValueError):
+            return False
+        if side.get("applied_seq") != applied_seq or side.get("count") != len(self._pos):
+            return False
+        index = self._new_ann()
+        index.load(str(self.ann_path))  # type: ignore[attr-defined]
+        with self._lock:
+            self._ann = index
+            self._ann_dirty = False
+        return True
