@@ -10,14 +10,22 @@ from types import TracebackType
 from typing import Any
 
 from kredenc.config import Settings, load_settings
-from kredenc.errors import InvalidInput, NotFound, StoreError
+from kredenc.errors import InvalidInput, NotFound, ReadOnlyRecord, StoreError
+from kredenc.memory.fields import SCORES, parse_time, validate_fields
+from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.providers.embed.base import Embedder
-from kredenc.records import MEMORY_KINDS, Hit, Memory, new_id, now
+from kredenc.records import Hit, Memory, new_id, now
 from kredenc.retrieve import search as searching
 from kredenc.storage import store as layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
-from kredenc.storage.index.sqlite import Filters, SqliteIndex, embed_text_of, text_hash
+from kredenc.storage.index.sqlite import (
+    Filters,
+    IndexedRecord,
+    SqliteIndex,
+    embed_text_of,
+    text_hash,
+)
 from kredenc.storage.index.vectors import F32, AnnParams
 
 log = logging.getLogger(__name__)
@@ -181,7 +189,8 @@ class Kredenc:
         return self.embedder.embed(list(texts))
 
     def _embed_one(self, text: str) -> F32:
-        return self.embedder.embed([text])[0]
+        vec: F32 = self.embedder.embed([text])[0]
+        return vec
 
     def _vectors_for(self, payloads: Iterable[dict[str, Any]]) -> dict[str, F32]:
         """Vectors for new records: from the cache by text hash, else embedded now."""
@@ -209,68 +218,85 @@ class Kredenc:
         drawer: str = "memories",
         tags: Sequence[str] = (),
         meta: Mapping[str, Any] | None = None,
+        **fields: Any,
     ) -> Memory:
-        """File one memory; returns it once it is durable and searchable."""
+        """File one memory; returns it once it is durable and searchable.
+
+        ``fields`` are the memory's scores and state: importance, confidence,
+        stability (in [0, 1]), status, source, read_only, episode_id, task_status,
+        valid_from, valid_to. Invalid values are rejected; nothing is written.
+        """
         hk = self._writable()
-        payload = self._memory_payload(text, kind=kind, drawer=drawer, tags=tags, meta=meta)
+        payload = self._memory_payload(text, kind, drawer, tags, meta, fields, strict=True)
         vectors = self._vectors_for([payload])
         (placed,) = hk.write([payload], vectors=vectors)
-        payload["seq"] = placed.seq
         return Memory.from_payload(payload, placed.offset)
 
     def remember_many(
-        self, items: Sequence[Mapping[str, Any]], *, drawer: str = "memories"
+        self, items: Sequence[Mapping[str, Any]], *, drawer: str = "memories", strict: bool = True
     ) -> list[Memory]:
-        """File many memories as one all-or-nothing batch (one fsync)."""
+        """File many memories as one all-or-nothing batch (one fsync).
+
+        Each item is a mapping with ``text`` and any of remember()'s keywords.
+        ``strict=False`` clamps and coerces bad fields with a warning instead.
+        """
         hk = self._writable()
-        payloads = [
-            self._memory_payload(
-                item.get("text"),  # type: ignore[arg-type]
-                kind=item.get("kind", "note"),
-                drawer=item.get("drawer", drawer),
-                tags=item.get("tags", ()),
-                meta=item.get("meta"),
+        payloads = []
+        for item in items:
+            rest = dict(item)
+            text = rest.pop("text", None)
+            payloads.append(
+                self._memory_payload(
+                    text,
+                    rest.pop("kind", "note"),
+                    rest.pop("drawer", drawer),
+                    rest.pop("tags", ()),
+                    rest.pop("meta", None),
+                    rest,
+                    strict=strict,
+                )
             )
-            for item in items
-        ]
         if not payloads:
             return []
         vectors = self._vectors_for(payloads)
         placed = hk.write(payloads, batch=True, vectors=vectors)
-        out = []
-        for payload, where in zip(payloads, placed, strict=True):
-            out.append(Memory.from_payload(payload, where.offset))
-        return out
+        return [Memory.from_payload(p, w.offset) for p, w in zip(payloads, placed, strict=True)]
 
     def _memory_payload(
         self,
-        text: str,
-        *,
+        text: object,
         kind: str,
         drawer: str,
         tags: Sequence[str],
         meta: Mapping[str, Any] | None,
+        fields: Mapping[str, Any],
+        *,
+        strict: bool,
     ) -> dict[str, Any]:
-        text = self._check_text(text)
-        if kind not in MEMORY_KINDS:
-            raise InvalidInput(f"unknown kind {kind!r}", f"use one of {', '.join(MEMORY_KINDS)}")
+        checked_text = self._check_text(text)
         _check_name("drawer", drawer)
-        if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
-            raise InvalidInput("tags must be a list of non-empty strings")
         if meta is not None and not isinstance(meta, Mapping):
             raise InvalidInput("meta must be a JSON object")
-        return {
+        values = validate_fields({**fields, "kind": kind, "tags": tags}, strict=strict)
+        payload: dict[str, Any] = {
             "op": "put",
             "ns": self.namespace,
             "id": new_id("memory"),
             "type": "memory",
             "drawer": drawer,
-            "kind": kind,
+            "kind": values["kind"],
             "ts": now(),
-            "text": text,
-            "tags": [t.strip() for t in tags],
+            "text": checked_text,
+            "tags": values["tags"],
             "meta": dict(meta or {}),
+            "scores": {k: values[k] for k in SCORES},
+            "status": values["status"],
+            "source": values["source"],
         }
+        for key in ("read_only", "episode_id", "task_status", "valid_from", "valid_to"):
+            if values[key] not in (None, False):
+                payload[key] = values[key]
+        return payload
 
     def _check_text(self, text: object) -> str:
         if not isinstance(text, str):
@@ -289,41 +315,78 @@ class Kredenc:
             )
         return text
 
-    def forget(self, record_id: str) -> None:
-        """Hide a record everywhere at once (a tombstone in the log)."""
-        hk = self._writable()
+    def _live(self, record_id: str) -> IndexedRecord:
         found = self.index.lookup(self.namespace, record_id)
         if found is None or found.deleted:
             raise NotFound(f"no record {record_id!r} in namespace {self.namespace!r}")
-        hk.write([{"op": "tombstone", "ns": self.namespace, "id": record_id, "ts": now()}])
+        return found
 
-    def relate(self, src: str, dst: str, rel: str, *, weight: float = 1.0) -> None:
-        """Add a typed edge between two records of this namespace."""
+    def score(self, record_id: str, *, reason: str | None = None, **fields: Any) -> Memory:
+        """Change a memory's scores or state; only the fields given change."""
         hk = self._writable()
-        for rid in (src, dst):
-            found = self.index.lookup(self.namespace, rid)
-            if found is None or found.deleted:
-                raise NotFound(f"no record {rid!r} in namespace {self.namespace!r}")
-        hk.write(
-            [
+        if not fields:
+            raise InvalidInput("nothing to change", "give at least one field, e.g. importance")
+        if "kind" in fields or "tags" in fields or "read_only" in fields or "source" in fields:
+            raise InvalidInput("kind, tags, source and read_only cannot be changed by score")
+        values = validate_fields(fields, strict=True, partial=True)
+        found = self._live(record_id)
+        if found.state["read_only"]:
+            raise ReadOnlyRecord(f"memory {record_id} is read-only", "it cannot be changed")
+        if "task_status" in values and found.state["kind"] != "task":
+            raise InvalidInput("task_status is only for memories of kind 'task'")
+        payload: dict[str, Any] = {"op": "score", "ns": self.namespace, "id": record_id}
+        payload.update(values)
+        payload["ts"] = now()
+        if reason:
+            payload["reason"] = reason
+        hk.write([payload])
+        return self.get(record_id)
+
+    def forget(self, record_id: str) -> None:
+        """Hide a record everywhere at once (a tombstone in the log).
+
+        Edges touching it go with it; memories ``derived_from`` it are marked
+        ``disputed`` (with the reason) in the same batch, so nothing is silently
+        orphaned.
+        """
+        hk = self._writable()
+        found = self._live(record_id)
+        if found.state["read_only"]:
+            raise ReadOnlyRecord(f"memory {record_id} is read-only", "it cannot be forgotten")
+        ts = now()
+        payloads: list[dict[str, Any]] = [
+            {"op": "tombstone", "ns": self.namespace, "id": record_id, "ts": ts}
+        ]
+        for derived in self.index.sources_of(self.namespace, record_id, "derived_from"):
+            payloads.append(
                 {
-                    "op": "edge",
+                    "op": "score",
                     "ns": self.namespace,
-                    "src": src,
-                    "dst": dst,
-                    "rel": rel,
-                    "weight": float(weight),
-                    "ts": now(),
+                    "id": derived,
+                    "status": "disputed",
+                    "reason": f"derived from {record_id}, which was forgotten",
+                    "ts": ts,
                 }
-            ]
-        )
+            )
+        hk.write(payloads, batch=len(payloads) > 1)
+
+    def relate(
+        self, src: str, dst: str, rel: str, *, weight: float = 1.0, remove: bool = False
+    ) -> None:
+        """Add (or with ``remove`` delete) a typed edge between two records."""
+        hk = self._writable()
+        weight = check_relation(rel, weight)
+        if src == dst:
+            raise InvalidInput("a record cannot be related to itself")
+        for rid in (src, dst):
+            self._live(rid)
+        payloads = edge_payloads(self.namespace, src, dst, rel, weight, now(), remove=remove)
+        hk.write(payloads, batch=len(payloads) > 1)
 
     # -- reading --------------------------------------------------------------
     def get(self, record_id: str) -> Memory:
-        found = self.index.lookup(self.namespace, record_id)
-        if found is None or found.deleted:
-            raise NotFound(f"no record {record_id!r} in namespace {self.namespace!r}")
-        return Memory.from_payload(self.haystack.read(found.offset), found.offset)
+        found = self._live(record_id)
+        return Memory.from_payload(self.haystack.read(found.offset), found.offset, found.state)
 
     def search(
         self,
@@ -332,7 +395,15 @@ class Kredenc:
         k: int = 10,
         mode: str = "hybrid",
         drawer: str | None = None,
+        kinds: Sequence[str] = (),
+        include_deprecated: bool = False,
+        as_of: float | str | None = None,
     ) -> list[Hit]:
+        """Hybrid (or lexical, or dense) search in this namespace.
+
+        Deprecated memories are left out unless ``include_deprecated``; ``as_of``
+        (Unix seconds or ISO 8601) keeps what was recorded and valid at that time.
+        """
         s = self.settings
         params = searching.SearchParams(
             k=k,
@@ -343,7 +414,12 @@ class Kredenc:
             weight_lexical=s.weight_lexical,
         )
         query = searching.validate(query, params)
-        filters = Filters(drawer=drawer)
+        filters = Filters(
+            drawer=drawer,
+            kinds=tuple(kinds),
+            include_deprecated=include_deprecated,
+            as_of=parse_time(as_of, "as_of"),
+        )
         return searching.search(
             self.index, self.haystack, self.namespace, query, params, filters, self._embed_query
         )

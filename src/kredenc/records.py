@@ -47,7 +47,8 @@ class Appended:
 
 @dataclass
 class Memory:
-    """A filed memory (or any ``put`` record) as read back from the log."""
+    """A filed memory (or any ``put`` record) as read back: the log's text, the
+    index's current state (scores and status change through ``score`` records)."""
 
     id: str
     text: str
@@ -61,13 +62,30 @@ class Memory:
     confidence: float = 0.5
     stability: float = 0.5
     status: str = "unvalidated"
+    source: str = "user"
+    read_only: bool = False
+    episode_id: str | None = None
+    task_status: str | None = None
+    valid_from: float | None = None
+    valid_to: float | None = None
     created_at: float = 0.0
     seq: int = 0
     offset: int = 0
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any], offset: int) -> Memory:
+    def from_payload(
+        cls, payload: dict[str, Any], offset: int, state: dict[str, Any] | None = None
+    ) -> Memory:
         scores = payload.get("scores") or {}
+        cur = state or {}
+
+        def pick(key: str, default: Any) -> Any:
+            if key in cur:
+                return cur[key]
+            if key in scores:
+                return scores[key]
+            return payload.get(key, default)
+
         return cls(
             id=payload["id"],
             text=payload.get("text", ""),
@@ -77,10 +95,16 @@ class Memory:
             type=payload.get("type", "memory"),
             tags=tuple(payload.get("tags") or ()),
             meta=dict(payload.get("meta") or {}),
-            importance=float(scores.get("importance", 0.5)),
-            confidence=float(scores.get("confidence", 0.5)),
-            stability=float(scores.get("stability", 0.5)),
-            status=payload.get("status", "unvalidated"),
+            importance=float(pick("importance", 0.5)),
+            confidence=float(pick("confidence", 0.5)),
+            stability=float(pick("stability", 0.5)),
+            status=str(pick("status", "unvalidated")),
+            source=str(payload.get("source") or "user"),
+            read_only=bool(payload.get("read_only", False)),
+            episode_id=pick("episode_id", None),
+            task_status=pick("task_status", None),
+            valid_from=pick("valid_from", None),
+            valid_to=pick("valid_to", None),
             created_at=float(payload.get("ts", 0.0)),
             seq=int(payload["seq"]),
             offset=offset,

@@ -58,7 +58,9 @@ def json_option(func: F) -> F:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--store", "store", metavar="DIR", help="Store directory (default $KREDENC_HOME or ./.kredenc).")
+@click.option(
+    "--store", "store", metavar="DIR", help="Store directory (default $KREDENC_HOME or ./.kredenc)."
+)
 @click.option("--namespace", "-n", metavar="NAME", help="Namespace (tenant).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
@@ -146,7 +148,9 @@ def remember(text: str, kind: str, drawer: str, tags: str) -> None:
 @cli.command()
 @click.argument("query")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
-@click.option("--mode", type=click.Choice(["hybrid", "lexical", "dense"]), default="hybrid", show_default=True)
+@click.option(
+    "--mode", type=click.Choice(["hybrid", "lexical", "dense"]), default="hybrid", show_default=True
+)
 @click.option("--drawer", default=None)
 @json_option
 def search(query: str, k: int, mode: str, drawer: str | None) -> None:
@@ -220,7 +224,7 @@ def check() -> None:
 
     c = _ctx()
     report = verify_store(_home(c))
-    c.emit(report, lambda: [click.echo(line) for line in report["findings"]])
+    c.emit(report, lambda: click.echo("\n".join(report["findings"])))
     if not report["sound"]:
         sys.exit(1)
 
@@ -284,8 +288,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"error: {exc.format_message()}", err=True)
         hint = "see 'kredenc --help'"
-        if exc.ctx is not None:
-            hint = f"see '{exc.ctx.command_path} --help'"
+        ctx = getattr(exc, "ctx", None)
+        if ctx is not None:
+            hint = f"see '{ctx.command_path} --help'"
         click.echo(f"hint: {hint}", err=True)
         sys.exit(exc.exit_code)
     except KredencError as exc:
@@ -297,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:
         click.echo(f"error: {exc.strerror or exc} ({exc.filename or ''})", err=True)
         sys.exit(1)
-    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become a line
+    except Exception as exc:
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
         click.echo(

@@ -42,7 +42,9 @@ def verify_store(home: Path) -> dict[str, Any]:
         findings.append(f"index: unreadable ({exc}); run 'kredenc rebuild'")
         return _report(False, findings)
     if integrity != "ok":
-        findings.append(f"index: SQLite integrity check failed ({integrity}); run 'kredenc rebuild'")
+        findings.append(
+            f"index: SQLite integrity check failed ({integrity}); run 'kredenc rebuild'"
+        )
         sound = False
     else:
         findings.append(f"index: {live} live records, applied up to seq {rows.get('applied_seq')}")

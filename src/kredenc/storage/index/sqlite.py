@@ -47,6 +47,9 @@ CREATE TABLE IF NOT EXISTS records(
   stability REAL NOT NULL DEFAULT 0.5,
   source TEXT,
   doc_id TEXT,
+  episode_id TEXT,
+  task_status TEXT,
+  read_only INTEGER NOT NULL DEFAULT 0,
   deleted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS records_scope ON records(ns, drawer, deleted);
@@ -115,6 +118,7 @@ class IndexedRecord:
     id: str
     offset: int
     deleted: bool
+    state: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class Filters:
     kinds: tuple[str, ...] = ()
     include_deprecated: bool = False
     older_than: float | None = None
+    as_of: float | None = None
 
 
 class SqliteIndex:
@@ -361,8 +366,8 @@ class SqliteIndex:
         scores = p.get("scores") or {}
         cur = conn.execute(
             "INSERT INTO records(id, ns, drawer, type, kind, seq, offset, created_at, valid_from,"
-            " valid_to, status, importance, confidence, stability, source, doc_id)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " valid_to, status, importance, confidence, stability, source, doc_id, episode_id,"
+            " task_status, read_only) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 p["id"],
                 p["ns"],
@@ -380,6 +385,9 @@ class SqliteIndex:
                 float(scores.get("stability", 0.5)),
                 p.get("source"),
                 p.get("doc_id"),
+                p.get("episode_id"),
+                p.get("task_status"),
+                int(bool(p.get("read_only", False))),
             ),
         )
         rowid = int(cur.lastrowid or 0)
@@ -430,14 +438,34 @@ class SqliteIndex:
 
     # -- reads ----------------------------------------------------------------
     def lookup(self, ns: str, rid: str) -> IndexedRecord | None:
+        """The record's place and current state (scores, status, validity)."""
+        cols = ", ".join(STATE_COLUMNS)
         row = (
             self.reader()
             .execute(
-                "SELECT rowid, id, offset, deleted FROM records WHERE ns=? AND id=?", (ns, rid)
+                f"SELECT rowid, id, offset, deleted, {cols} FROM records WHERE ns=? AND id=?",
+                (ns, rid),
             )
             .fetchone()
         )
-        return None if row is None else IndexedRecord(row[0], row[1], row[2], bool(row[3]))
+        if row is None:
+            return None
+        state = dict(zip(STATE_COLUMNS, row[4:], strict=True))
+        state["read_only"] = bool(state["read_only"])
+        return IndexedRecord(row[0], row[1], row[2], bool(row[3]), state)
+
+    def sources_of(self, ns: str, dst: str, rel: str) -> list[str]:
+        """Ids of live records with an edge ``rel`` pointing at ``dst``."""
+        rows = (
+            self.reader()
+            .execute(
+                "SELECT e.src FROM edges e JOIN records r ON r.id = e.src"
+                " WHERE e.ns=? AND e.dst=? AND e.rel=? AND r.deleted=0 ORDER BY e.seq",
+                (ns, dst, rel),
+            )
+            .fetchall()
+        )
+        return [str(r[0]) for r in rows]
 
     def lexical(self, ns: str, match: str, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by BM25 for an FTS5 ``match`` built by ``retrieve.terms``."""
@@ -528,7 +556,27 @@ class SqliteIndex:
         return {"records": recs, "edges": edges}
 
 
-_SCORE_FIELDS = ("importance", "confidence", "stability", "status", "valid_from", "valid_to")
+# Fields a ``score``/``status`` record may change (the index keeps the current value).
+_SCORE_FIELDS = (
+    "importance",
+    "confidence",
+    "stability",
+    "status",
+    "valid_from",
+    "valid_to",
+    "episode_id",
+    "task_status",
+)
+STATE_COLUMNS = (
+    "kind",
+    "drawer",
+    "type",
+    "created_at",
+    *_SCORE_FIELDS,
+    "source",
+    "doc_id",
+    "read_only",
+)
 
 
 def shard_key(ns: str, drawer: str) -> str:
@@ -552,4 +600,10 @@ def _record_conditions(filters: Filters) -> tuple[str, list[Any]]:
     if filters.older_than is not None:
         where += " AND r.created_at < ?"
         args.append(filters.older_than)
+    if filters.as_of is not None:
+        where += (
+            " AND r.created_at <= ? AND (r.valid_from IS NULL OR r.valid_from <= ?)"
+            " AND (r.valid_to IS NULL OR r.valid_to > ?)"
+        )
+        args.extend([filters.as_of] * 3)
     return where, args

@@ -13,6 +13,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +49,7 @@ class VectorShard:
         self._matrix: F32 = np.zeros((0, dim), dtype=np.float32)
         self._n = 0
         self._pos: dict[int, int] = {}
-        self._ann: object | None = None
+        self._ann: Any = None
         self._ann_dirty = False
 
     def __len__(self) -> int:
@@ -92,7 +93,7 @@ class VectorShard:
                 self._pos[moved] = pos
             self._n = last
             if self._ann is not None:
-                self._ann.remove(rowid)  # type: ignore[attr-defined]
+                self._ann.remove(rowid)
                 self._ann_dirty = True
 
     # -- reads ----------------------------------------------------------------
@@ -119,7 +120,7 @@ class VectorShard:
         return self.params.threshold > 0 and len(self._pos) >= self.params.threshold
 
     # -- the ANN graph --------------------------------------------------------
-    def _new_ann(self) -> object:
+    def _new_ann(self) -> Any:
         from usearch.index import Index
 
         return Index(
@@ -136,21 +137,21 @@ class VectorShard:
         n = self._n
         # One thread and rowid order make the graph the same on every rebuild.
         order = np.argsort(self._rowids[:n], kind="stable")
-        index.add(self._rowids[:n][order], self._matrix[:n][order], threads=1)  # type: ignore[attr-defined]
+        index.add(self._rowids[:n][order], self._matrix[:n][order], threads=1)
         self._ann = index
         self._ann_dirty = True
         log.info("vector shard passed %d vectors: ANN index built", n)
 
     def _ann_add(self, rowids: I64, vectors: F32) -> None:
         ann = self._ann
-        fresh = [i for i, r in enumerate(rowids.tolist()) if not ann.contains(r)]  # type: ignore[attr-defined]
+        fresh = [i for i, r in enumerate(rowids.tolist()) if not ann.contains(r)]
         if fresh:
-            ann.add(rowids[fresh], vectors[fresh], threads=1)  # type: ignore[attr-defined]
+            ann.add(rowids[fresh], vectors[fresh], threads=1)
         self._ann_dirty = True
 
     def _ann_search(self, query: F32, k: int) -> list[tuple[int, float]]:
         ann = self._ann
-        matches = ann.search(query, min(k, len(self._pos)))  # type: ignore[attr-defined]
+        matches = ann.search(query, min(k, len(self._pos)))
         keys = matches.keys.tolist()
         dists = matches.distances.tolist()
         # usearch's "ip" distance is 1 - dot product.
@@ -163,7 +164,7 @@ class VectorShard:
                 return
             self.ann_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.ann_path.with_suffix(".tmp")
-            self._ann.save(str(tmp))  # type: ignore[attr-defined]
+            self._ann.save(str(tmp))
             tmp.replace(self.ann_path)
             side = {"applied_seq": applied_seq, "count": len(self._pos)}
             self.ann_path.with_suffix(".json").write_text(json.dumps(side))
@@ -181,7 +182,7 @@ class VectorShard:
         if side.get("applied_seq") != applied_seq or side.get("count") != len(self._pos):
             return False
         index = self._new_ann()
-        index.load(str(self.ann_path))  # type: ignore[attr-defined]
+        index.load(str(self.ann_path))
         with self._lock:
             self._ann = index
             self._ann_dirty = False
