@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     embed_url: str = Field("", description="Base URL of an OpenAI-compatible embeddings API.")
     embed_model: str = Field("", description="Model name for the OpenAI-compatible API.")
     embed_api_key: SecretStr = Field(SecretStr(""), description="API key for embed_url.")
+    embed_cache: Path | None = Field(
+        None, description="Embedding cache file (default <store>/embeddings.db); shareable."
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     weight_dense: float = Field(0.6, ge=0.0, description="RRF weight of the dense leg.")
     weight_lexical: float = Field(0.4, ge=0.0, description="RRF weight of the lexical leg.")
@@ -54,6 +57,13 @@ class Settings(BaseSettings):
     ann_connectivity: int = Field(16, ge=4, le=128, description="ANN graph degree (M).")
     ann_expansion_add: int = Field(64, ge=8, description="ANN build-time search width.")
     ann_expansion_search: int = Field(96, ge=8, description="ANN query-time search width.")
+    chunk_size: int = Field(1000, ge=50, description="Characters per document chunk.")
+    chunk_overlap: int = Field(200, ge=0, description="Characters shared by neighbouring chunks.")
+    fetch_allow_private: bool = Field(
+        False, description="Allow fetching URLs on private, loopback and link-local addresses."
+    )
+    fetch_max_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest URL body fetched.")
+    fetch_timeout_s: float = Field(20.0, gt=0, description="Time limit for one URL fetch.")
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )

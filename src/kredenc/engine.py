@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from kredenc.config import Settings, load_settings
-from kredenc.errors import InvalidInput, NotFound, ReadOnlyRecord, StoreError
+from kredenc.errors import InvalidInput, KredencError, NotFound, ReadOnlyRecord, StoreError
+from kredenc.ingest.document import Chunk, LoadedDocument
+from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
 from kredenc.memory.fields import SCORES, parse_time, validate_fields
 from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.providers.embed.base import Embedder
@@ -138,6 +141,7 @@ class Kredenc:
             self.home / layout.INDEX_FILE,
             dim=self.embedder.dim,
             model_id=self.embedder.model_id,
+            cache_path=s.embed_cache,
             ann=AnnParams(
                 threshold=s.ann_threshold,
                 dtype=s.ann_dtype,
@@ -382,6 +386,134 @@ class Kredenc:
             self._live(rid)
         payloads = edge_payloads(self.namespace, src, dst, rel, weight, now(), remove=remove)
         hk.write(payloads, batch=len(payloads) > 1)
+
+    def use_namespace(self, namespace: str) -> None:
+        """Switch this handle to another namespace of the same store."""
+        self.namespace = _check_name("namespace", namespace)
+
+    def add_passages(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        drawer: str = "passages",
+        record_type: str = "chunk",
+    ) -> list[str]:
+        """File plain passages (``text``, optional ``title``, ``meta``) as one batch.
+
+        The light path for corpora that need no loader or chunker (evaluation
+        sets, pre-split text): no document record, no edges. Returns the new ids.
+        """
+        if record_type not in ("chunk", "turn"):
+            raise InvalidInput("record_type must be 'chunk' or 'turn'")
+        hk = self._writable()
+        _check_name("drawer", drawer)
+        ts = now()
+        payloads: list[dict[str, Any]] = []
+        for item in items:
+            payload: dict[str, Any] = {
+                "op": "put",
+                "ns": self.namespace,
+                "id": new_id(record_type),
+                "type": record_type,
+                "drawer": drawer,
+                "ts": float(item.get("ts", ts)),
+                "text": self._check_text(item.get("text")),
+                "source": "ingest",
+            }
+            if item.get("title"):
+                payload["title"] = str(item["title"])
+            if item.get("meta"):
+                payload["meta"] = dict(item["meta"])
+            if item.get("context"):
+                payload["context"] = str(item["context"])
+            payloads.append(payload)
+        if not payloads:
+            return []
+        hk.write(payloads, batch=True, vectors=self._vectors_for(payloads))
+        return [p["id"] for p in payloads]
+
+    # -- documents ------------------------------------------------------------
+    def ingest(
+        self,
+        sources: Sequence[str | Path] | str | Path,
+        *,
+        drawer: str = "documents",
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        on_progress: Callable[[str, IngestReport], None] | None = None,
+    ) -> IngestReport:
+        """Load files, folders and URLs; file each document as one batch.
+
+        One bad source never stops the rest: its error lands in ``report.failed``.
+        """
+        from kredenc.ingest.chunker import chunk as cut
+        from kredenc.ingest.loaders.registry import iter_sources, loader_for
+
+        self._writable()
+        _check_name("drawer", drawer)
+        size = chunk_size or self.settings.chunk_size
+        overlap = self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap
+        items = [sources] if isinstance(sources, str | Path) else list(sources)
+        report = IngestReport()
+        started = time.perf_counter()
+        links: list[tuple[str, str]] = []
+        inc = list(include) if include is not None else None
+        excl = list(exclude) if exclude is not None else None
+        for source in iter_sources([str(s) for s in items], inc, excl):
+            try:
+                docs = loader_for(source).load(source)
+                for doc in docs:
+                    chunks = cut(doc, size=size, overlap=overlap)
+                    self._file_document(doc, chunks, drawer, report)
+                    links.extend((doc.source, target) for target in doc.links)
+            except KredencError as exc:
+                log.warning("ingest: %s", exc)
+                report.failed.append((source, str(exc)))
+            if on_progress is not None:
+                on_progress(source, report)
+        self._file_links(links, report)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _file_document(
+        self, doc: LoadedDocument, chunks: list[Chunk], drawer: str, report: IngestReport
+    ) -> None:
+        hk = self._writable()
+        digest = content_hash(doc)
+        existing = self.index.document(self.namespace, doc.source)
+        if existing is not None and existing[1] == digest:
+            report.unchanged += 1
+            report.doc_ids[doc.source] = existing[0]
+            return
+        replaces = None
+        version = 1
+        if existing is not None:
+            replaces = (existing[0], self.index.parts_of(self.namespace, existing[0]))
+            version = existing[2] + 1
+        doc_id, payloads = document_payloads(
+            self.namespace, drawer, doc, chunks, digest, version=version, replaces=replaces
+        )
+        puts = [p for p in payloads if p["op"] == "put" and p["type"] == "chunk"]
+        vectors = self._vectors_for(puts)
+        hk.write(payloads, batch=True, vectors=vectors)
+        report.documents += 1
+        report.chunks += len(puts)
+        report.replaced += existing is not None
+        report.doc_ids[doc.source] = doc_id
+
+    def _file_links(self, links: list[tuple[str, str]], report: IngestReport) -> None:
+        pairs: list[tuple[str, str]] = []
+        for src, dst in links:
+            a = self.index.document(self.namespace, src)
+            b = self.index.document(self.namespace, dst)
+            if a is not None and b is not None:
+                pairs.append((a[0], b[0]))
+        if pairs:
+            payloads = link_payloads(self.namespace, pairs)
+            self._writable().write(payloads, batch=len(payloads) > 1)
+            report.links += len(payloads)
 
     # -- reading --------------------------------------------------------------
     def get(self, record_id: str) -> Memory:

@@ -137,3 +137,10 @@ class Hit:
     seq: int = 0
     offset: int = 0
     created_at: float = 0.0
+    # Provenance of document chunks: where the text came from.
+    title: str = ""
+    origin: str = ""
+    page: int | None = None
+    start_s: float | None = None
+    doc_id: str | None = None
+    graph: str | None = None  # set when graph expansion added the hit: "<rel> of <id>"

@@ -195,6 +195,61 @@ def _short(text: str, width: int = 80) -> str:
 
 
 @cli.command()
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--drawer", default="documents", show_default=True)
+@click.option("--include", multiple=True, help="Glob of files to take from folders (repeat).")
+@click.option("--exclude", multiple=True, help="Glob of files to skip (repeat).")
+@json_option
+def ingest(
+    sources: tuple[str, ...], drawer: str, include: tuple[str, ...], exclude: tuple[str, ...]
+) -> None:
+    """Load files, folders and URLs into the knowledge base."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    c = _ctx()
+    for source in sources:
+        _check_arg_text(source, "source")
+    with (
+        c.open() as kb,
+        Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed} sources"),
+            TimeElapsedColumn(),
+            disable=c.json or not sys.stderr.isatty(),
+            console=None,
+            transient=True,
+        ) as bar,
+    ):
+        task = bar.add_task("ingesting", total=None)
+
+        def progress(source: str, _report: Any) -> None:
+            bar.update(task, advance=1, description=_short(source, 50))
+
+        report = kb.ingest(
+            list(sources),
+            drawer=drawer,
+            include=list(include) or None,
+            exclude=list(exclude) or None,
+            on_progress=progress,
+        )
+    data = report.to_json()
+
+    def human() -> None:
+        click.echo(
+            f"{data['documents']} documents filed ({data['chunks']} chunks), "
+            f"{data['unchanged']} unchanged, {data['replaced']} replaced, "
+            f"{len(data['failed'])} failed, in {data['seconds']} s"
+        )
+        for fail in data["failed"]:
+            click.echo(f"  failed: {fail['error']}")
+
+    c.emit(data, human)
+    if data["failed"] and not data["documents"] and not data["unchanged"]:
+        sys.exit(1)
+
+
+@cli.command()
 @click.argument("record_id")
 @json_option
 def get(record_id: str) -> None:
@@ -311,3 +366,11 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         sys.exit(1)
+
+
+def _register_subcommands() -> None:
+    # Command groups living in their own modules register on ``cli`` when imported.
+    from kredenc.interfaces import cli_eval  # noqa: F401
+
+
+_register_subcommands()

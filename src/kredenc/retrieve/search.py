@@ -114,6 +114,11 @@ def search(
                 seq=int(payload["seq"]),
                 offset=offset,
                 created_at=float(payload.get("ts", 0.0)),
+                title=str(payload.get("title") or ""),
+                origin=str(payload.get("origin") or ""),
+                page=payload.get("page"),
+                start_s=payload.get("start_s"),
+                doc_id=payload.get("doc_id"),
             )
         )
     return hits

@@ -26,10 +26,12 @@ class Embedder(ABC):
         """Return an array of shape ``(len(texts), dim)``, rows L2-normalised."""
 
     def embed_one(self, text: str) -> Vectors:
-        return self.embed([text])[0]
+        vec: Vectors = self.embed([text])[0]
+        return vec
 
 
 def l2_normalise(matrix: Vectors) -> Vectors:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32, copy=False)
+    out: Vectors = (matrix / norms).astype(np.float32, copy=False)
+    return out

@@ -50,10 +50,14 @@ CREATE TABLE IF NOT EXISTS records(
   episode_id TEXT,
   task_status TEXT,
   read_only INTEGER NOT NULL DEFAULT 0,
+  origin TEXT,
+  loader TEXT,
+  page INTEGER,
   deleted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS records_scope ON records(ns, drawer, deleted);
 CREATE INDEX IF NOT EXISTS records_doc ON records(doc_id);
+CREATE INDEX IF NOT EXISTS records_origin ON records(ns, origin);
 CREATE VIRTUAL TABLE IF NOT EXISTS cards USING fts5(
   card, scope, tokenize = 'porter unicode61 remove_diacritics 2'
 );
@@ -131,11 +135,25 @@ class Filters:
     include_deprecated: bool = False
     older_than: float | None = None
     as_of: float | None = None
+    loaders: tuple[str, ...] = ()
+    origin_glob: str | None = None
+    pages: tuple[int, int] | None = None
+    created_after: float | None = None
+    created_before: float | None = None
 
 
 class SqliteIndex:
-    def __init__(self, path: Path, *, dim: int, model_id: str, ann: AnnParams) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        dim: int,
+        model_id: str,
+        ann: AnnParams,
+        cache_path: Path | None = None,
+    ) -> None:
         self.path = path
+        self.cache_path = cache_path or path.parent / "embeddings.db"
         self.dim = dim
         self.model_id = model_id
         self.ann = ann
@@ -154,8 +172,8 @@ class SqliteIndex:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=5000")
-            cache = self.path.parent / "embeddings.db"
-            conn.execute("ATTACH DATABASE ? AS cache", (str(cache),))
+            conn.execute("ATTACH DATABASE ? AS cache", (str(self.cache_path),))
+            conn.execute("PRAGMA cache.journal_mode=WAL")
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"{self.path}: index cannot be opened ({exc})", "run 'kredenc rebuild'"
@@ -332,7 +350,7 @@ class SqliteIndex:
         if op == "put":
             self._put(conn, offset, p, vectors, shard_adds)
         elif op == "tombstone":
-            self._tombstone(conn, p["id"], shard_removes)
+            self._tombstone(conn, p["id"], p["ns"], shard_removes)
         elif op == "edge":
             conn.execute(
                 "INSERT OR REPLACE INTO edges(src, dst, rel, weight, ns, seq) VALUES (?,?,?,?,?,?)",
@@ -346,7 +364,10 @@ class SqliteIndex:
             fields = {k: p[k] for k in _SCORE_FIELDS if k in p}
             if fields:
                 sets = ", ".join(f"{k}=?" for k in fields)
-                conn.execute(f"UPDATE records SET {sets} WHERE id=?", (*fields.values(), p["id"]))
+                conn.execute(
+                    f"UPDATE records SET {sets} WHERE id=? AND ns=?",
+                    (*fields.values(), p["id"], p["ns"]),
+                )
         elif op == "access":
             at = float(p.get("ts", 0.0))
             conn.executemany(
@@ -367,7 +388,8 @@ class SqliteIndex:
         cur = conn.execute(
             "INSERT INTO records(id, ns, drawer, type, kind, seq, offset, created_at, valid_from,"
             " valid_to, status, importance, confidence, stability, source, doc_id, episode_id,"
-            " task_status, read_only) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " task_status, read_only, origin, loader, page)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 p["id"],
                 p["ns"],
@@ -388,6 +410,9 @@ class SqliteIndex:
                 p.get("episode_id"),
                 p.get("task_status"),
                 int(bool(p.get("read_only", False))),
+                p.get("origin"),
+                p.get("loader"),
+                p.get("page"),
             ),
         )
         rowid = int(cur.lastrowid or 0)
@@ -397,7 +422,7 @@ class SqliteIndex:
                 " version) VALUES (?,?,?,?,?,?)",
                 (
                     p["ns"],
-                    p.get("source", ""),
+                    p.get("origin", ""),
                     p["drawer"],
                     p["id"],
                     p.get("content_hash", ""),
@@ -422,9 +447,9 @@ class SqliteIndex:
         vecs.append(vec)
 
     def _tombstone(
-        self, conn: sqlite3.Connection, rid: str, shard_removes: list[tuple[str, int]]
+        self, conn: sqlite3.Connection, rid: str, ns: str, shard_removes: list[tuple[str, int]]
     ) -> None:
-        row = conn.execute("SELECT rowid FROM records WHERE id=?", (rid,)).fetchone()
+        row = conn.execute("SELECT rowid FROM records WHERE id=? AND ns=?", (rid, ns)).fetchone()
         if row is None:
             return
         rowid = int(row[0])
@@ -453,6 +478,31 @@ class SqliteIndex:
         state = dict(zip(STATE_COLUMNS, row[4:], strict=True))
         state["read_only"] = bool(state["read_only"])
         return IndexedRecord(row[0], row[1], row[2], bool(row[3]), state)
+
+    def document(self, ns: str, origin: str) -> tuple[str, str, int] | None:
+        """The live document filed from ``origin``: (doc id, content hash, version)."""
+        row = (
+            self.reader()
+            .execute(
+                "SELECT d.doc_id, d.content_hash, d.version FROM documents d JOIN records r"
+                " ON r.id = d.doc_id WHERE d.ns=? AND d.source=? AND r.deleted=0",
+                (ns, origin),
+            )
+            .fetchone()
+        )
+        return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
+
+    def parts_of(self, ns: str, doc_id: str) -> list[str]:
+        """Ids of the live chunks of a document, in filing order."""
+        rows = (
+            self.reader()
+            .execute(
+                "SELECT id FROM records WHERE ns=? AND doc_id=? AND deleted=0 ORDER BY seq",
+                (ns, doc_id),
+            )
+            .fetchall()
+        )
+        return [str(r[0]) for r in rows]
 
     def sources_of(self, ns: str, dst: str, rel: str) -> list[str]:
         """Ids of live records with an edge ``rel`` pointing at ``dst``."""
@@ -600,6 +650,21 @@ def _record_conditions(filters: Filters) -> tuple[str, list[Any]]:
     if filters.older_than is not None:
         where += " AND r.created_at < ?"
         args.append(filters.older_than)
+    if filters.loaders:
+        where += f" AND r.loader IN ({','.join('?' * len(filters.loaders))})"
+        args.extend(filters.loaders)
+    if filters.origin_glob is not None:
+        where += " AND r.origin GLOB ?"
+        args.append(filters.origin_glob)
+    if filters.pages is not None:
+        where += " AND r.page BETWEEN ? AND ?"
+        args.extend(filters.pages)
+    if filters.created_after is not None:
+        where += " AND r.created_at >= ?"
+        args.append(filters.created_after)
+    if filters.created_before is not None:
+        where += " AND r.created_at < ?"
+        args.append(filters.created_before)
     if filters.as_of is not None:
         where += (
             " AND r.created_at <= ? AND (r.valid_from IS NULL OR r.valid_from <= ?)"

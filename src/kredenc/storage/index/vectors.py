@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kredenc.storage.index.ann_lib import usearch_index_class
+
 log = logging.getLogger(__name__)
 
 F32 = npt.NDArray[np.float32]
@@ -121,9 +123,8 @@ class VectorShard:
 
     # -- the ANN graph --------------------------------------------------------
     def _new_ann(self) -> Any:
-        from usearch.index import Index
-
-        return Index(
+        index_class = usearch_index_class()
+        return index_class(
             ndim=self.dim,
             metric="ip",
             dtype=self.params.dtype,

