@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     weight_dense: float = Field(0.6, ge=0.0, description="RRF weight of the dense leg.")
     weight_lexical: float = Field(0.4, ge=0.0, description="RRF weight of the lexical leg.")
     leg_k: int = Field(50, ge=1, le=1000, description="Candidates each leg returns before fusion.")
+    neighbors_max: int = Field(40, ge=0, description="Most graph neighbours added to a search.")
+    rerank: str = Field("none", description="Reranker: 'none' or a local cross-encoder path.")
+    rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
     ann_threshold: int = Field(
         20_000, ge=0, description="Vectors in a drawer before the ANN index replaces exact search."
     )

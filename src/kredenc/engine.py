@@ -19,6 +19,7 @@ from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.providers.embed.base import Embedder
 from kredenc.records import Hit, Memory, new_id, now
 from kredenc.retrieve import search as searching
+from kredenc.retrieve.rerank import Reranker, make_reranker
 from kredenc.storage import store as layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
@@ -90,6 +91,7 @@ class Kredenc:
                 self._lock.release()
             raise
         self._embed_query = lru_cache(maxsize=1024)(self._embed_one)
+        self._rerankers: dict[str, Reranker | None] = {}
 
     # -- opening and closing --------------------------------------------------
     @classmethod
@@ -530,11 +532,19 @@ class Kredenc:
         kinds: Sequence[str] = (),
         include_deprecated: bool = False,
         as_of: float | str | None = None,
+        hops: int = 0,
+        rerank: str | None = None,
+        loaders: Sequence[str] = (),
+        source: str | None = None,
+        pages: tuple[int, int] | None = None,
     ) -> list[Hit]:
         """Hybrid (or lexical, or dense) search in this namespace.
 
         Deprecated memories are left out unless ``include_deprecated``; ``as_of``
         (Unix seconds or ISO 8601) keeps what was recorded and valid at that time.
+        ``hops`` adds graph neighbours of the best hits; ``rerank`` names a reranker
+        (default: the ``rerank`` setting). ``loaders``, ``source`` (a glob) and
+        ``pages`` (first, last) filter document chunks, inside SQL.
         """
         s = self.settings
         params = searching.SearchParams(
@@ -544,6 +554,9 @@ class Kredenc:
             rrf_k=s.rrf_k,
             weight_dense=s.weight_dense,
             weight_lexical=s.weight_lexical,
+            hops=hops,
+            neighbors_max=s.neighbors_max,
+            rerank_depth=s.rerank_depth,
         )
         query = searching.validate(query, params)
         filters = Filters(
@@ -551,10 +564,26 @@ class Kredenc:
             kinds=tuple(kinds),
             include_deprecated=include_deprecated,
             as_of=parse_time(as_of, "as_of"),
+            loaders=tuple(loaders),
+            origin_glob=source,
+            pages=pages,
         )
         return searching.search(
-            self.index, self.haystack, self.namespace, query, params, filters, self._embed_query
+            self.index,
+            self.haystack,
+            self.namespace,
+            query,
+            params,
+            filters,
+            self._embed_query,
+            self._reranker(rerank),
         )
+
+    def _reranker(self, name: str | None) -> Reranker | None:
+        key = self.settings.rerank if name is None else name
+        if key not in self._rerankers:
+            self._rerankers[key] = make_reranker(key)
+        return self._rerankers[key]
 
     def stats(self) -> dict[str, Any]:
         out = self.index.stats(self.namespace)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from kredenc.errors import InvalidInput
 from kredenc.records import Hit, LegScore
 from kredenc.retrieve.fuse import weighted_rrf
+from kredenc.retrieve.graph import expand
+from kredenc.retrieve.rerank import Reranker
 from kredenc.retrieve.terms import fts_match, query_terms
 from kredenc.storage.haystack import Haystack
 from kredenc.storage.index.sqlite import Filters, SqliteIndex
@@ -28,6 +30,9 @@ class SearchParams:
     rrf_k: int = 60
     weight_dense: float = 0.6
     weight_lexical: float = 0.4
+    hops: int = 0
+    neighbors_max: int = 40
+    rerank_depth: int = 30
 
 
 def validate(query: object, params: SearchParams) -> str:
@@ -37,6 +42,8 @@ def validate(query: object, params: SearchParams) -> str:
         raise InvalidInput(f"unknown search mode {params.mode!r}", f"use one of {', '.join(MODES)}")
     if not 1 <= params.k <= 1000:
         raise InvalidInput(f"k must be between 1 and 1000, not {params.k}")
+    if not 0 <= params.hops <= 3:
+        raise InvalidInput(f"hops must be between 0 and 3, not {params.hops}")
     try:
         query.encode("utf-8")
     except UnicodeEncodeError:
@@ -75,7 +82,9 @@ def search(
     params: SearchParams,
     filters: Filters,
     embed_query: Callable[[str], F32],
+    reranker: Reranker | None = None,
 ) -> list[Hit]:
+    """Legs, fusion, optional graph expansion, optional reranking; hits from the log."""
     legs = run_legs(index, ns, query, params, filters, embed_query)
     if params.mode == "hybrid":
         fused = weighted_rrf(
@@ -86,7 +95,20 @@ def search(
     else:
         ((_, only),) = legs.items()
         fused = [(r, s) for r, s in only]
-    top = fused[: params.k]
+    via: dict[int, str] = {}
+    if params.hops > 0:
+        seeds = fused[: params.k]
+        extra = expand(
+            index, ns, seeds, hops=params.hops, filters=filters, limit=params.neighbors_max
+        )
+        have = {r for r, _ in fused}
+        for e in extra:
+            if e.rowid not in have:
+                fused.append((e.rowid, e.score))
+                via[e.rowid] = e.via
+        fused.sort(key=lambda t: -t[1])
+    depth = max(params.k, params.rerank_depth) if reranker is not None else params.k
+    top = fused[:depth]
     places = index.resolve(ns, [r for r, _ in top])
     per_leg = {
         name: {r: LegScore(rank, score) for rank, (r, score) in enumerate(ranked, start=1)}
@@ -97,28 +119,42 @@ def search(
         place = places.get(rowid)
         if place is None:  # forgotten between the legs and now
             continue
-        rid, offset = place
-        payload = haystack.read(offset)
-        hits.append(
-            Hit(
-                id=rid,
-                text=str(payload.get("text", "")),
-                score=float(score),
-                kind=str(payload.get("kind", "")),
-                drawer=str(payload.get("drawer", "")),
-                type=str(payload.get("type", "")),
-                legs={n: leg[rowid] for n, leg in per_leg.items() if rowid in leg},
-                fused=float(score) if params.mode == "hybrid" else 0.0,
-                meta=dict(payload.get("meta") or {}),
-                tags=tuple(payload.get("tags") or ()),
-                seq=int(payload["seq"]),
-                offset=offset,
-                created_at=float(payload.get("ts", 0.0)),
-                title=str(payload.get("title") or ""),
-                origin=str(payload.get("origin") or ""),
-                page=payload.get("page"),
-                start_s=payload.get("start_s"),
-                doc_id=payload.get("doc_id"),
-            )
-        )
-    return hits
+        _, offset = place
+        hit = hit_from_payload(haystack.read(offset), offset, score)
+        hit.legs = {n: leg[rowid] for n, leg in per_leg.items() if rowid in leg}
+        hit.fused = float(score) if params.mode == "hybrid" else 0.0
+        hit.graph = via.get(rowid)
+        hits.append(hit)
+    if reranker is not None and hits:
+        scores = reranker.score(query, [_rerank_text(h) for h in hits])
+        for hit, value in zip(hits, scores, strict=True):
+            hit.rerank = value
+            hit.score = value
+        hits.sort(key=lambda h: -(h.rerank or 0.0))
+    return hits[: params.k]
+
+
+def _rerank_text(hit: Hit) -> str:
+    return f"{hit.title}\n{hit.text}" if hit.title else hit.text
+
+
+def hit_from_payload(payload: dict[str, Any], offset: int, score: float) -> Hit:
+    """A hit for the record ``payload`` read at ``offset`` (legs filled by the caller)."""
+    return Hit(
+        id=str(payload["id"]),
+        text=str(payload.get("text", "")),
+        score=float(score),
+        kind=str(payload.get("kind", "")),
+        drawer=str(payload.get("drawer", "")),
+        type=str(payload.get("type", "")),
+        meta=dict(payload.get("meta") or {}),
+        tags=tuple(payload.get("tags") or ()),
+        seq=int(payload["seq"]),
+        offset=offset,
+        created_at=float(payload.get("ts", 0.0)),
+        title=str(payload.get("title") or ""),
+        origin=str(payload.get("origin") or ""),
+        page=payload.get("page"),
+        start_s=payload.get("start_s"),
+        doc_id=payload.get("doc_id"),
+    )

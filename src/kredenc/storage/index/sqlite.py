@@ -504,6 +504,45 @@ class SqliteIndex:
         )
         return [str(r[0]) for r in rows]
 
+    def neighbours(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        """Edges touching ``ids`` as (seed id, neighbour id, relation, weight), both ways."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        conn = self.reader()
+        out = [
+            (str(a), str(b), str(rel), float(w))
+            for a, b, rel, w in conn.execute(
+                f"SELECT src, dst, rel, weight FROM edges WHERE ns=? AND src IN ({marks})",
+                (ns, *ids),
+            )
+        ]
+        out.extend(
+            (str(b), str(a), str(rel), float(w))
+            for a, b, rel, w in conn.execute(
+                f"SELECT src, dst, rel, weight FROM edges WHERE ns=? AND dst IN ({marks})",
+                (ns, *ids),
+            )
+        )
+        return out
+
+    def rowids_for(self, ns: str, ids: Sequence[str], filters: Filters) -> dict[str, int]:
+        """id -> rowid for live, searchable records of ``ns`` that pass ``filters``."""
+        if not ids:
+            return {}
+        where, args = _record_conditions(filters)
+        marks = ",".join("?" * len(ids))
+        rows = (
+            self.reader()
+            .execute(
+                f"SELECT r.id, r.rowid FROM records r WHERE r.id IN ({marks}) AND r.ns = ?"
+                f" AND r.type IN ('memory', 'chunk', 'turn')" + where,
+                (*ids, ns, *args),
+            )
+            .fetchall()
+        )
+        return {str(i): int(r) for i, r in rows}
+
     def sources_of(self, ns: str, dst: str, rel: str) -> list[str]:
         """Ids of live records with an edge ``rel`` pointing at ``dst``."""
         rows = (
