@@ -67,6 +67,15 @@ class Settings(BaseSettings):
     )
     fetch_max_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest URL body fetched.")
     fetch_timeout_s: float = Field(20.0, gt=0, description="Time limit for one URL fetch.")
+    youtube_languages: list[str] = Field(
+        default_factory=lambda: ["en"], description="Transcript languages to try, in order."
+    )
+    youtube_audio_dir: Path | None = Field(
+        None, description="Folder of <video id>.<ext> audio files for speech-to-text fallback."
+    )
+    stt_url: str = Field("", description="Base URL of an OpenAI-compatible transcription API.")
+    stt_model: str = Field("whisper-1", description="Transcription model name.")
+    stt_api_key: SecretStr = Field(SecretStr(""), description="API key for stt_url.")
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )

@@ -465,7 +465,7 @@ class Kredenc:
         excl = list(exclude) if exclude is not None else None
         for source in iter_sources([str(s) for s in items], inc, excl):
             try:
-                docs = loader_for(source).load(source)
+                docs = loader_for(source, self.settings).load(source)
                 for doc in docs:
                     chunks = cut(doc, size=size, overlap=overlap)
                     self._file_document(doc, chunks, drawer, report)

@@ -186,6 +186,11 @@ def _hit_json(hit: Any) -> dict[str, Any]:
         "rerank": hit.rerank,
         "tags": list(hit.tags),
         "meta": hit.meta,
+        "title": hit.title,
+        "source": hit.origin,
+        "page": hit.page,
+        "start_s": hit.start_s,
+        "graph": hit.graph,
     }
 
 
@@ -333,20 +338,39 @@ def _home(c: Context) -> Path:
     return resolve_home(c.store)
 
 
+def _check_args_utf8(args: list[str]) -> None:
+    """Refuse arguments that are not UTF-8 (Python hands them over as lone surrogates).
+
+    Checked once here for every command and option, so that no such value reaches the
+    log, SQLite or a path as an internal error.
+    """
+    for position, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+            raise InvalidInput(
+                f"argument {position} ('{shown}') is not valid UTF-8", "pass UTF-8 text"
+            ) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and map errors to one line and an exit code."""
+    args = sys.argv[1:] if argv is None else argv
     try:
-        cli.main(args=argv, prog_name="kredenc", standalone_mode=False)
+        _check_args_utf8(args)
+        cli.main(args=args, prog_name="kredenc", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo("error: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        # One line, like every other error: the message, then the hint in parentheses.
         hint = "see 'kredenc --help'"
         ctx = getattr(exc, "ctx", None)
         if ctx is not None:
             hint = f"see '{ctx.command_path} --help'"
-        click.echo(f"hint: {hint}", err=True)
+        message = " ".join(exc.format_message().split())
+        click.echo(f"error: {message} ({hint})", err=True)
         sys.exit(exc.exit_code)
     except KredencError as exc:
         line = f"error: {exc.message}"

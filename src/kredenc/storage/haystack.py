@@ -185,6 +185,7 @@ def scan(data: bytes, path: Path) -> Recovery:
     count = 0
     last_committed = 0
     open_txn_offset: int | None = None
+    open_txn: int | None = None
     open_txn_count = 0
     while pos < size:
         try:
@@ -210,10 +211,20 @@ def scan(data: bytes, path: Path) -> Recovery:
         count += 1
         if op == "commit":
             open_txn_offset = None
+            open_txn = None
             open_txn_count = 0
+        elif open_txn_offset is not None and txn != open_txn:
+            # A batch is one write ending in its commit record, so only a torn tail
+            # may lack the commit; a batch that valid records follow is damage.
+            raise CorruptLog(
+                f"{path}: batch at byte offset {open_txn_offset} has no commit record, "
+                f"but the record at byte offset {pos} follows it",
+                offset=open_txn_offset,
+            )
         elif txn is not None:
             if open_txn_offset is None:
                 open_txn_offset = pos
+                open_txn = txn
             open_txn_count += 1
         if open_txn_offset is None:
             last_committed = seq
@@ -227,6 +238,7 @@ def scan(data: bytes, path: Path) -> Recovery:
         )
         count -= open_txn_count
         end = open_txn_offset
+        rec.truncated_bytes = size - end
     rec.records = count
     rec.last_seq = last_committed
     rec.end = end

@@ -22,7 +22,7 @@ from typing import Any
 
 from kredenc.errors import KredencError, StoreError, StoreLocked
 from kredenc.records import Appended
-from kredenc.storage.haystack import Haystack
+from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.index.sqlite import EmbedFn, SqliteIndex
 from kredenc.storage.index.vectors import F32
 
@@ -77,6 +77,9 @@ class Housekeeper:
         self.embed = embed
         self._queue: queue.Queue[_Request | object] = queue.Queue()
         self._closed = False
+        # Set when records reached the log but not the index: the next group then
+        # replays the log from where the index stopped, so the gap cannot persist.
+        self._index_behind = False
         self._thread = threading.Thread(target=self._run, name="kredenc-housekeeper", daemon=True)
         self._thread.start()
 
@@ -165,9 +168,15 @@ class Housekeeper:
             if req.vectors:
                 vectors.update(req.vectors)
         try:
+            if self._index_behind:
+                _, applied_end = self.index.applied()
+                start = max(applied_end, HEADER_SIZE)
+                entries = [(rec.offset, rec.payload) for rec in hay.iter_from(start)]
             self.index.apply(entries, vectors, self.embed, hay.end)
+            self._index_behind = False
         except (KredencError, OSError, ValueError, sqlite3.Error) as exc:
             # The log has the records (it is the truth); only the index lags.
+            self._index_behind = True
             log.error("index update failed after append (run 'kredenc rebuild'): %s", exc)
             for req, _ in done:
                 req.future.set_exception(

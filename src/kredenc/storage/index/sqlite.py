@@ -110,10 +110,16 @@ def card_of(payload: dict[str, Any]) -> str:
 
 
 def embed_text_of(payload: dict[str, Any]) -> str:
-    """What the embedder sees of a record (title and text)."""
+    """What the embedder sees of a record: title, context (heading path, neighbouring
+    turns) and text. The model truncates at 256 tokens, so the text goes first when a
+    context is long."""
     title = payload.get("title") or ""
     text = payload.get("text") or ""
-    return f"{title}\n{text}" if title and title not in text[: len(title) + 2] else text
+    if title and title in text[: len(title) + 2]:
+        title = ""
+    context = str(payload.get("context") or "")
+    parts = [p for p in (title, context, text) if p]
+    return "\n".join(parts)
 
 
 @dataclass(frozen=True)
@@ -580,7 +586,7 @@ class SqliteIndex:
         for key, shard in self.shards().items():
             if key == prefix or (filters.drawer is None and key.startswith(prefix)):
                 found.extend(shard.search(query, k * 4 if extra or shard.uses_ann else k))
-        found.sort(key=lambda t: -t[1])
+        found.sort(key=lambda t: (-t[1], t[0]))  # ties by rowid: shard order is not stable
         return self._keep(ns, found, k, filters)
 
     def _keep(

@@ -107,10 +107,17 @@ class VectorShard:
                 return []
             if self._ann is not None:
                 return self._ann_search(query, k)
-            scores = self._matrix[:n] @ query
+            # einsum, not a BLAS product: a vector gets the same score wherever it
+            # sits in the matrix, so a rebuilt shard (rows in another order) agrees.
+            scores = np.einsum("ij,j->i", self._matrix[:n], query)
             k = min(k, n)
-            top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
-            order = top[np.argsort(-scores[top], kind="stable")]
+            if k < n:  # the k best, and everything tied with the k-th
+                kth = np.partition(-scores, k - 1)[k - 1]
+                top = np.flatnonzero(-scores <= kth)
+            else:
+                top = np.arange(n)
+            # Best first; ties by rowid (not by position, which removals change).
+            order = top[np.lexsort((self._rowids[top], -scores[top]))][:k]
             return [(int(self._rowids[i]), float(scores[i])) for i in order]
 
     @property

@@ -1,0 +1,12 @@
+"""Loaders: one per kind of source, discovered through the ``kredenc.loaders`` entry points.
+
+The loader modules themselves (and their dependencies, such as pypdf) are imported
+only when :func:`loaders` is first called.
+"""
+
+from __future__ import annotations
+
+from kredenc.ingest.loaders.base import Loader
+from kredenc.ingest.loaders.registry import iter_sources, loader_for, loaders, supported_suffixes
+
+__all__ = ["Loader", "iter_sources", "loader_for", "loaders", "supported_suffixes"]

@@ -1,0 +1,98 @@
+"""The loader seam: one small interface every loader implements.
+
+A loader declares a ``name`` (stored on every chunk as its ``loader``) and the file
+``suffixes`` it reads, and implements :meth:`Loader.load`. Loaders are discovered
+through the ``kredenc.loaders`` entry point group; the built-ins register through the
+same door (see :mod:`kredenc.ingest.loaders.registry`).
+
+A loader that cannot read one source raises :class:`~kredenc.errors.IngestError`
+with a message that starts with the source (``"<file>: <what is wrong>"``) and a hint;
+the rest of an ingest goes on.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from kredenc.errors import IngestError
+from kredenc.ingest.document import LoadedDocument
+
+logger = logging.getLogger(__name__)
+
+
+class Loader(ABC):
+    """Reads one kind of source into documents."""
+
+    #: Stable name, stored on chunks as ``loader`` (e.g. ``"pdf"``).
+    name: ClassVar[str] = ""
+    #: Lower-case file suffixes with the dot (e.g. ``(".md", ".markdown")``).
+    suffixes: ClassVar[tuple[str, ...]] = ()
+    #: Loaders are asked in order of descending priority (then name); a loader that
+    #: claims a narrower kind of source than another (a Notion export is also a
+    #: folder of markdown files) sets a higher one.
+    priority: ClassVar[int] = 0
+
+    def can_load(self, source: str) -> bool:
+        """Whether this loader reads ``source``; by default, a local file by suffix."""
+        return not is_url(source) and Path(source).suffix.lower() in self.suffixes
+
+    @abstractmethod
+    def load(self, source: str) -> list[LoadedDocument]:
+        """Read ``source`` into one or more documents.
+
+        Raises :class:`~kredenc.errors.IngestError` when the source cannot be read.
+        """
+
+
+def is_url(source: str) -> bool:
+    """Whether ``source`` is a URL (``scheme://...``) rather than a local path."""
+    return "://" in source
+
+
+def resolve_source(source: str) -> str:
+    """The canonical form of a file source: its absolute, resolved path."""
+    return str(Path(source).expanduser().resolve())
+
+
+def read_text_file(path: Path) -> str:
+    """Read a text file: UTF-8 (BOM stripped) or UTF-16 with a BOM; newlines as ``\\n``.
+
+    Text that is not UTF-8 is read as Windows-1252 with a warning; a file with NUL
+    bytes and no UTF-16 BOM is taken for binary and refused.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(
+            f"{path}: cannot read file: {exc.strerror or exc}",
+            "check that the file exists and is readable",
+        ) from exc
+    return decode_text(data, str(path)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """Decode the bytes of a text file named ``name`` (see :func:`read_text_file`)."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise IngestError(
+                f"{name}: broken UTF-16 text (byte {exc.start})", "convert the file to UTF-8"
+            ) from exc
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if b"\x00" in data:
+            raise IngestError(
+                f"{name}: looks like a binary file, not text",
+                "pass a text file, or a file type with its own loader",
+            ) from exc
+    logger.warning("%s: not valid UTF-8; reading it as Windows-1252", name)
+    return data.decode("cp1252", errors="replace")
+
+
+__all__ = ["Loader", "decode_text", "is_url", "read_text_file", "resolve_source"]

@@ -1,0 +1,235 @@
+"""Speech to text: the seam, and a client for any OpenAI-compatible
+``/audio/transcriptions`` endpoint (OpenAI, faster-whisper servers such as speaches,
+whisper.cpp's server, LocalAI, vLLM), over a synchronous ``httpx`` client.
+
+The request is OpenAI's: ``POST {base_url}/audio/transcriptions`` as
+``multipart/form-data`` with ``file``, ``model`` and ``response_format=verbose_json``,
+which answers with the text and its *segments*, each with start and end times, so
+a chunk of a transcript can cite the moment it was said. A server that answers
+without segments (plain ``json`` or ``text``) still gives the text, as one segment
+starting at 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import mimetypes
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from kredenc.errors import InvalidInput, ProviderError
+
+log = logging.getLogger(__name__)
+
+_HINTS = {
+    400: "check the model name and that the file is audio the server can decode",
+    401: "check the API key",
+    403: "check the API key and its permissions",
+    404: "check base_url (it usually ends in /v1) and the model name",
+    413: "the file is too large for the server: cut or compress the audio",
+    415: "the server does not read this audio format: convert it (e.g. to mp3 or wav)",
+    429: "the server is rate limiting: try again later",
+}
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of speech: seconds from the start of the audio, and what was said."""
+
+    start_s: float
+    end_s: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Transcription:
+    """What was said in one audio file; ``language`` as the server names it."""
+
+    text: str
+    segments: tuple[Segment, ...]
+    language: str | None = None
+    duration_s: float | None = None
+
+
+class Transcriber(ABC):
+    """Turns a local audio file into timed text."""
+
+    #: Stable id of the model behind the transcriber, stored with what it produced.
+    model_id: str
+
+    @abstractmethod
+    def transcribe(self, audio: str | Path) -> Transcription:
+        """Transcribe ``audio``; raises :class:`~kredenc.errors.ProviderError` on failure."""
+
+
+class OpenAITranscriber(Transcriber):
+    """``POST {base_url}/audio/transcriptions`` with ``response_format=verbose_json``.
+
+    ``language`` (an ISO-639-1 code) is passed on as a hint when given. Call
+    :meth:`close` when done, or use the transcriber as a context manager.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str = "whisper-1",
+        *,
+        api_key: str | SecretStr | None = None,
+        language: str | None = None,
+        timeout: float = 600.0,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise InvalidInput(
+                f"base_url must start with http:// or https://, got {base_url!r}",
+                "e.g. http://127.0.0.1:8000/v1",
+            )
+        if not model:
+            raise InvalidInput("model must be a non-empty model name", "e.g. whisper-1")
+        if timeout <= 0:
+            raise InvalidInput(f"timeout must be positive, got {timeout}")
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/audio/transcriptions"
+        self.model = model
+        self.model_id = f"openai:{model}"
+        self.language = language
+        self.timeout = timeout
+        self.api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
+        headers = {"Accept": "application/json"}
+        if self.api_key is not None and self.api_key.get_secret_value():
+            headers["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
+        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout))
+
+    def __repr__(self) -> str:
+        return f"OpenAITranscriber(url={self.url!r}, model={self.model!r})"
+
+    def transcribe(self, audio: str | Path) -> Transcription:
+        path = Path(audio)
+        if not path.is_file():
+            raise InvalidInput(f"{path}: no such audio file", "check the path to the audio")
+        fields = {"model": self.model, "response_format": "verbose_json"}
+        if self.language:
+            fields["language"] = self.language
+        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        log.info("transcribing %s with %s at %s", path, self.model, self.url)
+        try:
+            with path.open("rb") as handle:
+                response = self._client.post(
+                    self.url, data=fields, files={"file": (path.name, handle, mime)}
+                )
+        except OSError as exc:
+            raise InvalidInput(f"{path}: cannot read audio file: {exc.strerror or exc}") from exc
+        except httpx.TimeoutException as exc:
+            raise self._fail(
+                f"no answer within {self.timeout:g} s", "raise the timeout for long audio"
+            ) from exc
+        except httpx.ConnectError as exc:
+            raise self._fail(
+                f"cannot connect ({_one_line(str(exc))})", "is the server running? check base_url"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise self._fail(
+                f"request failed: {type(exc).__name__}: {_one_line(str(exc))}",
+                "check base_url and the server's logs",
+            ) from exc
+        if not response.is_success:
+            raise self._fail(
+                f"HTTP {response.status_code}: {_server_message(response)}",
+                _HINTS.get(response.status_code, "check the server's logs"),
+            )
+        return self._parse(response)
+
+    def _parse(self, response: httpx.Response) -> Transcription:
+        try:
+            body: Any = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            text = response.text.strip()  # response_format ignored: plain text
+            if not text:
+                raise self._fail(
+                    "empty response", "is base_url an OpenAI-compatible API?"
+                ) from None
+            return Transcription(text=text, segments=(Segment(0.0, 0.0, text),))
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            raise self._fail("response has no 'text'", "is base_url an OpenAI-compatible API?")
+        text = body["text"].strip()
+        duration = _number(body.get("duration"))
+        segments = tuple(_segments(body.get("segments")))
+        if not segments and text:
+            log.warning("%s answered without segments; the transcript has no timestamps", self.url)
+            segments = (Segment(0.0, duration or 0.0, text),)
+        language = body.get("language")
+        return Transcription(
+            text=text,
+            segments=segments,
+            language=language if isinstance(language, str) and language else None,
+            duration_s=duration,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> OpenAITranscriber:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _fail(self, what: str, hint: str) -> ProviderError:
+        return ProviderError(f"speech-to-text endpoint {self.url}: {what}", hint)
+
+
+def _segments(raw: Any) -> list[Segment]:
+    if not isinstance(raw, list):
+        return []
+    segments: list[Segment] = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        start, end, text = _number(item.get("start")), _number(item.get("end")), item.get("text")
+        if start is None or not isinstance(text, str) or not text.strip():
+            continue
+        segments.append(Segment(start, end if end is not None else start, " ".join(text.split())))
+    return segments
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The server's own error message: OpenAI's ``error.message`` or a text snippet."""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _snippet(response.text) or response.reason_phrase
+    error = body.get("error", body.get("detail")) if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        error = error.get("message", error)
+    if error is None:
+        return _snippet(response.text)
+    return _snippet(error if isinstance(error, str) else json.dumps(error))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _snippet(text: str, limit: int = 200) -> str:
+    line = _one_line(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+__all__ = ["OpenAITranscriber", "Segment", "Transcriber", "Transcription"]
