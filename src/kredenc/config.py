@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     neighbors_max: int = Field(40, ge=0, description="Most graph neighbours added to a search.")
     rerank: str = Field("none", description="Reranker: 'none' or a local cross-encoder path.")
     rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
+    rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")
+    rank_importance: float = Field(0.3, ge=0, description="ContextGraph weight of importance.")
+    rank_recency: float = Field(0.2, ge=0, description="ContextGraph weight of recency.")
+    recency_half_life_days: float = Field(30.0, gt=0, description="Days for recency to halve.")
+    access_batch: int = Field(256, ge=1, description="Recalled ids collected per access record.")
     ann_threshold: int = Field(
         20_000, ge=0, description="Vectors in a drawer before the ANN index replaces exact search."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
@@ -17,8 +18,11 @@ from kredenc.ingest.pipeline import IngestReport, content_hash, document_payload
 from kredenc.memory.fields import SCORES, parse_time, validate_fields
 from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.providers.embed.base import Embedder
-from kredenc.records import Hit, Memory, new_id, now
+from kredenc.records import ContextGraph, Hit, Memory, new_id, now
+from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import search as searching
+from kredenc.retrieve.fuse import weighted_rrf
+from kredenc.retrieve.terms import query_terms
 from kredenc.retrieve.rerank import Reranker, make_reranker
 from kredenc.storage import store as layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
@@ -92,6 +96,8 @@ class Kredenc:
             raise
         self._embed_query = lru_cache(maxsize=1024)(self._embed_one)
         self._rerankers: dict[str, Reranker | None] = {}
+        self._access: dict[str, dict[str, int]] = {}
+        self._access_lock = threading.Lock()
 
     # -- opening and closing --------------------------------------------------
     @classmethod
@@ -127,6 +133,7 @@ class Kredenc:
 
     def close(self) -> None:
         if self._housekeeper is not None:
+            self.flush_access()
             self._housekeeper.close()
             self._housekeeper = None
         if getattr(self, "index", None) is not None:
@@ -434,6 +441,35 @@ class Kredenc:
         hk.write(payloads, batch=True, vectors=self._vectors_for(payloads))
         return [p["id"] for p in payloads]
 
+    def file_turns(
+        self,
+        session_id: str,
+        turns: Sequence[Mapping[str, Any]],
+        *,
+        drawer: str = "turns",
+    ) -> list[str]:
+        """File conversation turns (``role``, ``content``) of a session as one batch.
+
+        Each becomes a ``turn`` record whose index card carries the session, the
+        speaker and the extracted terms, so recall can find it by words and meaning.
+        """
+        _check_name("session_id", session_id)
+        items = []
+        for turn in turns:
+            role = str(turn.get("role", "user"))
+            text = turn.get("content")
+            if not isinstance(text, str) or not text.strip():
+                continue
+            terms = " ".join(query_terms(text)[:16])
+            items.append(
+                {
+                    "text": text,
+                    "context": f"session {session_id} {role} {terms}",
+                    "meta": {"session": session_id, "role": role, **dict(turn.get("meta") or {})},
+                }
+            )
+        return self.add_passages(items, drawer=drawer, record_type="turn") if items else []
+
     # -- documents ------------------------------------------------------------
     def ingest(
         self,
@@ -537,6 +573,8 @@ class Kredenc:
         loaders: Sequence[str] = (),
         source: str | None = None,
         pages: tuple[int, int] | None = None,
+        types: Sequence[str] = (),
+        older_than: float | None = None,
     ) -> list[Hit]:
         """Hybrid (or lexical, or dense) search in this namespace.
 
@@ -567,6 +605,8 @@ class Kredenc:
             loaders=tuple(loaders),
             origin_glob=source,
             pages=pages,
+            types=tuple(types),
+            older_than=older_than,
         )
         return searching.search(
             self.index,
@@ -584,6 +624,85 @@ class Kredenc:
         if key not in self._rerankers:
             self._rerankers[key] = make_reranker(key)
         return self._rerankers[key]
+
+    def context_graph(
+        self,
+        query: str,
+        *,
+        hops: int = 2,
+        neighbors_max: int = 40,
+        seed_ids: Sequence[str] | None = None,
+        k: int = 10,
+        weights: tuple[float, float, float] | None = None,
+        drawer: str | None = None,
+        include_deprecated: bool = False,
+        as_of: float | str | None = None,
+    ) -> ContextGraph:
+        """Seeds by meaning (words when meaning is weak), expanded along relations,
+        ranked by similarity, importance and recency (``weights``, normalised)."""
+        if not isinstance(query, str):
+            raise InvalidInput("query must be text")
+        if not 0 <= hops <= 3 or not 1 <= k <= 1000 or neighbors_max < 0:
+            raise InvalidInput("hops must be 0-3, k 1-1000 and neighbors_max >= 0")
+        s = self.settings
+        w = weights or (s.rank_similarity, s.rank_importance, s.rank_recency)
+        filters = Filters(
+            drawer=drawer,
+            include_deprecated=include_deprecated,
+            as_of=parse_time(as_of, "as_of"),
+        )
+
+        def hybrid_seeds(q: str, n: int) -> list[int]:
+            params = searching.SearchParams(k=n, leg_k=max(n, s.leg_k))
+            legs = searching.run_legs(
+                self.index, self.namespace, q, params, filters, self._embed_query
+            )
+            fused = weighted_rrf(
+                {n_: [r for r, _ in v] for n_, v in legs.items()},
+                {"dense": s.weight_dense, "lexical": s.weight_lexical},
+            )
+            return [r for r, _ in fused[:n]]
+
+        graph = graphs.build(
+            self.index,
+            self.haystack,
+            self.namespace,
+            query,
+            embed_query=self._embed_query,
+            hybrid_seeds=hybrid_seeds,
+            k=k,
+            hops=hops,
+            neighbors_max=neighbors_max,
+            seed_ids=seed_ids,
+            blend=graphs.Blend(*w, half_life_days=s.recency_half_life_days),
+            filters=filters,
+        )
+        self.note_access([n.id for n in graph.nodes])
+        return graph
+
+    def note_access(self, ids: Sequence[str]) -> None:
+        """Count a recall of ``ids``; counts reach the log in batched ``access`` records."""
+        if not ids or self._housekeeper is None:
+            return
+        with self._access_lock:
+            pending = self._access.setdefault(self.namespace, {})
+            for rid in ids:
+                pending[rid] = pending.get(rid, 0) + 1
+            due = sum(len(p) for p in self._access.values()) >= self.settings.access_batch
+        if due:
+            self.flush_access()
+
+    def flush_access(self) -> None:
+        """Hand pending access counts to the housekeeper (without waiting)."""
+        with self._access_lock:
+            pending, self._access = self._access, {}
+        if self._housekeeper is None:
+            return
+        for ns, counts in pending.items():
+            if counts:
+                self._housekeeper.submit(
+                    [{"op": "access", "ns": ns, "counts": counts, "ts": now()}]
+                )
 
     def stats(self) -> dict[str, Any]:
         out = self.index.stats(self.namespace)

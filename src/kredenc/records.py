@@ -144,3 +144,82 @@ class Hit:
     start_s: float | None = None
     doc_id: str | None = None
     graph: str | None = None  # set when graph expansion added the hit: "<rel> of <id>"
+
+
+@dataclass
+class GraphNode:
+    """A record in a ContextGraph, with why it is there and how it ranked."""
+
+    id: str
+    type: str
+    kind: str
+    text: str
+    score: float
+    similarity: float
+    importance: float
+    recency: float
+    hop: int = 0
+    via: str | None = None
+    created_at: float = 0.0
+    status: str = "unvalidated"
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    src: str
+    dst: str
+    rel: str
+    weight: float = 1.0
+
+
+@dataclass
+class ContextGraph:
+    """The structured result of ``context_graph``: ranked nodes and typed edges."""
+
+    query: str
+    nodes: list[GraphNode] = field(default_factory=list)
+    edges: list[GraphEdge] = field(default_factory=list)
+
+    def to_prompt_text(self, budget_chars: int = 2000) -> str:
+        """A compact, readable rendering that never exceeds ``budget_chars``."""
+        if budget_chars <= 0:
+            return ""
+        lines: list[str] = []
+        used = 0
+        shown: set[str] = set()
+        for node in self.nodes:
+            when = (
+                time.strftime("%Y-%m-%d", time.gmtime(node.created_at)) if node.created_at else ""
+            )
+            head = f"[{node.id}] ({node.kind or node.type}{', ' + when if when else ''}"
+            head += f", {node.status})" if node.status not in ("", "unvalidated") else ")"
+            text = " ".join(node.text.split())
+            line = f"{head} {text}"
+            room = budget_chars - used - (1 if lines else 0)
+            if room <= len(head) + 8:
+                break
+            if len(line) > room:
+                line = _cut_words(line, room)
+            lines.append(line)
+            used += len(line) + (1 if len(lines) > 1 else 0)
+            shown.add(node.id)
+        for edge in self.edges:
+            if edge.src in shown and edge.dst in shown:
+                line = f"[{edge.src}] {edge.rel} [{edge.dst}]"
+                if used + 1 + len(line) > budget_chars:
+                    break
+                lines.append(line)
+                used += 1 + len(line)
+        return "\n".join(lines)
+
+
+def _cut_words(text: str, limit: int, marker: str = " …") -> str:
+    """``text`` cut on a word boundary to at most ``limit`` characters, with a marker."""
+    if len(text) <= limit:
+        return text
+    room = max(0, limit - len(marker))
+    cut = text[:room]
+    space = cut.rfind(" ")
+    if space > room // 2:
+        cut = cut[:space]
+    return (cut + marker)[:limit]

@@ -13,7 +13,7 @@ from kredenc.records import Hit, LegScore
 from kredenc.retrieve.fuse import weighted_rrf
 from kredenc.retrieve.graph import expand
 from kredenc.retrieve.rerank import Reranker
-from kredenc.retrieve.terms import fts_match, query_terms
+from kredenc.retrieve.terms import fts_match, query_terms, tokens
 from kredenc.storage.haystack import Haystack
 from kredenc.storage.index.sqlite import Filters, SqliteIndex
 from kredenc.storage.index.vectors import F32
@@ -40,8 +40,9 @@ def validate(query: object, params: SearchParams) -> str:
         raise InvalidInput("query must be text")
     if params.mode not in MODES:
         raise InvalidInput(f"unknown search mode {params.mode!r}", f"use one of {', '.join(MODES)}")
-    if not 1 <= params.k <= 1000:
-        raise InvalidInput(f"k must be between 1 and 1000, not {params.k}")
+    k = params.k
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        raise InvalidInput(f"k must be a whole number between 1 and 1000, not {k!r}")
     if not 0 <= params.hops <= 3:
         raise InvalidInput(f"hops must be between 0 and 3, not {params.hops}")
     try:
@@ -66,7 +67,9 @@ def run_legs(
         terms = query_terms(query)
         legs["lexical"] = index.lexical(ns, fts_match(terms), depth, filters) if terms else []
     if params.mode in ("hybrid", "dense"):
-        if query.strip():
+        # A query with no words (only punctuation, operators or spaces) finds nothing
+        # in either leg; embedding "* ( )" would return arbitrary nearest neighbours.
+        if tokens(query):
             vec = np.asarray(embed_query(query), dtype=np.float32)
             legs["dense"] = index.dense(ns, vec, depth, filters)
         else:

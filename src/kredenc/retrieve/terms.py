@@ -9,10 +9,11 @@ always a plain phrase to FTS5). Operators such as ``NOT``, ``NEAR``, ``*``, ``:`
 from __future__ import annotations
 
 import re
+import unicodedata
 
-# Letters and digits; FTS5's unicode61 treats everything else (underscore included)
-# as a separator.
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+# ASCII letters and digits; FTS5's unicode61 treats everything else (underscore
+# included) as a separator.
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+")
 
 STOPWORDS_EN = frozenset(
     """
@@ -30,9 +31,39 @@ STOPWORDS_EN = frozenset(
 MAX_TERMS = 64
 
 
+def _in_token(ch: str) -> bool:
+    """Letters and digits, and also combining marks and private-use characters.
+
+    A mark stays inside its word ("nai\u0308ve", or "i\u0307" from lower-casing "İ"):
+    FTS5 folds diacritics away (``remove_diacritics 2``) and splits the rest itself
+    inside the quoted phrase, so the word still matches. Cutting at the mark would
+    search for "nai" and "ve". FTS5 also keeps private-use characters (``Co``) in tokens.
+    """
+    if ch.isalnum():
+        return True
+    category = unicodedata.category(ch)
+    return category[0] == "M" or category == "Co"
+
+
 def tokens(text: str) -> list[str]:
-    """Lower-cased word tokens, in order."""
-    return [t.lower() for t in _TOKEN.findall(text)]
+    """Lower-cased word tokens, in order.
+
+    Idempotent: quoting the tokens and cutting again gives the same tokens.
+    """
+    if text.isascii():
+        return [t.lower() for t in _ASCII_TOKEN.findall(text)]
+    out: list[str] = []
+    start = -1
+    for i, ch in enumerate(text):
+        if _in_token(ch):
+            if start < 0:
+                start = i
+        elif start >= 0:
+            out.append(text[start:i].lower())
+            start = -1
+    if start >= 0:
+        out.append(text[start:].lower())
+    return out
 
 
 def query_terms(text: str, *, stopwords: frozenset[str] = STOPWORDS_EN) -> list[str]:

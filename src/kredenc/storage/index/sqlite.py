@@ -549,6 +549,56 @@ class SqliteIndex:
         )
         return {str(i): int(r) for i, r in rows}
 
+    def node_info(self, ns: str, rowids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """Current state of live records for ranking: ids, offsets, scores, access."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        rows = (
+            self.reader()
+            .execute(
+                "SELECT r.rowid, r.id, r.offset, r.type, r.kind, r.importance, r.created_at,"
+                " r.status, coalesce(a.count, 0), a.last_at FROM records r"
+                f" LEFT JOIN access a ON a.id = r.id WHERE r.rowid IN ({marks})"
+                " AND r.ns=? AND r.deleted=0",
+                (*rowids, ns),
+            )
+            .fetchall()
+        )
+        keys = (
+            "id",
+            "offset",
+            "type",
+            "kind",
+            "importance",
+            "created_at",
+            "status",
+            "access_count",
+            "last_accessed_at",
+        )
+        return {int(r[0]): dict(zip(keys, r[1:], strict=True)) for r in rows}
+
+    def vectors_of(self, rowids: Sequence[int]) -> dict[int, F32]:
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        rows = self.reader().execute(
+            f"SELECT rowid, vec FROM vectors WHERE rowid IN ({marks})", tuple(rowids)
+        )
+        return {int(r): np.frombuffer(v, dtype=np.float32) for r, v in rows}
+
+    def edges_among(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        """Edges whose both ends are in ``ids``."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.reader().execute(
+            f"SELECT src, dst, rel, weight FROM edges WHERE ns=? AND src IN ({marks})"
+            f" AND dst IN ({marks}) ORDER BY seq",
+            (ns, *ids, *ids),
+        )
+        return [(str(a), str(b), str(r), float(w)) for a, b, r, w in rows]
+
     def sources_of(self, ns: str, dst: str, rel: str) -> list[str]:
         """Ids of live records with an edge ``rel`` pointing at ``dst``."""
         rows = (

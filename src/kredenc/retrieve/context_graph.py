@@ -1,0 +1,128 @@
+"""ContextGraph retrieval: seeds, expansion along relations, blended ranking.
+
+1. Seeds: the given ids, else a dense search; when the best dense similarity is weak
+   the seeds come from hybrid search (words catch what meaning missed).
+2. Expansion: neighbours along typed edges up to ``hops``, at most ``neighbors_max``.
+3. Ranking: ``w_sim · similarity + w_imp · importance + w_rec · recency`` with the
+   weights normalised to sum to 1. Recency halves every ``half_life_days`` since the
+   record was filed or last recalled, so access feeds the ranking.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kredenc.errors import InvalidInput
+from kredenc.records import ContextGraph, GraphEdge, GraphNode
+from kredenc.retrieve.graph import expand
+from kredenc.storage.haystack import Haystack
+from kredenc.storage.index.sqlite import Filters, SqliteIndex
+from kredenc.storage.index.vectors import F32
+
+WEAK_SEED = 0.35  # below this cosine, dense seeds are backed by hybrid search
+
+
+@dataclass(frozen=True)
+class Blend:
+    similarity: float = 0.5
+    importance: float = 0.3
+    recency: float = 0.2
+    half_life_days: float = 30.0
+
+    def normalised(self) -> Blend:
+        weights = (self.similarity, self.importance, self.recency)
+        if any(w < 0 or math.isnan(w) for w in weights):
+            raise InvalidInput("ranking weights must be non-negative numbers")
+        total = sum(weights)
+        if total <= 0:
+            raise InvalidInput("ranking weights must not all be zero")
+        return Blend(
+            self.similarity / total,
+            self.importance / total,
+            self.recency / total,
+            self.half_life_days,
+        )
+
+
+def build(
+    index: SqliteIndex,
+    haystack: Haystack,
+    ns: str,
+    query: str,
+    *,
+    embed_query: Callable[[str], F32],
+    hybrid_seeds: Callable[[str, int], list[int]],
+    k: int,
+    hops: int,
+    neighbors_max: int,
+    seed_ids: Sequence[str] | None,
+    blend: Blend,
+    filters: Filters,
+    now: float | None = None,
+) -> ContextGraph:
+    blend = blend.normalised()
+    qvec = np.asarray(embed_query(query), dtype=np.float32) if query.strip() else None
+    seeds: dict[int, float] = {}
+    if seed_ids:
+        seeds = {r: 1.0 for r in index.rowids_for(ns, list(seed_ids), filters).values()}
+    elif qvec is not None:
+        dense = index.dense(ns, qvec, k, filters)
+        seeds = dict(dense)
+        if not dense or dense[0][1] < WEAK_SEED:
+            for rowid in hybrid_seeds(query, k):
+                seeds.setdefault(rowid, 0.0)
+    hop_of: dict[int, int] = dict.fromkeys(seeds, 0)
+    via: dict[int, str] = {}
+    for e in expand(
+        index, ns, list(seeds.items()), hops=hops, filters=filters, limit=neighbors_max
+    ):
+        hop_of.setdefault(e.rowid, 1)
+        via.setdefault(e.rowid, e.via)
+    # Never one side of a contradiction silently: pull in the other side.
+    present = index.resolve(ns, list(hop_of))
+    by_id = {rid: rowid for rowid, (rid, _) in present.items()}
+    partners = [
+        nbr for seed, nbr, rel, _w in index.neighbours(ns, list(by_id)) if rel == "contradicts"
+    ]
+    for rid, rowid in index.rowids_for(ns, partners, filters).items():
+        if rowid not in hop_of:
+            hop_of[rowid] = 1
+            via[rowid] = f"contradicts {rid}"
+    info = index.node_info(ns, list(hop_of))
+    vectors = index.vectors_of(list(info)) if qvec is not None else {}
+    t_now = time.time() if now is None else now
+    nodes: list[GraphNode] = []
+    for rowid, state in info.items():
+        sim = float(vectors[rowid] @ qvec) if qvec is not None and rowid in vectors else 0.0
+        sim = max(0.0, sim)
+        touched = max(float(state["created_at"] or 0.0), float(state["last_accessed_at"] or 0.0))
+        age_days = max(0.0, (t_now - touched) / 86400.0)
+        recency = 0.5 ** (age_days / blend.half_life_days)
+        importance = float(state["importance"])
+        score = blend.similarity * sim + blend.importance * importance + blend.recency * recency
+        payload = haystack.read(int(state["offset"]))
+        nodes.append(
+            GraphNode(
+                id=str(state["id"]),
+                type=str(state["type"]),
+                kind=str(state["kind"] or ""),
+                text=str(payload.get("text", "")),
+                score=score,
+                similarity=sim,
+                importance=importance,
+                recency=recency,
+                hop=hop_of[rowid],
+                via=via.get(rowid),
+                created_at=float(state["created_at"] or 0.0),
+                status=str(state["status"]),
+            )
+        )
+    nodes.sort(key=lambda n: -n.score)
+    ids = [n.id for n in nodes]
+    edges = [GraphEdge(a, b, rel, w) for a, b, rel, w in index.edges_among(ns, ids)]
+    return ContextGraph(query=query, nodes=nodes, edges=edges)
