@@ -8,6 +8,7 @@ reads the environment.
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -126,6 +127,8 @@ def load_settings(store: str | Path | None = None, **overrides: Any) -> Settings
     try:
         settings: Settings = bound(**overrides)
         return settings
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInput(f"{toml} is not valid TOML ({exc})", f"fix or remove {toml}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"

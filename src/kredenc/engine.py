@@ -22,8 +22,8 @@ from kredenc.records import ContextGraph, Hit, Memory, new_id, now
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import search as searching
 from kredenc.retrieve.fuse import weighted_rrf
-from kredenc.retrieve.terms import query_terms
 from kredenc.retrieve.rerank import Reranker, make_reranker
+from kredenc.retrieve.terms import query_terms
 from kredenc.storage import store as layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
@@ -433,8 +433,9 @@ class Kredenc:
                 payload["title"] = str(item["title"])
             if item.get("meta"):
                 payload["meta"] = dict(item["meta"])
-            if item.get("context"):
-                payload["context"] = str(item["context"])
+            for key in ("context", "embed_context"):
+                if item.get(key):
+                    payload[key] = str(item[key])
             payloads.append(payload)
         if not payloads:
             return []

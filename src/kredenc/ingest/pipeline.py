@@ -112,6 +112,7 @@ def document_payloads(
         if chunk.heading_path:
             payload["heading_path"] = list(chunk.heading_path)
             payload["context"] = " > ".join(chunk.heading_path)
+            payload["embed_context"] = payload["context"]
         if chunk.start_s is not None:
             payload["start_s"] = chunk.start_s
         if chunk.meta:

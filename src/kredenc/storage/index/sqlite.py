@@ -110,14 +110,14 @@ def card_of(payload: dict[str, Any]) -> str:
 
 
 def embed_text_of(payload: dict[str, Any]) -> str:
-    """What the embedder sees of a record: title, context (heading path, neighbouring
-    turns) and text. The model truncates at 256 tokens, so the text goes first when a
-    context is long."""
+    """What the embedder sees of a record: title, ``embed_context`` (e.g. a chunk's
+    heading path) and text. The card's ``context`` (session, speaker, terms) is for
+    words only and stays out of the vector."""
     title = payload.get("title") or ""
     text = payload.get("text") or ""
     if title and title in text[: len(title) + 2]:
         title = ""
-    context = str(payload.get("context") or "")
+    context = str(payload.get("embed_context") or "")
     parts = [p for p in (title, context, text) if p]
     return "\n".join(parts)
 
