@@ -20,8 +20,8 @@ run: $(VENV)/.installed
 	$(VENV)/bin/kredenc demo
 
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts
 
 typecheck: $(VENV)/.dev
 	$(VENV)/bin/mypy
