@@ -329,6 +329,9 @@ class Kredenc:
         return text
 
     def _live(self, record_id: str) -> IndexedRecord:
+        if not isinstance(record_id, str):
+            raise InvalidInput("record id must be a string")
+        _check_utf8("record id", record_id)
         found = self.index.lookup(self.namespace, record_id)
         if found is None or found.deleted:
             raise NotFound(f"no record {record_id!r} in namespace {self.namespace!r}")
@@ -598,6 +601,8 @@ class Kredenc:
             rerank_depth=s.rerank_depth,
         )
         query = searching.validate(query, params)
+        if drawer is not None:
+            _check_name("drawer", drawer)
         filters = Filters(
             drawer=drawer,
             kinds=tuple(kinds),
@@ -647,6 +652,8 @@ class Kredenc:
             raise InvalidInput("hops must be 0-3, k 1-1000 and neighbors_max >= 0")
         s = self.settings
         w = weights or (s.rank_similarity, s.rank_importance, s.rank_recency)
+        if drawer is not None:
+            _check_name("drawer", drawer)
         filters = Filters(
             drawer=drawer,
             include_deprecated=include_deprecated,
@@ -723,6 +730,14 @@ class Kredenc:
 def _check_name(what: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 200:
         raise InvalidInput(f"{what} must be a non-empty name of at most 200 characters")
+    _check_utf8(what, value)
     if any(ord(c) < 32 for c in value):
         raise InvalidInput(f"{what} must not contain control characters")
     return value
+
+
+def _check_utf8(what: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid UTF-8", f"pass the {what} as UTF-8") from None

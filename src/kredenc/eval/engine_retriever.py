@@ -1,4 +1,9 @@
-"""The engine as an evaluation ``Retriever``: each group in a fresh namespace."""
+"""The engine as an evaluation ``Retriever``: each group in a fresh namespace.
+
+Documents longer than the store's chunk size are cut by the same chunker ingestion
+uses (the embedding model reads at most 256 tokens); a document's rank is the rank
+of its best chunk, as for any document a user ingests.
+"""
 
 from __future__ import annotations
 
@@ -7,36 +12,65 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kredenc.eval.datasets import EvalDoc
+from kredenc.ingest.chunker import split_spans
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc
 
 _BATCH = 256
+_OVERFETCH = 4  # chunks asked for per wanted document
 
 
 class EngineRetriever:
     """Files each corpus as passages (``record_type``) and searches with ``search_opts``."""
 
-    def __init__(self, kb: Kredenc, *, record_type: str = "chunk", **search_opts: Any) -> None:
+    def __init__(
+        self,
+        kb: Kredenc,
+        *,
+        record_type: str = "chunk",
+        chunk_size: int | None = None,
+        **search_opts: Any,
+    ) -> None:
         self.kb = kb
         self.record_type = record_type
+        self.chunk_size = chunk_size or kb.settings.chunk_size
+        self.overlap = min(kb.settings.chunk_overlap, self.chunk_size // 2)
         self.search_opts = search_opts
         self._run = secrets.token_hex(3)
         self._groups = 0
+        self._chunked = False
 
     def reset(self) -> None:
         self._groups += 1
+        self._chunked = False
         self.kb.use_namespace(f"eval-{self._run}-{self._groups}")
 
     def index(self, docs: Sequence[EvalDoc]) -> None:
-        items = [
-            {"text": d.text, "meta": {"eval_id": d.id, **d.meta}} for d in docs if d.text.strip()
-        ]
+        items: list[dict[str, Any]] = []
+        for d in docs:
+            text = d.text.strip()
+            if not text:
+                continue
+            spans = [(0, len(text))]
+            if len(text) > self.chunk_size:
+                spans = split_spans(text, self.chunk_size, self.overlap)
+                self._chunked = self._chunked or len(spans) > 1
+            for start, end in spans:
+                piece = text[start:end].strip()
+                if piece:
+                    items.append({"text": piece, "meta": {"eval_id": d.id}})
         for start in range(0, len(items), _BATCH):
             self.kb.add_passages(items[start : start + _BATCH], record_type=self.record_type)
 
     def search(self, query: str, k: int) -> list[str]:
         if not query.strip():
             return []
-        hits = self.kb.search(query, k=k, **self.search_opts)
-        return [str(h.meta.get("eval_id", h.id)) for h in hits]
+        depth = min(1000, k * _OVERFETCH) if self._chunked else k
+        hits = self.kb.search(query, k=depth, **self.search_opts)
+        ranked: dict[str, None] = {}
+        for hit in hits:
+            ranked.setdefault(str(hit.meta.get("eval_id", hit.id)), None)
+            if len(ranked) == k:
+                break
+        return list(ranked)

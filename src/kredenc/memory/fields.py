@@ -154,5 +154,9 @@ def validate_tags(tags: object) -> list[str]:
         raise InvalidInput("tags must be a list of non-empty strings")
     seen: dict[str, None] = {}
     for tag in tags:  # type: ignore[attr-defined]
+        try:
+            tag.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput("tags must be valid UTF-8") from None
         seen.setdefault(tag.strip(), None)
     return list(seen)

@@ -302,12 +302,22 @@ class SqliteIndex:
         vectors: dict[str, F32],
         embed: EmbedFn | None,
     ) -> None:
-        """Vectors for every indexed put: given, cached by text hash, or embedded now."""
+        """Vectors for every indexed put: given, cached by text hash, or embedded now.
+
+        Given vectors (embedded by the caller) go into the cache too, so that a
+        rebuild finds every vector there and re-embeds nothing.
+        """
         wanted: dict[bytes, str] = {}
+        given: dict[bytes, F32] = {}
         for _, p in entries:
-            if p.get("op") == "put" and p.get("type") in INDEXED_TYPES and p["id"] not in vectors:
+            if p.get("op") == "put" and p.get("type") in INDEXED_TYPES:
                 text = embed_text_of(p)
-                wanted[text_hash(text)] = text
+                if p["id"] in vectors:
+                    given[text_hash(text)] = vectors[p["id"]]
+                else:
+                    wanted[text_hash(text)] = text
+        if given:
+            self.cache_vectors(given)  # INSERT OR IGNORE: a cached text keeps its vector
         cached = self.cached_vectors(list(wanted))
         missing = [h for h in wanted if h not in cached]
         if missing:
@@ -541,7 +551,7 @@ class SqliteIndex:
         rows = (
             self.reader()
             .execute(
-                f"SELECT r.id, r.rowid FROM records r WHERE r.id IN ({marks}) AND r.ns = ?"
+                f"SELECT r.id, r.rowid FROM records r WHERE r.id IN ({marks}) AND +r.ns = ?"
                 f" AND r.type IN ('memory', 'chunk', 'turn')" + where,
                 (*ids, ns, *args),
             )
@@ -560,7 +570,7 @@ class SqliteIndex:
                 "SELECT r.rowid, r.id, r.offset, r.type, r.kind, r.importance, r.created_at,"
                 " r.status, coalesce(a.count, 0), a.last_at FROM records r"
                 f" LEFT JOIN access a ON a.id = r.id WHERE r.rowid IN ({marks})"
-                " AND r.ns=? AND r.deleted=0",
+                " AND +r.ns=? AND r.deleted=0",
                 (*rowids, ns),
             )
             .fetchall()
@@ -629,15 +639,25 @@ class SqliteIndex:
         return [(int(r), float(s)) for r, s in rows]
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
-        """Top ``k`` rowids by cosine within the namespace (and drawer)."""
+        """Top ``k`` rowids by cosine within the namespace (and drawer) that pass
+        ``filters``: shards are searched deeper until ``k`` survive or none are left."""
         prefix = shard_key(ns, filters.drawer) if filters.drawer is not None else ns + "\x1f"
-        found: list[tuple[int, float]] = []
-        extra = filters != Filters(drawer=filters.drawer)
-        for key, shard in self.shards().items():
-            if key == prefix or (filters.drawer is None and key.startswith(prefix)):
-                found.extend(shard.search(query, k * 4 if extra or shard.uses_ann else k))
-        found.sort(key=lambda t: (-t[1], t[0]))  # ties by rowid: shard order is not stable
-        return self._keep(ns, found, k, filters)
+        shards = [
+            shard
+            for key, shard in self.shards().items()
+            if key == prefix or (filters.drawer is None and key.startswith(prefix))
+        ]
+        total = sum(len(s) for s in shards)
+        fetch = k * 4 if any(s.uses_ann for s in shards) else k
+        while True:
+            found: list[tuple[int, float]] = []
+            for shard in shards:
+                found.extend(shard.search(query, fetch))
+            found.sort(key=lambda t: (-t[1], t[0]))  # ties by rowid: shard order is not stable
+            kept = self._keep(ns, found, k, filters)
+            if len(kept) >= k or fetch >= total:
+                return kept
+            fetch = min(total, fetch * 4)
 
     def _keep(
         self, ns: str, found: list[tuple[int, float]], k: int, filters: Filters
@@ -646,17 +666,17 @@ class SqliteIndex:
         if not found:
             return []
         where, args = _record_conditions(filters)
-        ids = [r for r, _ in found]
-        marks = ",".join("?" * len(ids))
-        rows = (
-            self.reader()
-            .execute(
-                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks}) AND r.ns = ?" + where,
+        ok: set[int] = set()
+        for start in range(0, len(found), 5000):
+            ids = [r for r, _ in found[start : start + 5000]]
+            marks = ",".join("?" * len(ids))
+            rows = self.reader().execute(
+                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks}) AND +r.ns = ?" + where,
                 (*ids, ns, *args),
             )
-            .fetchall()
-        )
-        ok = {int(r[0]) for r in rows}
+            ok.update(int(r[0]) for r in rows)
+            if len(ok) >= k:
+                break
         return [(r, s) for r, s in found if r in ok][:k]
 
     def resolve(self, ns: str, rowids: Sequence[int]) -> dict[int, tuple[str, int]]:
@@ -668,7 +688,7 @@ class SqliteIndex:
             self.reader()
             .execute(
                 f"SELECT rowid, id, offset FROM records WHERE rowid IN ({marks})"
-                " AND ns=? AND deleted=0",
+                " AND +ns=? AND deleted=0",
                 (*rowids, ns),
             )
             .fetchall()

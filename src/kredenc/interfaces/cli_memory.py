@@ -1,0 +1,163 @@
+"""``kredenc remember | score | relate | graph | jobs run``: memories and their lifecycle.
+
+Registered on the ``cli`` group when imported (see ``cli._register_subcommands``).
+``remember`` here is the full command, with the memory's scores and state as flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from kredenc.interfaces.cli import (
+    _check_arg_text,
+    _ctx,
+    _memory_json,
+    _read_stdin_text,
+    _short,
+    cli,
+    json_option,
+)
+from kredenc.memory.lifecycle.scheduler import JOBS, run_jobs
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--kind", default="note", show_default=True, help="Memory kind.")
+@click.option("--drawer", default="memories", show_default=True)
+@click.option("--tags", default="", help="Comma-separated tags.")
+@click.option("--importance", type=float, help="Importance in [0, 1] (default 0.5).")
+@click.option("--confidence", type=float, help="Confidence in [0, 1] (default 0.5).")
+@click.option("--stability", type=float, help="Stability in [0, 1] (default 0.5).")
+@click.option("--status", help="unvalidated, validated, disputed or deprecated.")
+@click.option("--source", help="user, agent, ingest or reflection (default user).")
+@click.option("--episode", "episode_id", metavar="ID", help="Episode the memory belongs to.")
+@click.option("--task-status", help="For tasks: pending, active, done or cancelled.")
+@click.option("--valid-from", metavar="TIME", help="ISO 8601 time or Unix seconds.")
+@click.option("--valid-to", metavar="TIME", help="ISO 8601 time or Unix seconds.")
+@click.option("--read-only", is_flag=True, help="Refuse later changes and forgetting.")
+@json_option
+def remember(
+    text: str,
+    kind: str,
+    drawer: str,
+    tags: str,
+    read_only: bool,
+    **fields: Any,
+) -> None:
+    """File a memory (TEXT, or - to read it from standard input)."""
+    c = _ctx()
+    text = _read_stdin_text() if text == "-" else _check_arg_text(text, "text")
+    tag_list = [t.strip() for t in tags.split(",") if t.strip()]
+    values = _drop_none(fields)
+    if read_only:
+        values["read_only"] = True
+    with c.open() as kb:
+        mem = kb.remember(text, kind=kind, drawer=drawer, tags=tag_list, **values)
+    c.emit(
+        _memory_json(mem),
+        lambda: click.echo(f"{mem.id}  (seq {mem.seq}, offset {mem.offset})"),
+    )
+
+
+@cli.command()
+@click.argument("record_id")
+@click.option("--importance", type=float, help="Importance in [0, 1].")
+@click.option("--confidence", type=float, help="Confidence in [0, 1].")
+@click.option("--stability", type=float, help="Stability in [0, 1].")
+@click.option("--status", help="unvalidated, validated, disputed or deprecated.")
+@click.option("--task-status", help="For tasks: pending, active, done or cancelled.")
+@click.option("--valid-from", metavar="TIME", help="ISO 8601 time or Unix seconds.")
+@click.option("--valid-to", metavar="TIME", help="ISO 8601 time or Unix seconds.")
+@click.option("--episode", "episode_id", metavar="ID", help="Move it to an episode.")
+@click.option("--reason", help="Why (kept in the log record).")
+@json_option
+def score(record_id: str, reason: str | None, **fields: Any) -> None:
+    """Change a memory's scores or state; only the fields given change."""
+    c = _ctx()
+    values = _drop_none(fields)
+    with c.open() as kb:
+        mem = kb.score(record_id, reason=reason, **values)
+    data = _memory_json(mem)
+
+    def human() -> None:
+        shown = ", ".join(f"{k} {data[k]}" for k in values)
+        click.echo(f"{mem.id}: {shown}")
+
+    c.emit(data, human)
+
+
+@cli.command()
+@click.argument("src", metavar="FROM")
+@click.argument("dst", metavar="TO")
+@click.argument("rel", metavar="TYPE")
+@click.option("--weight", type=float, default=1.0, show_default=True, help="Weight in [0, 1].")
+@click.option("--remove", is_flag=True, help="Delete the relation instead.")
+@json_option
+def relate(src: str, dst: str, rel: str, weight: float, remove: bool) -> None:
+    """Relate two records: TYPE is supports, contradicts, depends_on, derived_from,
+    related_to, precedes or follows."""
+    c = _ctx()
+    with c.open() as kb:
+        kb.relate(src, dst, rel, weight=weight, remove=remove)
+    data = {"src": src, "dst": dst, "rel": rel, "weight": weight, "removed": remove}
+    arrow = f"-[{rel}]->" if remove else f"-[{rel} {weight:g}]->"
+    c.emit(data, lambda: click.echo(f"{'removed' if remove else 'related'} {src} {arrow} {dst}"))
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--hops", default=2, show_default=True, type=click.IntRange(0, 3))
+@click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--neighbors-max", default=40, show_default=True, type=click.IntRange(0, None))
+@click.option(
+    "--budget", default=2000, show_default=True, type=click.IntRange(0, None), metavar="CHARS"
+)
+@json_option
+def graph(query: str, hops: int, k: int, neighbors_max: int, budget: int) -> None:
+    """The context graph of QUERY: ranked records and the typed edges between them."""
+    c = _ctx()
+    query = _check_arg_text(query, "query")
+    with c.open() as kb:
+        found = kb.context_graph(query, hops=hops, k=k, neighbors_max=neighbors_max)
+    prompt = found.to_prompt_text(budget)
+    data = {
+        "query": query,
+        "nodes": [asdict(n) for n in found.nodes],
+        "edges": [asdict(e) for e in found.edges],
+        "prompt": prompt,
+    }
+
+    def human() -> None:
+        if not found.nodes:
+            click.echo("no records")
+        for n in found.nodes:
+            via = f"  via {n.via}" if n.via else ""
+            click.echo(f"{n.score:.3f}  {n.id}  [{n.kind or n.type}] {_short(n.text)}{via}")
+        for e in found.edges:
+            click.echo(f"  {e.src} -[{e.rel}]-> {e.dst}")
+
+    c.emit(data, human)
+
+
+@cli.group(name="jobs")
+def jobs_group() -> None:
+    """Lifecycle jobs: decay, episodes, contradictions, reflect."""
+
+
+@jobs_group.command(name="run")
+@click.argument("names", nargs=-1, type=click.Choice(list(JOBS)), metavar="[JOB]...")
+@json_option
+def jobs_run(names: tuple[str, ...]) -> None:
+    """Run lifecycle jobs now (all of them when none is named)."""
+    c = _ctx()
+    with c.open() as kb:
+        reports = run_jobs(kb, names)
+    data = {"jobs": [r.to_json() for r in reports]}
+    c.emit(data, lambda: click.echo("\n".join(r.summary() for r in reports)))

@@ -1,0 +1,108 @@
+"""``kredenc recall`` (what the reflex would inject) and ``kredenc proxy`` (serve it)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from kredenc.errors import InvalidInput
+from kredenc.interfaces.cli import _check_arg_text, _ctx, _read_stdin_text, cli, json_option
+
+
+@cli.command("recall")
+@click.argument("text")
+@click.option("--session", "session_id", default="cli", show_default=True, help="Session id.")
+@click.option("--items", type=click.IntRange(0, 100), help="Most memories (default: settings).")
+@click.option("--item-chars", type=click.IntRange(1), help="Characters per memory line.")
+@click.option("--total-chars", type=click.IntRange(1), help="Characters in all.")
+@click.option("--tokens", "total_tokens", type=click.IntRange(1), help="Tokens in all (estimated).")
+@click.option("--time-budget-ms", type=click.FloatRange(0, min_open=True), help="Time budget.")
+@click.option("--mode", type=click.Choice(["hybrid", "lexical", "dense"]), help="Legs to run.")
+@json_option
+def recall_command(
+    text: str,
+    session_id: str,
+    items: int | None,
+    item_chars: int | None,
+    total_chars: int | None,
+    total_tokens: int | None,
+    time_budget_ms: float | None,
+    mode: str | None,
+) -> None:
+    """Show what the recall reflex would inject for TEXT (or - for standard input).
+
+    A dry run on a read-only store: nothing is written, no access is counted. The
+    embedding model and vectors are loaded first, so the timings are a warm process's.
+    """
+    from kredenc.recall import Budget, recall, warm_up
+
+    c = _ctx()
+    text = _read_stdin_text() if text == "-" else _check_arg_text(text, "text")
+    with c.open(read_only=True) as kb:
+        base = Budget.from_settings(kb.settings)
+        budget = Budget(
+            items=base.items if items is None else items,
+            item_chars=item_chars or base.item_chars,
+            total_chars=total_chars or base.total_chars,
+            item_tokens=base.item_tokens,
+            total_tokens=total_tokens or base.total_tokens,
+        )
+        warm_up(kb)
+        result = recall(
+            kb,
+            [{"role": "user", "content": text}],
+            session_id=session_id,
+            budget=budget,
+            dry_run=True,
+            time_budget_ms=time_budget_ms,
+            mode=mode,
+        )
+    data = {"query": text, "session": session_id, "budget": budget.to_dict(), **result.to_dict()}
+
+    def human() -> None:
+        click.echo(result.block or "(nothing would be recalled)")
+        for item in result.items:
+            legs = " ".join(f"{n}#{v.rank}" for n, v in item.legs.items())
+            cut = ", cut" if item.truncated else ""
+            click.echo(f"  #{item.n} {item.id}  score {item.score:.4f}  ({legs}{cut})", err=True)
+        timings = " ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
+        click.echo(
+            f"  terms: {' '.join(result.terms) or '-'}; {len(result.block)} chars; "
+            f"{result.elapsed_ms:.1f} ms ({timings or 'no legs'})",
+            err=True,
+        )
+
+    c.emit(data, human)
+    if result.error:
+        sys.exit(1)
+
+
+@cli.command("proxy")
+@click.option("--upstream", required=True, metavar="URL", help="The upstream's base URL (…/v1).")
+@click.option("--port", default=8766, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--timeout",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds to wait for the upstream.",
+)
+@click.option("--dry-run", is_flag=True, default=None, help="Recall and log, inject nothing.")
+@click.option("--no-filing", is_flag=True, help="Do not file turns.")
+def proxy_command(
+    upstream: str, port: int, host: str, timeout: float, dry_run: bool | None, no_filing: bool
+) -> None:
+    """Serve an OpenAI-compatible proxy that adds recall and filing to chat completions."""
+    from kredenc.interfaces.proxy import ProxyConfig, serve
+
+    c = _ctx()
+    if not upstream.strip():
+        raise InvalidInput("--upstream is empty", "pass the base URL, e.g. http://host:8000/v1")
+    config = ProxyConfig(upstream, timeout_s=timeout, dry_run=dry_run, file_turns=not no_filing)
+    # The startup line and the proxy's own messages are INFO: show them.
+    logging.getLogger("kredenc").setLevel(logging.INFO)
+    with c.open() as kb:
+        serve(kb, config, host=host, port=port)

@@ -1,0 +1,156 @@
+"""A throttled, in-process scheduler for the lifecycle jobs.
+
+``Scheduler(kb, jobs={name: (interval_s, fn)})``: :meth:`Scheduler.tick` runs the
+jobs that are due and returns their names; a tick when nothing is due only reads
+the clock (no I/O). :meth:`Scheduler.start` runs ticks on a background thread, at
+most one per ``throttle_s``. A failing job is logged at WARNING with its cause and
+tried again at its next interval; it never stops the scheduler or the other jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kredenc.errors import InvalidInput, KredencError
+from kredenc.memory.lifecycle import JobReport
+from kredenc.memory.lifecycle.contradictions import run_contradictions
+from kredenc.memory.lifecycle.decay import run_decay
+from kredenc.memory.lifecycle.episodes import run_episodes
+from kredenc.memory.reflect import run_reflect
+
+if TYPE_CHECKING:
+    from kredenc.engine import Kredenc
+
+log = logging.getLogger(__name__)
+
+Job = Callable[..., JobReport]
+
+# The jobs in the order a full run takes them: episodes before reflection, so new
+# members are summarised; decay last, so it does not touch what was just filed.
+JOBS: dict[str, Job] = {
+    "episodes": run_episodes,
+    "contradictions": run_contradictions,
+    "reflect": run_reflect,
+    "decay": run_decay,
+}
+DEFAULT_INTERVALS: dict[str, float] = {
+    "episodes": 600.0,
+    "contradictions": 3600.0,
+    "reflect": 3600.0,
+    "decay": 6 * 3600.0,
+}
+
+
+def run_jobs(
+    kb: Kredenc, names: Sequence[str] = (), *, now: float | None = None
+) -> list[JobReport]:
+    """Run the named jobs (all when none are named) once, in :data:`JOBS` order."""
+    unknown = [n for n in names if n not in JOBS]
+    if unknown:
+        raise InvalidInput(f"unknown job(s): {', '.join(unknown)}", f"use {', '.join(JOBS)}")
+    wanted = set(names) or set(JOBS)
+    return [fn(kb, now=now) for name, fn in JOBS.items() if name in wanted]
+
+
+def default_jobs(
+    intervals: Mapping[str, float] | None = None,
+) -> dict[str, tuple[float, Job]]:
+    """Every job with its interval (``intervals`` overrides the defaults)."""
+    merged = {**DEFAULT_INTERVALS, **(intervals or {})}
+    return {name: (merged[name], fn) for name, fn in JOBS.items()}
+
+
+class Scheduler:
+    def __init__(
+        self,
+        kb: Kredenc,
+        jobs: Mapping[str, tuple[float, Job]] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        initial_delay_s: float = 0.0,
+    ) -> None:
+        self.kb = kb
+        self.jobs = dict(default_jobs() if jobs is None else jobs)
+        for name, (interval, _fn) in self.jobs.items():
+            if not interval > 0:
+                raise InvalidInput(f"job {name!r} needs a positive interval, not {interval!r}")
+        self.clock = clock
+        start = clock() + initial_delay_s
+        self._due = dict.fromkeys(self.jobs, start)
+        self._next = start
+        self._tick_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_reports: dict[str, JobReport] = {}
+        self.failures: dict[str, int] = dict.fromkeys(self.jobs, 0)
+
+    def tick(self) -> list[str]:
+        """Run the jobs that are due; return their names (in the order they ran)."""
+        at = self.clock()
+        if at < self._next:
+            return []
+        ran: list[str] = []
+        with self._tick_lock:
+            for name, (interval, fn) in self.jobs.items():
+                if at < self._due[name]:
+                    continue
+                self._due[name] = at + interval
+                ran.append(name)
+                self._run(name, fn)
+            self._next = min(self._due.values(), default=float("inf"))
+        return ran
+
+    def _run(self, name: str, fn: Job) -> None:
+        try:
+            report = fn(self.kb)
+        except (KredencError, OSError, sqlite3.Error, ValueError) as exc:
+            self.failures[name] += 1
+            log.warning("lifecycle job %s failed: %s", name, exc)
+            return
+        except Exception:  # a bug in one job must not stop the others: log it loudly
+            self.failures[name] += 1
+            log.exception("lifecycle job %s failed with an internal error", name)
+            return
+        self.last_reports[name] = report
+        if report.changed:
+            log.info("lifecycle %s", report.summary())
+
+    def seconds_until_due(self) -> float:
+        return max(0.0, self._next - self.clock())
+
+    # -- background thread ----------------------------------------------------
+    def start(self, *, throttle_s: float = 60.0) -> None:
+        """Tick on a daemon thread, at most once per ``throttle_s`` seconds."""
+        if self._thread is not None:
+            return
+        if not throttle_s > 0:
+            raise InvalidInput("throttle_s must be positive")
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, args=(throttle_s,), name="kredenc-lifecycle", daemon=True
+        )
+        self._thread.start()
+
+    def _loop(self, throttle_s: float) -> None:
+        while not self._stop.is_set():
+            self.tick()
+            self._stop.wait(max(throttle_s, self.seconds_until_due()))
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the thread after the job it is running (if any) finishes."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join(timeout)
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,31 @@
+"""The recall reflex: memories appended to the message list before every model call.
+
+:func:`recall` is the reflex itself, :class:`Budget` bounds what it injects, and
+:func:`wrap` adds it (and the filing of each turn) to an OpenAI SDK client.
+"""
+
+from kredenc.recall.budget import Budget, estimate_tokens
+from kredenc.recall.reflex import (
+    SESSIONS,
+    RecallItem,
+    RecallResult,
+    announce,
+    recall,
+    warm_up,
+)
+from kredenc.recall.terms import Term, recall_terms
+from kredenc.recall.wrap import wrap
+
+__all__ = [
+    "SESSIONS",
+    "Budget",
+    "RecallItem",
+    "RecallResult",
+    "Term",
+    "announce",
+    "estimate_tokens",
+    "recall",
+    "recall_terms",
+    "warm_up",
+    "wrap",
+]

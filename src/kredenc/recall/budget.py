@@ -1,0 +1,218 @@
+"""How much the recall reflex may inject: items, and characters or tokens.
+
+A :class:`Budget` bounds the injected system message as a whole: at most ``items``
+memories; each memory's line (its header, text and relations) within the per-item
+limit; the whole message (its one-line preamble included) within the total limit.
+Limits are in characters, in tokens, or both (each limit that is set applies). Text
+that does not fit is cut on a word boundary and ends with a marker (``" …"``).
+
+Tokens are counted by ``count_tokens``; the default, :func:`estimate_tokens`, is the
+usual four-characters-per-token estimate for English. Pass a real tokenizer's length
+function (e.g. ``lambda s: len(enc.encode(s))`` with tiktoken) for exact counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kredenc.errors import InvalidInput
+from kredenc.records import _cut_words
+
+MARKER = " …"
+# An item is left out rather than cut below this many characters of its text.
+MIN_TEXT_CHARS = 40
+
+TokenCounter = Callable[[str], int]
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token (OpenAI's rule of thumb for English text)."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits on what one recall injects. ``None`` means no limit in that unit."""
+
+    items: int = 3
+    item_chars: int | None = 600
+    total_chars: int | None = 1800
+    item_tokens: int | None = None
+    total_tokens: int | None = None
+    count_tokens: TokenCounter | None = None
+    marker: str = MARKER
+
+    def __post_init__(self) -> None:
+        if isinstance(self.items, bool) or not isinstance(self.items, int) or self.items < 0:
+            raise InvalidInput(f"budget items must be a whole number >= 0, not {self.items!r}")
+        for name in ("item_chars", "total_chars", "item_tokens", "total_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidInput(f"budget {name} must be a whole number or None")
+            if value is not None and value < 1:
+                raise InvalidInput(f"budget {name} must be at least 1, not {value}")
+
+    @classmethod
+    def in_tokens(
+        cls,
+        items: int = 3,
+        item_tokens: int = 150,
+        total_tokens: int = 450,
+        *,
+        count_tokens: TokenCounter | None = None,
+    ) -> Budget:
+        """A budget in tokens only (no character limits)."""
+        return cls(
+            items=items,
+            item_chars=None,
+            total_chars=None,
+            item_tokens=item_tokens,
+            total_tokens=total_tokens,
+            count_tokens=count_tokens,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Budget:
+        """The budget the settings ask for (``recall_items``, ``recall_item_chars``, …;
+        a limit of 0 is no limit)."""
+
+        def limit(name: str, default: int) -> int | None:
+            value = int(getattr(settings, name, default))
+            return value if value > 0 else None
+
+        return cls(
+            items=int(getattr(settings, "recall_items", 3)),
+            item_chars=limit("recall_item_chars", 600),
+            total_chars=limit("recall_total_chars", 1800),
+            item_tokens=limit("recall_item_tokens", 0),
+            total_tokens=limit("recall_total_tokens", 0),
+        )
+
+    def describe(self) -> str:
+        """``3 items × 600 chars, 1800 in all`` (as the startup line shows it)."""
+        parts = [f"{self.items} items"]
+        if self.item_chars is not None or self.total_chars is not None:
+            parts.append(f"{_n(self.item_chars)}/{_n(self.total_chars)} chars")
+        if self.item_tokens is not None or self.total_tokens is not None:
+            parts.append(f"{_n(self.item_tokens)}/{_n(self.total_tokens)} tokens")
+        return " × ".join(parts[:2]) + (", " + parts[2] if len(parts) > 2 else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "items": self.items,
+            "item_chars": self.item_chars,
+            "total_chars": self.total_chars,
+            "item_tokens": self.item_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+    # -- measuring and cutting -------------------------------------------------
+    def tokens(self, text: str) -> int:
+        return (self.count_tokens or estimate_tokens)(text)
+
+    def _fits(self, text: str, chars: int | None, tokens: int | None) -> bool:
+        if chars is not None and len(text) > chars:
+            return False
+        return tokens is None or self.tokens(text) <= tokens
+
+    def cut(self, text: str, chars: int | None, tokens: int | None) -> str:
+        """``text`` cut on a word boundary (with the marker) to fit both limits."""
+        if self._fits(text, chars, tokens):
+            return text
+        if chars is not None:
+            text = _cut_words(text, chars, self.marker)
+        if tokens is None or self.tokens(text) <= tokens:
+            return text
+        return _cut_to(text, lambda s: self.tokens(s) <= tokens, self.marker)
+
+    def fit(self, preamble: str, lines: Sequence[tuple[str, str]]) -> list[str] | None:
+        """Fit ``preamble`` and item lines (``head``, ``text``) into the budget.
+
+        Returns the lines as they fit, in order: a line's text is cut when the item or
+        the remaining total is too small for it; the first line whose text would be
+        cut below ``MIN_TEXT_CHARS`` and everything after it are left out. ``None``
+        when not even the preamble and one item fit.
+        """
+        used_chars = len(preamble)
+        used_tokens = self.tokens(preamble) if self._counts_tokens else 0
+        out: list[str] = []
+        for head, text in lines[: self.items]:
+            # One newline joins each line to what is before it.
+            room_chars = _least(self.item_chars, _left(self.total_chars, used_chars + 1))
+            room_tokens = _least(self.item_tokens, _left(self.total_tokens, used_tokens + 1))
+            if room_chars is not None and room_chars <= len(head):
+                break
+            if room_tokens is not None and room_tokens <= self.tokens(head):
+                break
+            line = head + text
+            if not self._fits(line, room_chars, room_tokens):
+                line = self.cut(line, room_chars, room_tokens)
+                kept = len(line) - len(head) - len(self.marker)
+                if not line.startswith(head) or kept < min(MIN_TEXT_CHARS, len(text)):
+                    break
+            out.append(line)
+            used_chars += 1 + len(line)
+            if self._counts_tokens:
+                used_tokens += 1 + self.tokens(line)
+        return out or None
+
+    @property
+    def _counts_tokens(self) -> bool:
+        return self.item_tokens is not None or self.total_tokens is not None
+
+
+def budget_from(value: Budget | Mapping[str, Any] | None, settings: Any) -> Budget:
+    """A :class:`Budget` from an instance, a mapping of its fields, or the settings."""
+    if value is None:
+        return Budget.from_settings(settings)
+    if isinstance(value, Budget):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return Budget(**dict(value))
+        except TypeError as exc:
+            raise InvalidInput(f"invalid budget: {exc}") from None
+    raise InvalidInput("budget must be a Budget, a mapping of its fields or None")
+
+
+def _cut_to(text: str, fits: Callable[[str], bool], marker: str) -> str:
+    """The longest word-boundary prefix of ``text`` plus ``marker`` that ``fits``."""
+    bounds = [i for i, ch in enumerate(text) if ch == " "]
+    lo, hi, best = 0, len(bounds) - 1, ""
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        candidate = text[: bounds[mid]] + marker
+        if fits(candidate):
+            best, lo = candidate, mid + 1
+        else:
+            hi = mid - 1
+    if best:
+        return best
+    # No word boundary fits: cut inside the first word.
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(text[:mid] + marker):
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo] + marker if lo else ""
+
+
+def _left(limit: int | None, used: int) -> int | None:
+    return None if limit is None else limit - used
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)

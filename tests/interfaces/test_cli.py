@@ -1,0 +1,307 @@
+"""The command line, end to end: real processes, the real MiniLM embedder.
+
+Each command is run with ``--json`` and its stable field names are pinned. Errors are
+one line on stderr starting with ``error:``, never a traceback, with exit code 2 for
+usage and invalid input and 1 for failures; a refused write leaves the log as it was.
+Usage errors that fail before any process state matters run in-process through
+``main()`` (the same code path, minus the interpreter start).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kredenc.interfaces.cli import main
+from kredenc.storage.haystack import scan
+
+ENTRY = "from kredenc.interfaces.cli import main; main()"
+LOG = "haystack.log"
+
+Arg = str | bytes
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KREDENC_")}
+    env["KREDENC_EMBED_THREADS"] = "1"
+    return env
+
+
+def kredenc(*args: Arg, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    """Run ``kredenc ARGS`` in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-c", ENTRY, *args],
+        input=stdin.decode("utf-8", "surrogateescape"),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="surrogateescape",
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
+
+
+def ok_json(*args: Arg, stdin: bytes = b"") -> Any:
+    proc = kredenc(*args, "--json", stdin=stdin)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    return json.loads(proc.stdout)
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def log_state(home: Path) -> tuple[int, int]:
+    """(log size in bytes, committed records): what "nothing written" compares."""
+    data = (home / LOG).read_bytes()
+    return len(data), scan(data, home / LOG).records
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A store made by the CLI: init, one memory from an argument, one from stdin."""
+    home = tmp_path_factory.mktemp("cli") / "store"
+    init = ok_json("--store", str(home), "init")
+    first = ok_json(
+        "--store", str(home), "remember", "The kestrel nests on the old water tower",
+        "--kind", "fact", "--tags", "birds, city",
+    )  # fmt: skip
+    second = ok_json(
+        "--store", str(home), "remember", "-", stdin=b"Quarterly budget review on Friday\n"
+    )
+    return {"home": home, "init": init, "first": first, "second": second}
+
+
+def copy_of(seeded: dict[str, Any], tmp_path: Path) -> Path:
+    home = tmp_path / "store"
+    shutil.copytree(seeded["home"], home, ignore=shutil.ignore_patterns("lock"))
+    return home
+
+
+def test_init_and_remember(seeded: dict[str, Any]) -> None:
+    init, first, second = seeded["init"], seeded["first"], seeded["second"]
+    assert init["records"] == 0 and init["log_records"] == 0
+    assert init["model"] and init["dim"] == 384
+    for mem in (first, second):
+        assert {"id", "seq", "offset", "text", "kind"} <= set(mem)
+    assert first["seq"] == 1 and first["offset"] == 24  # just past the 24-byte file header
+    assert first["kind"] == "fact"
+    assert second["seq"] == 2 and second["offset"] > first["offset"]
+    assert second["text"] == "Quarterly budget review on Friday\n"  # stdin, byte for byte
+
+
+def test_end_to_end(seeded: dict[str, Any], tmp_path: Path) -> None:
+    home = copy_of(seeded, tmp_path)
+    store = ("--store", str(home))
+    first, second = seeded["first"]["id"], seeded["second"]["id"]
+
+    found = ok_json(*store, "search", "where do kestrels nest?")
+    assert {"query", "mode", "hits"} <= set(found) and found["mode"] == "hybrid"
+    hit = found["hits"][0]
+    assert {"id", "seq", "offset", "text", "score", "legs", "fused", "kind", "drawer"} <= set(hit)
+    assert (hit["id"], hit["seq"], hit["offset"]) == (first, 1, 24)
+    assert hit["tags"] == ["birds", "city"]
+    assert set(hit["legs"]) == {"lexical", "dense"}
+    assert {"rank", "score"} == set(hit["legs"]["dense"]) and hit["legs"]["dense"]["rank"] == 1
+
+    lexical = ok_json(*store, "--json", "search", "budget", "--mode", "lexical", "-k", "1")
+    assert [h["id"] for h in lexical["hits"]] == [second]
+    assert set(lexical["hits"][0]["legs"]) == {"lexical"}
+
+    got = ok_json(*store, "get", first)
+    assert {"id", "text", "seq", "offset", "kind", "tags"} <= set(got)
+    assert (got["id"], got["seq"], got["offset"]) == (first, 1, 24)
+    assert got["text"] == "The kestrel nests on the old water tower"
+
+    assert ok_json(*store, "forget", first) == {"id": first, "forgotten": True}
+
+    missing = kredenc(*store, "get", first)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert first in one_error_line(missing.stderr)
+
+    rebuilt = ok_json(*store, "rebuild")
+    assert {"records", "last_seq", "seconds"} <= set(rebuilt)
+    assert rebuilt["last_seq"] == 3  # two puts and a tombstone
+
+    check = ok_json(*store, "check")
+    assert check["sound"] is True and check["findings"][-1] == "sound"
+
+    stats = ok_json(*store, "stats")
+    assert {"records", "drawers", "edges", "store", "namespace", "log_records", "log_bytes"} <= set(
+        stats
+    )
+    assert stats["records"] == 1 and stats["log_records"] == 3
+    assert stats["log_bytes"] == log_state(home)[0]
+
+
+def test_invalid_utf8_argument_is_refused(seeded: dict[str, Any], tmp_path: Path) -> None:
+    home = copy_of(seeded, tmp_path)
+    before = log_state(home)
+    proc = kredenc(b"--store", os.fsencode(home), b"remember", b"caf\xc3 \xff\xfe")
+    assert proc.returncode == 2
+    line = one_error_line(proc.stderr)
+    assert "not valid UTF-8" in line
+    assert log_state(home) == before
+
+
+def test_check_reports_a_damaged_store(seeded: dict[str, Any], tmp_path: Path) -> None:
+    home = copy_of(seeded, tmp_path)
+    raw = bytearray((home / LOG).read_bytes())
+    raw[24 + 12 + 20] ^= 0xFF  # a payload byte of the first record; the second is intact
+    (home / LOG).write_bytes(bytes(raw))
+    proc = kredenc("--store", str(home), "check", "--json")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["sound"] is False
+    assert any("offset 24" in line for line in report["findings"])
+
+
+def test_newer_store_format_is_refused(seeded: dict[str, Any], tmp_path: Path) -> None:
+    home = copy_of(seeded, tmp_path)
+    meta = json.loads((home / "store.json").read_text())
+    (home / "store.json").write_text(json.dumps({**meta, "format": 99}))
+    before = log_state(home)
+    proc = kredenc("--store", str(home), "remember", "hello")
+    assert proc.returncode == 1
+    line = one_error_line(proc.stderr)
+    assert "format version 99" in line and "upgrade kredenc" in line
+    assert log_state(home) == before
+
+
+def test_newer_log_version_is_refused(seeded: dict[str, Any], tmp_path: Path) -> None:
+    home = copy_of(seeded, tmp_path)
+    raw = bytearray((home / LOG).read_bytes())
+    raw[4:6] = (99).to_bytes(2, "little")  # header: b"KRDH" | u16 version | …
+    (home / LOG).write_bytes(bytes(raw))
+    before = (home / LOG).read_bytes()
+    proc = kredenc("--store", str(home), "remember", "hello")
+    assert proc.returncode == 1
+    line = one_error_line(proc.stderr)
+    assert "log format version 99" in line and "upgrade kredenc" in line
+    assert (home / LOG).read_bytes() == before
+
+
+def test_store_path_that_is_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "not-a-dir"
+    path.write_text("precious\n")
+    proc = kredenc("--store", str(path), "remember", "hello")
+    assert proc.returncode == 1
+    assert "is a file, not a directory" in one_error_line(proc.stderr)
+    assert path.read_text() == "precious\n"
+
+
+# -- in-process: the same main(), no interpreter start -------------------------------
+
+
+def run_main(
+    argv: Sequence[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    stdin: bytes = b"",
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    for key in [k for k in os.environ if k.startswith("KREDENC_")]:
+        monkeypatch.delenv(key)
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", "x", "--mode", "fuzzy"], "Invalid value for '--mode'"),
+        (["search", "x", "-k", "0"], "Invalid value for '-k'"),
+        (["search", "x", "-k", "1001"], "Invalid value for '-k'"),
+        (["search", "x", "-k", "ten"], "Invalid value for '-k'"),
+        (["search"], "Missing argument 'QUERY'"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["remember", "x", "--colour", "red"], "No such option"),
+        (["remember", "caf\udcc3"], "not valid UTF-8"),  # what Python makes of b"caf\xc3"
+        (["--store", "s\udcff", "stats"], "not valid UTF-8"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(
+    args: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    argv = args if args[0] == "--store" else ["--store", str(tmp_path / "s"), *args]
+    code, out, err = run_main(argv, capsys, monkeypatch)
+    assert code == 2
+    assert out == ""
+    assert message in one_error_line(err)
+    assert not (tmp_path / "s").exists()  # refused before any store was made
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["remember", ""], b"", "text is empty"),
+        (["remember", " \n\t "], b"", "text is empty"),
+        (["remember", "-"], b"", "text is empty"),
+        (["remember", "-"], b"ok so far \xff\xfe", "standard input is not valid UTF-8"),
+        (["remember", "-"], b"x" * (50 * 1024 * 1024), "the limit for one memory is"),
+        (["remember", "hi", "--kind", "mood"], b"", "unknown kind 'mood'"),
+        (["remember", "hi", "--drawer", " "], b"", "drawer must be"),
+    ],
+    ids=["empty", "blank", "empty-stdin", "bad-stdin", "50MB-stdin", "kind", "drawer"],
+)
+def test_invalid_input_exits_2_and_writes_nothing(
+    args: list[str],
+    stdin: bytes,
+    message: str,
+    seeded: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = copy_of(seeded, tmp_path)
+    before = log_state(home)
+    code, out, err = run_main(["--store", str(home), *args], capsys, monkeypatch, stdin)
+    assert code == 2
+    assert out == ""
+    assert message in one_error_line(err)
+    assert log_state(home) == before
+
+
+def test_failures_exit_1_with_one_line(
+    seeded: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = copy_of(seeded, tmp_path)
+    before = log_state(home)
+    for args, message in (
+        (["get", "m000000000000deadbeef"], "no record 'm000000000000deadbeef'"),
+        (["forget", "m000000000000deadbeef"], "no record"),
+        (["--namespace", "other", "get", seeded["first"]["id"]], "in namespace 'other'"),
+    ):
+        code, out, err = run_main(["--store", str(home), *args], capsys, monkeypatch)
+        assert (code, out) == (1, ""), err
+        assert message in one_error_line(err)
+    code, _, err = run_main(["--store", str(tmp_path / "none"), "stats"], capsys, monkeypatch)
+    assert code == 1 and "no store at" in one_error_line(err)
+    assert log_state(home) == before

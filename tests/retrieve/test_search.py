@@ -1,0 +1,182 @@
+"""Search through the facade: modes, what each hit reports, drawers, forget, rebuild."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput
+from kredenc.records import Hit
+from kredenc.testing.embedders import HashEmbedder
+
+VOCAB = (
+    *("budget", "kestrel", "river", "meeting", "invoice", "garden", "python", "sqlite"),
+    *("vector", "memory", "agent", "deadline", "coffee", "berlin", "tokyo", "quarterly"),
+    *("review", "project", "alpha", "beta", "gamma", "delta"),
+)
+QUERIES = ("budget review", "kestrel river meeting", "python sqlite vector", "coffee", "zzz")
+
+
+def open_store(home: Path, **settings: object) -> Kredenc:
+    return Kredenc.open(home, embedder=HashEmbedder(), durability="none", **settings)
+
+
+def fill(kb: Kredenc, n: int = 80) -> None:
+    rng = random.Random(7)
+    kb.remember_many(
+        [
+            {"text": " ".join(rng.choices(VOCAB, k=rng.randint(2, 9))), "drawer": d}
+            for d in ("memories", "work")
+            for _ in range(n // 2)
+        ]
+    )
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[Kredenc]:
+    store = open_store(tmp_path / "s")
+    fill(store)
+    yield store
+    store.close()
+
+
+def view(hits: list[Hit]) -> list[tuple[str, float, dict[str, tuple[int, float]]]]:
+    return [(h.id, h.score, {n: (v.rank, v.score) for n, v in h.legs.items()}) for h in hits]
+
+
+def test_lexical_and_dense_modes_use_one_leg(kb: Kredenc) -> None:
+    lexical = kb.search("budget review", k=20, mode="lexical")
+    dense = kb.search("budget review", k=20, mode="dense")
+    assert lexical and len(dense) == 20
+    for mode, hits in (("lexical", lexical), ("dense", dense)):
+        for rank, hit in enumerate(hits, start=1):
+            assert set(hit.legs) == {mode}
+            assert hit.legs[mode].rank == rank
+            assert hit.score == hit.legs[mode].score
+            assert hit.fused == 0.0
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+    # Every lexical hit holds a query word; dense scores are cosines.
+    assert all({"budget", "review"} & set(h.text.split()) for h in lexical)
+    assert all(-1.0 <= h.score <= 1.0 + 1e-6 for h in dense)
+
+
+def test_hybrid_hits_report_each_legs_rank_and_score(kb: Kredenc) -> None:
+    k = 60  # rrf_k, weights 0.6 dense / 0.4 lexical (already summing to 1)
+    hits = kb.search("kestrel river meeting", k=30, mode="hybrid")
+    lexical = {
+        h.id: (r, h.score)
+        for r, h in enumerate(kb.search("kestrel river meeting", k=50, mode="lexical"), 1)
+    }
+    dense = {
+        h.id: (r, h.score)
+        for r, h in enumerate(kb.search("kestrel river meeting", k=50, mode="dense"), 1)
+    }
+    assert len(hits) == 30
+    assert any(len(h.legs) == 2 for h in hits)
+    for hit in hits:
+        assert hit.legs, hit.id
+        expected = 0.0
+        for name, weight, alone in (("lexical", 0.4, lexical), ("dense", 0.6, dense)):
+            if name in hit.legs:
+                leg = hit.legs[name]
+                # The leg's rank and score are what that leg alone reports.
+                assert (leg.rank, leg.score) == pytest.approx(alone[hit.id])
+                expected += weight / (k + leg.rank)
+            else:
+                assert hit.id not in alone  # absent from a leg only if that leg missed it
+        assert hit.score == pytest.approx(expected, rel=1e-12)
+        assert hit.fused == hit.score
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_fusion_settings_are_used(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s", weight_dense=3, weight_lexical=1, rrf_k=10) as kb:
+        fill(kb, 40)
+        hits = kb.search("python sqlite vector", k=10)
+        for hit in hits:
+            want = sum(
+                w / (10 + hit.legs[name].rank)
+                for name, w in (("lexical", 0.25), ("dense", 0.75))
+                if name in hit.legs
+            )
+            assert hit.score == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["lexical", "dense", "hybrid"])
+def test_drawer_filter_applies_to_every_leg(kb: Kredenc, mode: str) -> None:
+    everywhere = kb.search("budget review", k=50, mode=mode)
+    assert {h.drawer for h in everywhere} == {"memories", "work"}
+    work = kb.search("budget review", k=50, mode=mode, drawer="work")
+    assert work and {h.drawer for h in work} == {"work"}
+    for hit in work:  # ranks are within the drawer
+        assert all(1 <= leg.rank <= len(work) + 50 for leg in hit.legs.values())
+    assert kb.search("budget review", mode=mode, drawer="no-such-drawer") == []
+
+
+def test_k_limits_and_orders(kb: Kredenc) -> None:
+    for k in (1, 5, 37):
+        hits = kb.search("budget", k=k, mode="dense")
+        assert len(hits) == k
+    assert len(kb.search("budget", k=1000, mode="dense")) == 80  # all of them, no more
+
+
+def test_forget_hides_from_every_leg_at_once(kb: Kredenc) -> None:
+    query = "kestrel river meeting"
+    before = {m: kb.search(query, k=50, mode=m) for m in ("lexical", "dense", "hybrid")}
+    target = before["hybrid"][0].id
+    assert all(target in {h.id for h in hits} for hits in before.values())
+    kb.forget(target)
+    for mode, hits in before.items():
+        after = kb.search(query, k=50, mode=mode)
+        assert target not in {h.id for h in after}, mode
+        # The others keep their order, and leg ranks close up (1, 2, 3, … again).
+        assert [h.id for h in after][: len(hits) - 1] == [h.id for h in hits if h.id != target][
+            : len(after)
+        ]
+        for name in ("lexical", "dense"):
+            ranks = sorted(h.legs[name].rank for h in after if name in h.legs)
+            if mode == name:
+                assert ranks == list(range(1, len(ranks) + 1))
+    assert kb.stats()["records"] == 79
+
+
+def test_rebuild_gives_identical_results(kb: Kredenc) -> None:
+    for hit in kb.search("coffee", k=3):
+        kb.forget(hit.id)
+    kb.remember("coffee with the kestrel team", drawer="work")
+    modes = ("lexical", "dense", "hybrid")
+    before = {(q, m): view(kb.search(q, k=25, mode=m)) for q in QUERIES for m in modes}
+    kb.rebuild()
+    after = {(q, m): view(kb.search(q, k=25, mode=m)) for q in QUERIES for m in modes}
+    assert after == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "fuzzy"}, "unknown search mode 'fuzzy'"),
+        ({"mode": "HYBRID"}, "unknown search mode"),
+        ({"k": 0}, "k must be"),
+        ({"k": -3}, "k must be"),
+        ({"k": 1001}, "k must be"),
+        ({"k": 2.5}, "k must be"),
+        ({"k": True}, "k must be"),
+    ],
+)
+def test_bad_search_arguments(kb: Kredenc, kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidInput, match=message) as info:
+        kb.search("budget", **kwargs)  # type: ignore[arg-type]
+    assert info.value.hint or "between 1 and 1000" in info.value.message
+
+
+def test_query_must_be_text(kb: Kredenc) -> None:
+    with pytest.raises(InvalidInput, match="query must be text"):
+        kb.search(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="not valid UTF-8"):
+        kb.search("caf\udce9")

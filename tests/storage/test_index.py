@@ -1,0 +1,187 @@
+"""The derived SQLite index and its vector shards: what each leg returns, what a
+tombstone removes, what a rebuild reuses, and answers that do not depend on layout."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.errors import StoreError
+from kredenc.retrieve.terms import fts_match, query_terms
+from kredenc.storage.index.sqlite import Filters
+from kredenc.storage.index.vectors import AnnParams, VectorShard
+from kredenc.testing.embedders import HashEmbedder
+
+
+def open_store(home: Path, **kwargs: object) -> Kredenc:
+    kwargs.setdefault("embedder", HashEmbedder())
+    return Kredenc.open(home, durability="none", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def kb(home: Path) -> Iterator[Kredenc]:
+    with open_store(home) as store:
+        yield store
+
+
+def rowid_of(kb: Kredenc, rid: str) -> int:
+    found = kb.index.lookup(kb.namespace, rid)
+    assert found is not None
+    return found.rowid
+
+
+def count(home: Path, sql: str, *args: object) -> int:
+    conn = sqlite3.connect(home / "index.db")
+    try:
+        return int(conn.execute(sql, args).fetchone()[0])
+    finally:
+        conn.close()
+
+
+# -- vector shards -----------------------------------------------------------------
+
+
+def unit(rows: int, dim: int, seed: int) -> np.ndarray:
+    m = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def test_shard_ties_are_broken_by_rowid_not_by_position() -> None:
+    dim = 16
+    same = unit(1, dim, 1)[0]
+    other = unit(5, dim, 2)
+    # Rowids 1..9: 1, 4, 6, 9 hold the same vector (exact ties), the rest differ.
+    ids = np.arange(1, 10, dtype=np.int64)
+    vecs = np.vstack([same, other[0], other[1], same, other[2], same, other[3], other[4], same])
+    live = VectorShard(dim, AnnParams())
+    live.add(ids, vecs)
+    live.remove(1)  # moves rowid 9 into position 0
+    live.remove(3)
+    fresh = VectorShard(dim, AnnParams())  # what a rebuild makes: rowid order, no holes
+    keep = [i for i in range(9) if ids[i] not in (1, 3)]
+    fresh.add(ids[keep], vecs[keep])
+    for k in (1, 2, 3, 7, 50):
+        got, want = live.search(same, k), fresh.search(same, k)
+        assert got == want, k
+    assert [r for r, _ in live.search(same, 3)] == [4, 6, 9]
+    # The tied vectors score exactly alike wherever they sit in the matrix.
+    scores = {r: s for r, s in live.search(same, 50)}
+    assert scores[4] == scores[6] == scores[9]
+
+
+def test_shard_search_is_exact_below_the_ann_threshold() -> None:
+    dim, n = 32, 300
+    vecs = unit(n, dim, 3)
+    shard = VectorShard(dim, AnnParams(threshold=10_000))
+    shard.add(np.arange(n, dtype=np.int64) + 1, vecs)
+    query = unit(1, dim, 4)[0]
+    exact = np.argsort(-(vecs.astype(np.float64) @ query), kind="stable")[:10] + 1
+    assert [r for r, _ in shard.search(query, 10)] == exact.tolist()
+    assert not shard.uses_ann and len(shard) == n
+    assert shard.search(query, 0) == []
+
+
+def test_dense_merges_drawers_with_ties_by_rowid(kb: Kredenc) -> None:
+    # The same text in two drawers: the same vector, an exact tie across shards.
+    first = kb.remember("kestrel", drawer="a")
+    notes = kb.remember("kestrel", drawer="b")
+    later = kb.remember("kestrel", drawer="a")
+    kb.forget(first.id)  # drawer "a" no longer holds the lowest rowid
+    query = kb.embedder.embed(["kestrel"])[0]
+    before = kb.index.dense(kb.namespace, query, 10, Filters())
+    assert [r for r, _ in before] == [rowid_of(kb, notes.id), rowid_of(kb, later.id)]
+    kb.rebuild()
+    assert kb.index.dense(kb.namespace, query, 10, Filters()) == before
+
+
+# -- the lexical leg -----------------------------------------------------------------
+
+
+def test_lexical_binds_namespace_and_drawer(home: Path) -> None:
+    with open_store(home, namespace="a") as kb:
+        in_a = kb.remember("kestrel over the tower", drawer="birds")
+        kb.remember("kestrel in the notes", drawer="notes")
+    with open_store(home, namespace="b") as kb:
+        kb.remember("kestrel kestrel kestrel", drawer="birds")
+        match = fts_match(query_terms("kestrel"))
+        a_all = kb.index.lexical("a", match, 10, Filters())
+        a_birds = kb.index.lexical("a", match, 10, Filters(drawer="birds"))
+        b_all = kb.index.lexical("b", match, 10, Filters())
+        assert len(a_all) == 2 and len(b_all) == 1
+        assert [r for r, _ in a_birds] == [kb.index.lookup("a", in_a.id).rowid]  # type: ignore[union-attr]
+        assert all(score > 0 for _, score in a_all)  # BM25, larger is better
+        assert kb.index.lexical("c", match, 10, Filters()) == []
+
+
+def test_lexical_orders_by_bm25(kb: Kredenc) -> None:
+    kb.remember("budget")
+    kb.remember("budget budget review")
+    kb.remember("a long note that mentions the budget once among many other words")
+    hits = kb.search("budget", mode="lexical")
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True) and len(hits) == 3
+    assert hits[-1].text.startswith("a long note")
+
+
+# -- what a tombstone removes, what a rebuild keeps ---------------------------------------
+
+
+def test_tombstone_removes_card_vector_and_edges(kb: Kredenc, home: Path) -> None:
+    a = kb.remember("kestrel nest")
+    b = kb.remember("water tower")
+    kb.relate(a.id, b.id, "related_to")  # symmetric: written both ways
+    assert count(home, "SELECT count(*) FROM edges") == 2
+    rowid = rowid_of(kb, a.id)
+    kb.forget(a.id)
+    assert count(home, "SELECT count(*) FROM cards WHERE rowid=?", rowid) == 0
+    assert count(home, "SELECT count(*) FROM vectors WHERE rowid=?", rowid) == 0
+    assert count(home, "SELECT count(*) FROM edges") == 0
+    assert count(home, "SELECT deleted FROM records WHERE rowid=?", rowid) == 1
+    assert kb.index.resolve(kb.namespace, [rowid]) == {}
+
+
+def test_rebuild_reuses_cached_embeddings(home: Path) -> None:
+    embedder = HashEmbedder()
+    with open_store(home, embedder=embedder) as kb:
+        kb.remember_many([{"text": f"note {i} about kestrels"} for i in range(30)])
+        calls = embedder.calls
+        before = kb.index.fingerprint()
+        kb.rebuild()
+        assert embedder.calls == calls  # nothing re-embedded
+        assert kb.index.fingerprint() == before
+    (home / "index.db").unlink()
+    with open_store(home, embedder=embedder) as kb:  # a missing index is rebuilt on open
+        assert embedder.calls == calls
+        assert kb.index.fingerprint() == before
+        assert kb.index.applied()[0] == 31  # 30 puts and the batch's commit record
+
+
+def test_index_of_another_schema_asks_for_a_rebuild(kb: Kredenc, home: Path) -> None:
+    kb.close()
+    conn = sqlite3.connect(home / "index.db")
+    conn.execute("UPDATE meta SET value='999' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="index schema 999") as info:
+        open_store(home)
+    assert "kredenc rebuild" in info.value.hint
+
+
+# -- filters hold for the dense leg even when filtered-out records crowd the top ---------
+
+
+def test_dense_filter_is_not_applied_after_top_k(kb: Kredenc) -> None:
+    kb.remember_many([{"text": f"kestrel tower {i}", "kind": "note"} for i in range(200)])
+    kb.remember_many([{"text": f"garden plan {i}", "kind": "fact"} for i in range(10)])
+    hits = kb.search("kestrel tower", k=10, mode="dense", kinds=["fact"])
+    assert len(hits) == 10

@@ -1,0 +1,176 @@
+"""Settings: defaults < kredenc.toml in the store < KREDENC_* environment < arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kredenc.config import DEFAULT_HOME, Settings, load_settings, resolve_home
+from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput
+from kredenc.testing.embedders import HashEmbedder
+
+SECRET = "sk-test-0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No KREDENC_* variable of the machine running the tests leaks in."""
+    import os
+
+    for key in [k for k in os.environ if k.startswith("KREDENC_")]:
+        monkeypatch.delenv(key)
+
+
+def write_toml(home: Path, text: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "kredenc.toml").write_text(text)
+
+
+def test_defaults(tmp_path: Path) -> None:
+    s = load_settings(tmp_path)
+    assert s.home == tmp_path
+    assert (s.namespace, s.durability, s.embed_provider) == ("default", "append", "minilm")
+    assert (s.rrf_k, s.weight_dense, s.weight_lexical, s.leg_k) == (60, 0.6, 0.4, 50)
+    assert s.embed_api_key.get_secret_value() == ""
+
+
+def test_precedence_defaults_toml_env_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_toml(tmp_path, 'rrf_k = 10\nleg_k = 11\ndurability = "batch"\nnamespace = "toml"\n')
+    s = load_settings(tmp_path)
+    assert (s.rrf_k, s.leg_k, s.durability, s.namespace, s.weight_dense) == (
+        10, 11, "batch", "toml", 0.6,
+    )  # fmt: skip
+
+    monkeypatch.setenv("KREDENC_RRF_K", "20")
+    monkeypatch.setenv("KREDENC_DURABILITY", "none")
+    s = load_settings(tmp_path)
+    assert (s.rrf_k, s.leg_k, s.durability, s.namespace) == (20, 11, "none", "toml")
+
+    s = load_settings(tmp_path, rrf_k=30, namespace="arg")
+    assert (s.rrf_k, s.leg_k, s.durability, s.namespace) == (30, 11, "none", "arg")
+
+    # An argument given as None means "not given": the lower layers still count.
+    s = load_settings(tmp_path, rrf_k=None, namespace=None)
+    assert (s.rrf_k, s.namespace) == (20, "toml")
+
+
+def test_kredenc_open_passes_settings_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "s"
+    write_toml(home, 'durability = "none"\nrrf_k = 7\n')
+    monkeypatch.setenv("KREDENC_NAMESPACE", "env-ns")
+    monkeypatch.setenv("KREDENC_LEG_K", "9")
+    with Kredenc.open(home, embedder=HashEmbedder(), leg_k=12) as kb:
+        s = kb.settings
+        assert (s.durability, s.rrf_k, s.leg_k) == ("none", 7, 12)
+        assert kb.namespace == "env-ns"
+        assert kb.stats()["namespace"] == "env-ns"
+    with Kredenc.open(home, "arg-ns", embedder=HashEmbedder()) as kb:
+        assert kb.namespace == "arg-ns"
+
+
+def test_kredenc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_home(None) == DEFAULT_HOME
+    monkeypatch.setenv("KREDENC_HOME", str(tmp_path / "from-env"))
+    assert resolve_home(None) == tmp_path / "from-env"
+    assert resolve_home("") == tmp_path / "from-env"
+    assert resolve_home(tmp_path / "arg") == tmp_path / "arg"  # an argument wins
+    assert load_settings().home == tmp_path / "from-env"
+    # The store's own kredenc.toml is read from the KREDENC_HOME directory.
+    write_toml(tmp_path / "from-env", "rrf_k = 13\n")
+    assert load_settings().rrf_k == 13
+    with Kredenc.open(embedder=HashEmbedder(), durability="none") as kb:
+        kb.remember("filed under KREDENC_HOME")
+        assert kb.home == tmp_path / "from-env"
+    assert (tmp_path / "from-env" / "store.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ('durability = "sometimes"\n', "durability"),
+        ('embed_provider = "bert"\n', "embed_provider"),
+        ("rrf_k = 0\n", "rrf_k"),
+        ('leg_k = "many"\n', "leg_k"),
+        ("weight_dense = -1\n", "weight_dense"),
+        ("ann_dtype = 'f64'\n", "ann_dtype"),
+        ("no_such_setting = 1\n", "no_such_setting"),
+    ],
+)
+def test_invalid_toml_values_name_the_key(tmp_path: Path, toml: str, key: str) -> None:
+    write_toml(tmp_path, toml)
+    with pytest.raises(InvalidInput, match=f"invalid setting {key}:") as info:
+        load_settings(tmp_path)
+    assert "kredenc.toml" in info.value.hint
+
+
+def test_invalid_toml_value_opens_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "s"
+    write_toml(home, 'durability = "sometimes"\n')
+    with pytest.raises(InvalidInput, match="durability"):
+        Kredenc.open(home, embedder=HashEmbedder())
+    assert sorted(p.name for p in home.iterdir()) == ["kredenc.toml"]
+
+
+def test_malformed_toml_is_invalid_input(tmp_path: Path) -> None:
+    write_toml(tmp_path, "durability = \n")
+    with pytest.raises(InvalidInput, match="not valid TOML") as info:
+        load_settings(tmp_path)
+    assert "kredenc.toml" in info.value.message and "kredenc.toml" in info.value.hint
+
+
+@pytest.mark.parametrize(
+    ("env", "value"),
+    [
+        ("KREDENC_RRF_K", "abc"),
+        ("KREDENC_DURABILITY", "always"),
+        ("KREDENC_EMBED_THREADS", "0"),
+        ("KREDENC_MAX_TEXT_CHARS", "-5"),
+    ],
+)
+def test_invalid_env_values_name_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: str, value: str
+) -> None:
+    monkeypatch.setenv(env, value)
+    key = env.removeprefix("KREDENC_").lower()
+    with pytest.raises(InvalidInput, match=f"invalid setting {key}:"):
+        load_settings(tmp_path)
+
+
+def test_invalid_arguments_name_the_key(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="invalid setting leg_k:"):
+        load_settings(tmp_path, leg_k=0)
+    with pytest.raises(InvalidInput, match="invalid setting bogus:"):
+        Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), bogus=1)
+    with pytest.raises(InvalidInput, match="weight_dense \\+ weight_lexical must be positive"):
+        load_settings(tmp_path, weight_dense=0, weight_lexical=0)
+    assert not (tmp_path / "s").exists()
+
+
+def test_api_key_is_never_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KREDENC_EMBED_API_KEY", SECRET)
+    from_env = load_settings(tmp_path)
+    write_toml(tmp_path / "t", f'embed_api_key = "{SECRET}"\n')
+    from_toml = load_settings(tmp_path / "t")
+    from_arg = load_settings(tmp_path, embed_api_key=SECRET)
+    for s in (from_env, from_toml, from_arg):
+        assert s.embed_api_key.get_secret_value() == SECRET
+        for shown in (
+            repr(s),
+            str(s),
+            s.model_dump_json(),
+            str(s.model_dump()),
+            repr(s.embed_api_key),
+        ):
+            assert SECRET not in shown
+        assert "**********" in s.model_dump_json()
+
+
+def test_every_setting_has_a_description() -> None:
+    for name, field in Settings.model_fields.items():
+        assert field.description, name
