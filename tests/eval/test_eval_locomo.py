@@ -4,8 +4,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import OverlapRetriever
 
+from conftest import OverlapRetriever
 from kredenc.errors import InvalidInput
 from kredenc.eval import load_locomo, normalise_evidence, recompute, run
 
@@ -32,7 +32,12 @@ def test_load_locomo(fixtures: Path) -> None:
     assert doc.text == "Ann: Here he is, napping. [image: a photo of a beagle puppy on a couch]"
     assert doc.meta == {"session": 1, "date": "1:00 pm on 1 May, 2023", "speaker": "Ann"}
     assert [q.qid for q in convs[0].queries] == [
-        "conv-a:0", "conv-a:1", "conv-a:2", "conv-a:3", "conv-a:5"]
+        "conv-a:0",
+        "conv-a:1",
+        "conv-a:2",
+        "conv-a:3",
+        "conv-a:5",
+    ]
     assert [q.qid for q in convs[1].queries] == ["conv-b:0", "conv-b:1"]
     assert ds.evidence["conv-a:1"] == ["D1:1", "D2:1"]
     assert ds.evidence["conv-a:2"] == ["D2:3"]
@@ -44,14 +49,16 @@ def test_load_locomo(fixtures: Path) -> None:
 
 def test_locomo_score_hand_computed(fixtures: Path) -> None:
     ds = load_locomo(fixtures / "locomo.json")
-    m = ds.score({
-        "conv-a:0": ["D1:3"],
-        "conv-a:1": ["D1:1", "D1:2", "D2:1"],
-        "conv-a:2": ["D2:1"],
-        "conv-a:3": ["D2:2", "D2:1"],
-        "conv-b:0": ["D1:1"],
-        "conv-b:1": ["D1:2"],
-    })
+    m = ds.score(
+        {
+            "conv-a:0": ["D1:3"],
+            "conv-a:1": ["D1:1", "D1:2", "D2:1"],
+            "conv-a:2": ["D2:1"],
+            "conv-a:3": ["D2:2", "D2:1"],
+            "conv-b:0": ["D1:1"],
+            "conv-b:1": ["D1:2"],
+        }
+    )
     assert m["n_questions"] == 6 and m["n_conversations"] == 2
     assert m["recall@1"] == pytest.approx(3 / 6)
     assert m["recall@5"] == pytest.approx(4.5 / 6)
@@ -63,10 +70,17 @@ def test_locomo_score_hand_computed(fixtures: Path) -> None:
     assert m["by_category"]["2"]["recall@1"] == 0.0
     assert m["by_category"]["3"]["recall@1"] == pytest.approx(0.5)
     assert set(m["by_category"]) == {"1", "2", "3", "4"}
-    assert m["adversarial"] == {"n": 1, **{f"{x}@{k}": 0.0 for x in ("recall", "hit")
-                                          for k in (1, 5, 10, 20)}}
-    assert m["evidence"] == {"ids": 9, "normalised": 2, "split": 2, "dropped": 3,
-                             "dropped_ids": ["conv-a:3 D", "conv-a:6 D9:9", "conv-a:6 D10:"]}
+    assert m["adversarial"] == {
+        "n": 1,
+        **{f"{x}@{k}": 0.0 for x in ("recall", "hit") for k in (1, 5, 10, 20)},
+    }
+    assert m["evidence"] == {
+        "ids": 9,
+        "normalised": 2,
+        "split": 2,
+        "dropped": 3,
+        "dropped_ids": ["conv-a:3 D", "conv-a:6 D9:9", "conv-a:6 D10:"],
+    }
     assert m["skipped_no_evidence"] == 2
     assert m["skipped_by_category"] == {"3": 1, "4": 1}
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import OverlapRetriever
 
+from conftest import OverlapRetriever
 from kredenc.errors import InvalidInput
 from kredenc.eval import load_longmemeval, recompute, run
 from kredenc.eval.longmemeval import (
@@ -28,8 +28,9 @@ def ref_dcg(relevances: Sequence[float], k: int) -> float:
     return 0.0
 
 
-def ref_ndcg(rankings: Sequence[int], correct: set[str], corpus_ids: Sequence[str],
-             k: int) -> float:
+def ref_ndcg(
+    rankings: Sequence[int], correct: set[str], corpus_ids: Sequence[str], k: int
+) -> float:
     relevances = [1 if d in correct else 0 for d in corpus_ids]
     sorted_rel = [relevances[i] for i in rankings[:k]]
     ideal = ref_dcg(sorted(relevances, reverse=True), k)
@@ -37,12 +38,15 @@ def ref_ndcg(rankings: Sequence[int], correct: set[str], corpus_ids: Sequence[st
     return 0.0 if ideal == 0 else actual / ideal
 
 
-def ref_eval(rankings: Sequence[int], correct: set[str], corpus_ids: Sequence[str],
-             k: int) -> tuple[float, float, float]:
+def ref_eval(
+    rankings: Sequence[int], correct: set[str], corpus_ids: Sequence[str], k: int
+) -> tuple[float, float, float]:
     recalled = {corpus_ids[i] for i in rankings[:k]}
-    return (float(any(d in recalled for d in correct)),
-            float(all(d in recalled for d in correct)),
-            ref_ndcg(rankings, correct, corpus_ids, k))
+    return (
+        float(any(d in recalled for d in correct)),
+        float(all(d in recalled for d in correct)),
+        ref_ndcg(rankings, correct, corpus_ids, k),
+    )
 
 
 def test_matches_numpy_reference_on_random_rankings() -> None:
@@ -57,7 +61,8 @@ def test_matches_numpy_reference_on_random_rankings() -> None:
         rankings = rankings[: rng.randint(0, n)]
         for k in (1, 3, 5, 10, 30, 50):
             assert evaluate_retrieval(rankings, correct, ids, k) == pytest.approx(
-                ref_eval(rankings, correct, ids, k))
+                ref_eval(rankings, correct, ids, k)
+            )
 
 
 def test_official_dcg_does_not_discount_rank_two() -> None:
@@ -111,7 +116,12 @@ def test_turn_level(fixtures: Path) -> None:
     ds = load_longmemeval(fixtures / "longmemeval.json", granularity="turn")
     hay = ds.haystacks["q1"]
     assert [d.id for d in hay.docs] == [
-        "s_a_1", "answer_x_1_1", "answer_x_1_3", "s_b_1", "answer_x_2_1"]
+        "s_a_1",
+        "answer_x_1_1",
+        "answer_x_1_3",
+        "s_b_1",
+        "answer_x_2_1",
+    ]
     assert hay.labels == ["s_a_1", "answer_x_1_1", "noans_x_1_3", "s_b_1", "noans_x_2_1"]
     # turn index counts assistant turns too: the user turn of answer_y is turn 2
     assert [d.id for d in ds.haystacks["q4"].docs] == ["s_c_1", "answer_y_2"]

@@ -127,25 +127,6 @@ def init() -> None:
 
 
 @cli.command()
-@click.argument("text")
-@click.option("--kind", default="note", show_default=True, help="Memory kind.")
-@click.option("--drawer", default="memories", show_default=True)
-@click.option("--tags", default="", help="Comma-separated tags.")
-@json_option
-def remember(text: str, kind: str, drawer: str, tags: str) -> None:
-    """File a memory (TEXT, or - to read it from standard input)."""
-    c = _ctx()
-    text = _read_stdin_text() if text == "-" else _check_arg_text(text, "text")
-    tag_list = [t.strip() for t in tags.split(",") if t.strip()]
-    with c.open() as kb:
-        mem = kb.remember(text, kind=kind, drawer=drawer, tags=tag_list)
-    c.emit(
-        {"id": mem.id, "seq": mem.seq, "offset": mem.offset, "text": mem.text, "kind": mem.kind},
-        lambda: click.echo(f"{mem.id}  (seq {mem.seq}, offset {mem.offset})"),
-    )
-
-
-@cli.command()
 @click.argument("query")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
 @click.option(
@@ -394,7 +375,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _register_subcommands() -> None:
     # Command groups living in their own modules register on ``cli`` when imported.
-    from kredenc.interfaces import cli_eval  # noqa: F401
+    from kredenc.interfaces import cli_eval, cli_memory  # noqa: F401
 
 
 _register_subcommands()

@@ -41,15 +41,8 @@ import httpx
 
 from kredenc.errors import InvalidInput, MissingExtra
 from kredenc.recall.budget import Budget
-from kredenc.recall.reflex import (
-    RecallResult,
-    announce,
-    conversation_id,
-    file_turn,
-    new_turns,
-    recall,
-    warm_up,
-)
+from kredenc.recall.messages import conversation_id, file_turn, new_turns
+from kredenc.recall.reflex import RecallResult, announce, recall, warm_up
 
 try:
     import anyio

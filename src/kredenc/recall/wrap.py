@@ -33,15 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kredenc.errors import InvalidInput
 from kredenc.recall.budget import Budget
-from kredenc.recall.reflex import (
-    announce,
-    conversation_id,
-    file_turn,
-    message_field,
-    new_turns,
-    recall,
-    warm_up_in_background,
-)
+from kredenc.recall.messages import conversation_id, file_turn, message_field, new_turns
+from kredenc.recall.reflex import announce, recall, warm_up_in_background
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc

@@ -1,0 +1,202 @@
+"""``kredenc proxy`` on loopback, against a scripted OpenAI-compatible upstream.
+
+The proxy runs for real (uvicorn in a thread, a real port); clients are httpx and the
+OpenAI SDK. Pinned: recall lands in what the upstream receives; answers come back as
+the upstream sent them (streamed chunk for chunk, in order); turns are filed after
+the answer; other routes pass through; an unreachable upstream is a 502 with the one
+JSON error shape.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput
+from kredenc.interfaces.proxy import ProxyConfig, running
+from kredenc.testing.openai_server import LoopbackServer, Reply, Request
+from recall.scripted_chat import (
+    chat_route,
+    models_route,
+    sent_messages,
+    sse_body,
+)
+
+REPLY = "You like jasmine tea."
+QUESTION = "Which tea do I like?"
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}]
+
+
+@pytest.fixture
+def kb(open_store: Callable[..., Kredenc]) -> Iterator[Kredenc]:
+    store = open_store()
+    store.remember("The user likes jasmine tea in the morning.", kind="preference")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def upstream() -> Iterator[LoopbackServer]:
+    with LoopbackServer() as srv:
+        srv.route("POST", "/v1/chat/completions", chat_route(REPLY))
+        srv.route("GET", "/v1/models", models_route())
+        yield srv
+
+
+@pytest.fixture
+def proxy(kb: Kredenc, upstream: LoopbackServer) -> Iterator[str]:
+    with running(kb, upstream.base_url) as base_url:
+        yield base_url
+
+
+def wait_for_turns(kb: Kredenc, session: str, n: int) -> list[tuple[str, str]]:
+    deadline = time.monotonic() + 10
+    while True:
+        hits = kb.search("jasmine tea like", k=50, types=["turn"])
+        got = sorted((h.meta["role"], h.text) for h in hits if h.meta.get("session") == session)
+        if len(got) >= n or time.monotonic() > deadline:
+            return got
+        time.sleep(0.02)
+
+
+def test_non_streaming(kb: Kredenc, upstream: LoopbackServer, proxy: str) -> None:
+    response = httpx.post(
+        proxy + "/chat/completions",
+        json={"model": "m", "messages": MESSAGES},
+        headers={"Authorization": "Bearer client-key", "X-Kredenc-Session": "p1"},
+    )
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == REPLY
+    assert response.headers["x-kredenc-session"] == "p1"
+    assert response.headers["x-kredenc-recalled"] == "1"
+    received = upstream.requests[-1]
+    assert received.headers["authorization"] == "Bearer client-key"
+    sent = sent_messages(received)
+    assert sent[:-1] == MESSAGES
+    assert sent[-1]["role"] == "system" and "jasmine tea" in sent[-1]["content"]
+    assert wait_for_turns(kb, "p1", 2) == [("assistant", REPLY), ("user", QUESTION)]
+
+
+def test_streaming_passes_chunks_through_in_order(
+    kb: Kredenc, upstream: LoopbackServer, proxy: str
+) -> None:
+    pieces = ["You ", "like ", "jasmine ", "tea", "."]
+    upstream.route("POST", "/v1/chat/completions", chat_route(REPLY, pieces))
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    with httpx.stream(
+        "POST", proxy + "/chat/completions", json=body, headers={"X-Kredenc-Session": "p2"}
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        received = b"".join(response.iter_raw())
+    assert received == sse_body(pieces)  # byte for byte, in order
+    assert sent_messages(upstream.requests[-1])[-1]["role"] == "system"
+    assert wait_for_turns(kb, "p2", 2) == [("assistant", REPLY), ("user", QUESTION)]
+
+
+def test_openai_sdk_through_the_proxy(kb: Kredenc, upstream: LoopbackServer, proxy: str) -> None:
+    openai = pytest.importorskip("openai")
+    with openai.OpenAI(base_url=proxy, api_key="k", max_retries=0) as client:
+        stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in stream)
+        models = client.models.list()
+    assert text.strip() == REPLY
+    assert [m.id for m in models.data] == ["scripted"]
+
+
+def test_models_and_other_routes_pass_through(upstream: LoopbackServer, proxy: str) -> None:
+    direct = httpx.get(upstream.base_url + "/models")
+    via = httpx.get(proxy + "/models")
+    assert (via.status_code, via.content) == (direct.status_code, direct.content)
+    upstream.route("GET", "/v1/models/scripted", lambda r: Reply.json({"id": "scripted"}))
+    assert httpx.get(proxy + "/models/scripted?x=1").json() == {"id": "scripted"}
+    assert upstream.requests[-1].path == "/v1/models/scripted?x=1"
+    missing = httpx.post(proxy + "/embeddings", json={"input": "x"})
+    assert missing.status_code == 404  # the upstream's own answer
+    assert missing.json()["error"]["type"] == "not_found"
+
+
+def test_upstream_errors_pass_through_and_file_nothing(
+    kb: Kredenc, upstream: LoopbackServer, proxy: str
+) -> None:
+    upstream.route(
+        "POST", "/v1/chat/completions", lambda r: Reply.error(401, "bad key", "auth_error")
+    )
+    response = httpx.post(
+        proxy + "/chat/completions",
+        json={"model": "m", "messages": MESSAGES},
+        headers={"X-Kredenc-Session": "p3"},
+    )
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == "bad key"
+    time.sleep(0.2)
+    assert wait_for_turns(kb, "p3", 0) == []
+
+
+def test_a_body_without_messages_goes_to_the_upstream_as_is(
+    upstream: LoopbackServer, proxy: str
+) -> None:
+    raw = b'{"model": "m",  "prompt": "x"}'
+    response = httpx.post(proxy + "/chat/completions", content=raw)
+    assert response.status_code == 400  # the upstream's verdict
+    assert upstream.requests[-1].body == raw
+
+
+def test_upstream_down_is_a_502_with_the_json_error_shape(kb: Kredenc) -> None:
+    with running(kb, "http://127.0.0.1:9/v1", timeout_s=5) as base_url:
+        response = httpx.post(base_url + "/chat/completions", json={"messages": MESSAGES})
+        models = httpx.get(base_url + "/models")
+    assert response.status_code == 502
+    body = response.json()
+    assert list(body) == ["error"]
+    assert list(body["error"]) == ["code", "message", "hint"]
+    assert body["error"]["code"] == "upstream_unreachable"
+    assert "127.0.0.1:9" in body["error"]["message"]
+    assert models.status_code == 502 and models.json() == body
+
+
+def test_upstream_timeout_is_a_504(kb: Kredenc, upstream: LoopbackServer) -> None:
+    def slow(request: Request) -> Reply:
+        return Reply.json({"choices": []}, delay=2.0)
+
+    upstream.route("POST", "/v1/chat/completions", slow)
+    with running(kb, upstream.base_url, timeout_s=0.3) as base_url:
+        response = httpx.post(base_url + "/chat/completions", json={"messages": MESSAGES})
+    assert response.status_code == 504
+    assert response.json()["error"]["code"] == "upstream_timeout"
+
+
+def test_upstream_must_be_an_http_url() -> None:
+    with pytest.raises(InvalidInput):
+        ProxyConfig("ftp://example/v1")
+    with pytest.raises(InvalidInput):
+        ProxyConfig("localhost:8000")
+
+
+def test_conversation_without_a_session_header(kb: Kredenc, proxy: str) -> None:
+    from kredenc.recall.messages import conversation_id
+
+    response = httpx.post(proxy + "/chat/completions", json={"model": "m", "messages": MESSAGES})
+    session = response.headers["x-kredenc-session"]
+    assert session == conversation_id(MESSAGES)
+    assert len(wait_for_turns(kb, session, 2)) == 2
+
+
+def test_request_bytes_forwarded_unchanged_when_nothing_is_recalled(
+    upstream: LoopbackServer, proxy: str
+) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "zebra quokka?"}]}
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    response = httpx.post(proxy + "/chat/completions", content=raw)
+    assert response.headers["x-kredenc-recalled"] == "0"
+    assert upstream.requests[-1].body == raw

@@ -1,0 +1,108 @@
+"""Reflection: one concept memory per episode, derived from its sources, superseded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput, NotFound
+from kredenc.memory.lifecycle import live_memories
+from kredenc.memory.reflect import run_reflect
+
+TRIP = [
+    "We drove to Lake Balaton on Friday to test the new sailing boat.",
+    "The new sailing boat handled well on Lake Balaton. The jib needs a new sheet.",
+    "Lunch was fish soup in Tihany.",
+    "On Sunday the sailing boat went back on the trailer; the jib sheet is ordered.",
+]
+
+
+def file_episode(kb: Kredenc, episode: str, texts: Sequence[str]) -> list[str]:
+    return [kb.remember(t, episode_id=episode).id for t in texts]
+
+
+def live_reflections(kb: Kredenc, episode: str) -> list[str]:
+    rows = live_memories(
+        kb, "source = 'reflection' AND episode_id = ? AND status != 'deprecated'", (episode,)
+    )
+    return [r.id for r in rows]
+
+
+def test_reflection_content_fields_and_edges(kb: Kredenc) -> None:
+    sources = file_episode(kb, "trip", TRIP)
+    report = run_reflect(kb)
+    assert (report.examined, report.changed) == (1, 1)
+    (detail,) = report.details
+    mem = kb.get(detail["id"])
+    assert mem.kind == "concept" and mem.source == "reflection"
+    assert (mem.importance, mem.stability) == (0.8, 0.9)
+    assert mem.episode_id == "trip" and mem.meta == {"episode_id": "trip", "sources": 4}
+    assert 0 < len(mem.text) <= 400
+    assert "sailing boat" in mem.text and "fish soup" not in mem.text
+    edges = kb.index.edges_among(kb.namespace, [mem.id, *sources])
+    assert sorted(edges) == sorted((mem.id, s, "derived_from", 1.0) for s in sources)
+    assert detail["records"] == report.records == 1 + len(sources)  # the put and its edges
+
+
+def test_reflecting_again_never_duplicates(kb: Kredenc) -> None:
+    file_episode(kb, "trip", TRIP[:3])
+    first = run_reflect(kb).details[0]["id"]
+    end = kb.haystack.end
+    assert run_reflect(kb).changed == 0  # up to date: nothing written
+    assert kb.haystack.end == end
+    assert live_reflections(kb, "trip") == [first]
+
+    kb.remember(TRIP[3], episode_id="trip")  # the episode grew: supersede
+    again = run_reflect(kb)
+    second = again.details[0]["id"]
+    assert again.details[0]["superseded"] == [first]
+    assert live_reflections(kb, "trip") == [second]
+    assert kb.get(first).status == "deprecated"
+    assert first not in [h.id for h in kb.search("sailing boat Balaton", k=20)]
+
+    forced = run_reflect(kb, episode_id="trip", force=True).details[0]
+    assert forced["superseded"] == [second]
+    assert live_reflections(kb, "trip") == [forced["id"]]
+
+
+def test_forgetting_a_source_disputes_the_reflection(kb: Kredenc) -> None:
+    sources = file_episode(kb, "trip", TRIP)
+    reflection = run_reflect(kb).details[0]["id"]
+    kb.forget(sources[2])
+    assert kb.get(reflection).status == "disputed"  # the engine does this
+    redo = run_reflect(kb).details[0]
+    assert redo["superseded"] == [reflection] and redo["sources"] == 3
+    assert live_reflections(kb, "trip") == [redo["id"]]
+
+
+def test_small_unknown_and_several_episodes(kb: Kredenc) -> None:
+    file_episode(kb, "pair", ["one thing happened", "another thing happened"])
+    file_episode(kb, "trip", TRIP)
+    file_episode(
+        kb, "work", ["Planning the Q3 roadmap.", "Roadmap review with Anna.", "Roadmap sent."]
+    )
+    report = run_reflect(kb)
+    assert sorted(d["episode_id"] for d in report.details) == ["trip", "work"]
+    with pytest.raises(InvalidInput, match="at least 3"):
+        run_reflect(kb, episode_id="pair")
+    with pytest.raises(NotFound):
+        run_reflect(kb, episode_id="nope")
+    with pytest.raises(InvalidInput):
+        run_reflect(kb, max_chars=10)
+
+
+def test_the_summariser_is_a_seam(kb: Kredenc) -> None:
+    seen: list[list[str]] = []
+
+    class Scripted:
+        def summarise(self, texts: Sequence[str], *, max_chars: int = 400) -> str:
+            seen.append(list(texts))
+            return "A weekend of sailing."
+
+    file_episode(kb, "trip", TRIP)
+    detail: dict[str, Any] = run_reflect(kb, summariser=Scripted()).details[0]
+    assert seen == [TRIP]  # sources in filing order
+    assert kb.get(detail["id"]).text == "A weekend of sailing."

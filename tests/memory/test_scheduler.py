@@ -1,0 +1,131 @@
+"""The scheduler: only due jobs run, an idle tick touches nothing, failures are contained."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput, StoreError
+from kredenc.memory.lifecycle import JobReport
+from kredenc.memory.lifecycle.scheduler import JOBS, Scheduler, default_jobs, run_jobs
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Untouchable:
+    """A store stand-in that fails on any use: proves an idle tick does no I/O."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the scheduler touched the store ({name})")
+
+
+class Counting:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.calls = 0
+        self.ran = threading.Event()
+
+    def __call__(self, kb: Any) -> JobReport:
+        self.calls += 1
+        self.ran.set()
+        return JobReport(self.name).done()
+
+
+def test_only_due_jobs_run_and_idle_ticks_do_nothing() -> None:
+    clock = FakeClock()
+    fast, slow = Counting("fast"), Counting("slow")
+    sched = Scheduler(Untouchable(), {"fast": (10, fast), "slow": (60, slow)}, clock=clock)  # type: ignore[arg-type]
+    assert sched.tick() == ["fast", "slow"]  # both are due at start
+    for step in (1, 5, 9.9):
+        clock.t = 1000 + step
+        assert sched.tick() == []
+    clock.t = 1010
+    assert sched.tick() == ["fast"]
+    clock.t = 1061
+    assert sched.tick() == ["fast", "slow"]
+    assert (fast.calls, slow.calls) == (3, 2)
+    assert sched.seconds_until_due() == pytest.approx(10)
+    assert set(sched.last_reports) == {"fast", "slow"}
+
+
+def test_initial_delay() -> None:
+    clock = FakeClock()
+    job = Counting("j")
+    sched = Scheduler(Untouchable(), {"j": (10, job)}, clock=clock, initial_delay_s=30)  # type: ignore[arg-type]
+    assert sched.tick() == []
+    clock.t += 30
+    assert sched.tick() == ["j"]
+
+
+def test_a_failing_job_is_logged_and_retried(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    good = Counting("good")
+    attempts = {"n": 0}
+
+    def broken(kb: Any) -> JobReport:
+        attempts["n"] += 1
+        raise StoreError("disk is full", "free some space")
+
+    def buggy(kb: Any) -> JobReport:
+        raise RuntimeError("a bug")
+
+    jobs = {"broken": (5, broken), "buggy": (5, buggy), "good": (5, good)}
+    sched = Scheduler(Untouchable(), jobs, clock=clock)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="kredenc.memory.lifecycle.scheduler"):
+        assert sched.tick() == ["broken", "buggy", "good"]
+    assert good.calls == 1
+    warning = next(r for r in caplog.records if r.levelno == logging.WARNING)
+    assert "broken" in warning.getMessage() and "disk is full" in warning.getMessage()
+    assert any(r.levelno == logging.ERROR and r.exc_info for r in caplog.records)
+    clock.t += 5
+    sched.tick()
+    assert attempts["n"] == 2 and good.calls == 2
+    assert sched.failures == {"broken": 2, "buggy": 2, "good": 0}
+
+
+def test_background_thread_starts_and_stops() -> None:
+    job = Counting("j")
+    with Scheduler(Untouchable(), {"j": (3600, job)}) as sched:  # type: ignore[arg-type]
+        sched.start(throttle_s=0.01)
+        assert job.ran.wait(5)
+    assert sched._thread is None and job.calls == 1
+
+
+def test_bad_intervals_and_throttle() -> None:
+    with pytest.raises(InvalidInput):
+        Scheduler(Untouchable(), {"j": (0, Counting("j"))})  # type: ignore[arg-type]
+    sched = Scheduler(Untouchable(), {"j": (1, Counting("j"))})  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        sched.start(throttle_s=0)
+
+
+def test_default_jobs_on_a_real_store(kb: Kredenc) -> None:
+    jobs = default_jobs({"decay": 60})
+    assert list(jobs) == list(JOBS) and jobs["decay"][0] == 60
+    for text in ("one note", "two notes", "three notes"):
+        kb.remember(text)
+    clock = FakeClock()
+    sched = Scheduler(kb, jobs, clock=clock)
+    assert sched.tick() == list(JOBS)
+    assert sched.failures == dict.fromkeys(JOBS, 0)
+    assert sched.last_reports["episodes"].changed == 3
+    assert sched.last_reports["reflect"].changed == 1  # episodes ran first
+    clock.t += 59
+    assert sched.tick() == []
+
+
+def test_run_jobs_by_name(kb: Kredenc) -> None:
+    assert [r.job for r in run_jobs(kb)] == ["episodes", "contradictions", "reflect", "decay"]
+    assert [r.job for r in run_jobs(kb, ["decay", "episodes"])] == ["episodes", "decay"]
+    with pytest.raises(InvalidInput, match="unknown job"):
+        run_jobs(kb, ["sleep"])
