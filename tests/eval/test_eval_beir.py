@@ -5,11 +5,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import OverlapRetriever
 
 from kredenc.errors import InvalidInput, NotFound
 from kredenc.eval import load_beir, recompute, run
 from kredenc.eval.beir import read_qrels
+from kredenc.testing.retrievers import OverlapRetriever
 
 
 def test_load_beir(fixtures: Path) -> None:

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OverlapRetriever
 from kredenc.errors import InvalidInput
 from kredenc.eval import load_locomo, normalise_evidence, recompute, run
+from kredenc.testing.retrievers import OverlapRetriever
 
 
 def test_normalise_evidence_quirks() -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import OverlapRetriever
 from kredenc.errors import InvalidInput
 from kredenc.eval import load_longmemeval, recompute, run
 from kredenc.eval.longmemeval import (
@@ -16,6 +15,7 @@ from kredenc.eval.longmemeval import (
     evaluate_retrieval_turn2session,
     official_dcg,
 )
+from kredenc.testing.retrievers import OverlapRetriever
 
 KEYS = ("recall_any", "recall_all", "ndcg_any")
 

@@ -4,11 +4,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import OverlapRetriever
 
 from kredenc.errors import InvalidInput
 from kredenc.eval import load_multihop, recompute, run
 from kredenc.eval.multihop import join_sentences
+from kredenc.testing.retrievers import OverlapRetriever
 
 
 def test_hotpotqa(fixtures: Path) -> None:

@@ -5,10 +5,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from conftest import OverlapRetriever
 
 from kredenc.errors import InvalidInput
 from kredenc.eval import EvalDoc, Retriever, load_locomo, read_run, recompute, run, write_run
+from kredenc.testing.retrievers import OverlapRetriever
 
 
 def test_overlap_retriever_meets_protocol() -> None:
