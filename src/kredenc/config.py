@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     weight_dense: float = Field(0.6, ge=0.0, description="RRF weight of the dense leg.")
     weight_lexical: float = Field(0.4, ge=0.0, description="RRF weight of the lexical leg.")
+    lexical_context_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="BM25 weight of a card's context beside its own words."
+    )
     leg_k: int = Field(50, ge=1, le=1000, description="Candidates each leg returns before fusion.")
     neighbors_max: int = Field(40, ge=0, description="Most graph neighbours added to a search.")
     rerank: str = Field("none", description="Reranker: 'none' or a local cross-encoder path.")

@@ -30,6 +30,7 @@ from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import (
     Filters,
     IndexedRecord,
+    IndexOutdated,
     SqliteIndex,
     embed_text_of,
     text_hash,
@@ -145,6 +146,16 @@ class Kredenc:
             self._lock = None
 
     def _open_index(self) -> SqliteIndex:
+        try:
+            return self._new_index()
+        except IndexOutdated as exc:
+            if self.read_only:
+                raise
+            log.warning("%s: dropping the index; it is rebuilt from the log", exc.message)
+            layout.drop_index(self.home)
+            return self._new_index()
+
+    def _new_index(self) -> SqliteIndex:
         s = self.settings
         return SqliteIndex(
             self.home / layout.INDEX_FILE,
@@ -599,6 +610,7 @@ class Kredenc:
             hops=hops,
             neighbors_max=s.neighbors_max,
             rerank_depth=s.rerank_depth,
+            context_weight=s.lexical_context_weight,
         )
         query = searching.validate(query, params)
         if drawer is not None:

@@ -166,14 +166,30 @@ def test_rebuild_reuses_cached_embeddings(home: Path) -> None:
         assert kb.index.applied()[0] == 31  # 30 puts and the batch's commit record
 
 
-def test_index_of_another_schema_asks_for_a_rebuild(kb: Kredenc, home: Path) -> None:
+def test_index_of_another_schema_is_rebuilt_from_the_log(
+    kb: Kredenc, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept = kb.remember("the index is derived from the log")
+    before = [h.id for h in kb.search("derived log", mode="lexical")]
+    kb.close()
+    conn = sqlite3.connect(home / "index.db")
+    conn.execute("UPDATE meta SET value='999' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+    with caplog.at_level("WARNING"), open_store(home) as again:
+        assert [h.id for h in again.search("derived log", mode="lexical")] == before
+        assert again.get(kept.id).text == kept.text
+    assert "index schema 999" in caplog.text
+
+
+def test_read_only_open_of_an_outdated_index_asks_for_a_rebuild(kb: Kredenc, home: Path) -> None:
     kb.close()
     conn = sqlite3.connect(home / "index.db")
     conn.execute("UPDATE meta SET value='999' WHERE key='schema'")
     conn.commit()
     conn.close()
     with pytest.raises(StoreError, match="index schema 999") as info:
-        open_store(home)
+        open_store(home, read_only=True)
     assert "kredenc rebuild" in info.value.hint
 
 

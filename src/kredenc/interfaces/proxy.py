@@ -41,7 +41,7 @@ import httpx
 
 from kredenc.errors import InvalidInput, MissingExtra
 from kredenc.recall.budget import Budget
-from kredenc.recall.messages import conversation_id, file_turn, new_turns
+from kredenc.recall.conversation import conversation_id, file_turn, new_turns
 from kredenc.recall.reflex import RecallResult, announce, recall, warm_up
 
 try:

@@ -5,14 +5,8 @@
 """
 
 from kredenc.recall.budget import Budget, estimate_tokens
-from kredenc.recall.reflex import (
-    SESSIONS,
-    RecallItem,
-    RecallResult,
-    announce,
-    recall,
-    warm_up,
-)
+from kredenc.recall.conversation import SESSIONS, conversation_id, file_turn
+from kredenc.recall.reflex import RecallItem, RecallResult, announce, recall, warm_up
 from kredenc.recall.terms import Term, recall_terms
 from kredenc.recall.wrap import wrap
 
@@ -23,7 +17,9 @@ __all__ = [
     "RecallResult",
     "Term",
     "announce",
+    "conversation_id",
     "estimate_tokens",
+    "file_turn",
     "recall",
     "recall_terms",
     "warm_up",

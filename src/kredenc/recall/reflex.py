@@ -30,7 +30,7 @@ Guarantees:
 
 Session start: the caller may pass ``session_start`` (Unix seconds); otherwise the
 first time this process sees a ``session_id`` is taken as its start
-(:data:`SESSIONS`, an in-process registry of the 10,000 most recent sessions).
+(:data:`kredenc.recall.conversation.SESSIONS`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -51,7 +50,7 @@ import numpy as np
 
 from kredenc.errors import InvalidInput, KredencError
 from kredenc.recall.budget import Budget, budget_from
-from kredenc.recall.messages import newest_user_text
+from kredenc.recall.conversation import SESSIONS, newest_user_text
 from kredenc.recall.terms import Term, match_expression, recall_terms
 from kredenc.records import LegScore
 from kredenc.retrieve.fuse import weighted_rrf
@@ -90,8 +89,22 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+_SETTINGS: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
 def setting(kb: Kredenc, name: str) -> Any:
-    return getattr(kb.settings, name, DEFAULTS[name])
+    """A recall setting of ``kb`` (its default while the settings do not declare it).
+
+    Read once per settings object (they do not change; pydantic's misses are slow).
+    """
+    cached = _SETTINGS.get(id(kb.settings))
+    if cached is None or cached[0] is not kb.settings:
+        values = {key: getattr(kb.settings, key, default) for key, default in DEFAULTS.items()}
+        values["budget"] = Budget.from_settings(kb.settings)
+        if len(_SETTINGS) > 64:
+            _SETTINGS.clear()
+        cached = _SETTINGS[id(kb.settings)] = (kb.settings, values)
+    return cached[1][name]
 
 
 # -- results -------------------------------------------------------------------------
@@ -170,42 +183,6 @@ class RecallResult:
         }
 
 
-# -- session starts --------------------------------------------------------------------
-
-
-class SessionClock:
-    """When each session began, as first seen by this process.
-
-    Bounded: past ``max_sessions`` the least recently seen session is forgotten (it
-    would then start again at its next recall, which only widens what it may recall
-    to its own earlier turns filed before that moment).
-    """
-
-    def __init__(self, max_sessions: int = 10_000) -> None:
-        self.max_sessions = max_sessions
-        self._starts: OrderedDict[str, float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def start(self, session_id: str, at: float | None = None) -> float:
-        """The session's start: ``at`` when given (and remembered), else first seen."""
-        with self._lock:
-            if at is not None:
-                self._starts[session_id] = float(at)
-            elif session_id not in self._starts:
-                self._starts[session_id] = time.time()
-            self._starts.move_to_end(session_id)
-            while len(self._starts) > self.max_sessions:
-                self._starts.popitem(last=False)
-            return self._starts[session_id]
-
-    def forget(self, session_id: str) -> None:
-        with self._lock:
-            self._starts.pop(session_id, None)
-
-
-SESSIONS = SessionClock()
-
-
 # -- the dense leg's workers -----------------------------------------------------------
 
 
@@ -235,6 +212,51 @@ class _Workers:
 
 
 _WORKERS = _Workers(_DENSE_WORKERS)
+
+
+Ranked = list[tuple[int, float]]
+
+
+class _DenseJob:
+    """Embedding + vector search on a worker thread, abandoned at the deadline.
+
+    Only the embedding may outlive the call: a job whose caller gave up before its
+    vector search began never touches the index, and a search that has begun is
+    waited for (it is short), so no worker reads a store its caller may have closed.
+    """
+
+    def __init__(self, kb: Kredenc, ns: str, text: str, k: int, filters: Filters) -> None:
+        self.kb, self.ns, self.text, self.k, self.filters = kb, ns, text, k, filters
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._searching = False
+        self._future: Future[tuple[Ranked, float] | None] | None = None
+
+    def start(self) -> bool:
+        self._future = _WORKERS.submit(self._run)
+        return self._future is not None
+
+    def _run(self) -> tuple[Ranked, float] | None:
+        t0 = time.perf_counter()
+        vec = np.asarray(self.kb._embed_query(self.text), dtype=np.float32)
+        with self._lock:
+            if self._abandoned:
+                return None
+            self._searching = True
+        ranked = self.kb.index.dense(self.ns, vec, self.k, self.filters)
+        return ranked, (time.perf_counter() - t0) * 1000
+
+    def wait(self, seconds: float) -> tuple[Ranked, float] | None:
+        """The leg's result, or None when it was not ready in ``seconds``."""
+        assert self._future is not None
+        try:
+            return self._future.result(timeout=max(0.0, seconds))
+        except FutureTimeout:
+            with self._lock:
+                if not self._searching:
+                    self._abandoned = True
+                    return None
+            return self._future.result()
 
 
 # -- configuration -------------------------------------------------------------------
@@ -267,7 +289,7 @@ def _plan(
     if not ms > 0:
         raise InvalidInput(f"the recall time budget must be positive, not {ms} ms")
     return _Plan(
-        budget=budget_from(budget, kb.settings),
+        budget=setting(kb, "budget") if budget is None else budget_from(budget, kb.settings),
         dry_run=bool(dry_run if dry_run is not None else setting(kb, "recall_dry_run")),
         time_budget_ms=ms,
         mode=chosen_mode,
@@ -321,20 +343,6 @@ def warm_up(kb: Kredenc) -> float:
     kb.embedder.embed(["kredenc recall warm-up"])
     kb.index.shards()
     return time.perf_counter() - started
-
-
-def warm_up_in_background(kb: Kredenc) -> None:
-    """:func:`warm_up` on a worker thread; a failure is logged, never raised."""
-
-    def run() -> None:
-        try:
-            seconds = warm_up(kb)
-        except (KredencError, sqlite3.Error, OSError) as exc:
-            log.warning("recall warm-up failed: %s", exc)
-        else:
-            log.debug("recall warm-up took %.2f s", seconds)
-
-    _WORKERS.submit(run)
 
 
 # -- the reflex ------------------------------------------------------------------------
@@ -441,9 +449,6 @@ def _done(result: RecallResult, started: float, plan: _Plan | None = None) -> Re
     return result
 
 
-Ranked = list[tuple[int, float]]
-
-
 def _run_legs(
     kb: Kredenc,
     query: str,
@@ -459,18 +464,11 @@ def _run_legs(
     filters = Filters(types=plan.types, older_than=session_start)
     deadline = started + plan.time_budget_ms / 1000
     legs: dict[str, Ranked] = {}
-    dense: Future[tuple[Ranked, float]] | None = None
+    job: _DenseJob | None = None
     if plan.mode in ("hybrid", "dense") and tokens(query):
-        text = " ".join(query.split())[:_EMBED_CHARS]
-
-        def dense_leg() -> tuple[Ranked, float]:
-            t0 = time.perf_counter()
-            vec = np.asarray(kb._embed_query(text), dtype=np.float32)
-            ranked = kb.index.dense(ns, vec, plan.leg_k, filters)
-            return ranked, (time.perf_counter() - t0) * 1000
-
-        dense = _WORKERS.submit(dense_leg)
-        if dense is None:
+        job = _DenseJob(kb, ns, " ".join(query.split())[:_EMBED_CHARS], plan.leg_k, filters)
+        if not job.start():
+            job = None
             result.warnings.append(
                 f"dense leg skipped: {_WORKERS.size} earlier embeddings are still running"
             )
@@ -478,20 +476,20 @@ def _run_legs(
         t0 = time.perf_counter()
         legs["lexical"] = kb.index.lexical(ns, match_expression(terms), plan.leg_k, filters)
         result.timings_ms["lexical"] = (time.perf_counter() - t0) * 1000
-    if dense is not None:
+    if job is not None:
         try:
-            ranked, ms = dense.result(timeout=max(0.0, deadline - time.perf_counter()))
-        except FutureTimeout:
-            result.timed_out = True
-            result.warnings.append(
-                f"dense leg not ready within the {plan.time_budget_ms:g} ms time budget "
-                "(the embedding goes on in the background); used what was ready"
-            )
+            done = job.wait(deadline - time.perf_counter())
         except KredencError as exc:  # a provider's error (model missing, API down)
             result.warnings.append(f"dense leg failed ({exc}); used what was ready")
         else:
-            legs["dense"] = ranked
-            result.timings_ms["dense"] = ms
+            if done is None:
+                result.timed_out = True
+                result.warnings.append(
+                    f"dense leg not ready within the {plan.time_budget_ms:g} ms time budget "
+                    "(the embedding goes on in the background); used what was ready"
+                )
+            else:
+                legs["dense"], result.timings_ms["dense"] = done
     return legs
 
 

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kredenc.errors import InvalidInput
 from kredenc.recall.budget import Budget
-from kredenc.recall.messages import conversation_id, file_turn, message_field, new_turns
-from kredenc.recall.reflex import announce, recall, warm_up_in_background
+from kredenc.recall.conversation import conversation_id, file_turn, message_field, new_turns
+from kredenc.recall.reflex import announce, recall, warm_up
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc
@@ -102,22 +102,31 @@ class _Reflex:
 
 def wrap(
     client: C,
-    kb: Kredenc,
+    kb: Kredenc | None = None,
     *,
     session_id: str | None = None,
     budget: Budget | Mapping[str, Any] | None = None,
     dry_run: bool | None = None,
     time_budget_ms: float | None = None,
     file_turns: bool = True,
+    warm: bool = True,
 ) -> C:
     """Add recall and filing to ``client.chat.completions.create``; returns ``client``.
 
+    ``kb`` is the open store to recall from and file into; without it the default
+    store is opened (``KREDENC_HOME``, else ``./.kredenc``) for the life of the process.
     ``budget``, ``dry_run`` and ``time_budget_ms`` default to the store's settings;
-    ``file_turns=False`` recalls without filing. Wrapping a client twice is refused.
+    ``file_turns=False`` recalls without filing. ``warm`` loads the embedding model and
+    the vectors now (about a second), so that the first call's recall fits its time
+    budget. Wrapping a client twice is refused.
     """
     completions: Any = client.chat.completions  # type: ignore[attr-defined]
     if getattr(completions, _MARK, False):
         raise InvalidInput("this client is already wrapped", "wrap each client once")
+    if kb is None:
+        from kredenc.engine import Kredenc
+
+        kb = Kredenc.open()
     original: Callable[..., Any] = completions.create
     reflex = _Reflex(kb, session_id, budget, dry_run, time_budget_ms, file_turns)
     if _is_async(original):
@@ -142,9 +151,10 @@ def wrap(
             return response
 
         completions.create = create
-    setattr(completions, _MARK, True)
+    setattr(completions, _MARK, reflex)
+    if warm:
+        warm_up(kb)
     announce(kb, budget=budget, dry_run=dry_run, time_budget_ms=time_budget_ms)
-    warm_up_in_background(kb)
     return client
 
 

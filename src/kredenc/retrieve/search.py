@@ -32,6 +32,7 @@ class SearchParams:
     weight_lexical: float = 0.4
     hops: int = 0
     neighbors_max: int = 40
+    context_weight: float = 0.5
     rerank_depth: int = 30
 
 
@@ -65,7 +66,13 @@ def run_legs(
     depth = max(params.leg_k, params.k)
     if params.mode in ("hybrid", "lexical"):
         terms = query_terms(query)
-        legs["lexical"] = index.lexical(ns, fts_match(terms), depth, filters) if terms else []
+        legs["lexical"] = (
+            index.lexical(
+                ns, fts_match(terms), depth, filters, context_weight=params.context_weight
+            )
+            if terms
+            else []
+        )
     if params.mode in ("hybrid", "dense"):
         # A query with no words (only punctuation, operators or spaces) finds nothing
         # in either leg; embedding "* ( )" would return arbitrary nearest neighbours.

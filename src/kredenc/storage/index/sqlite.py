@@ -24,7 +24,7 @@ from kredenc.storage.index.vectors import F32, AnnParams, VectorShard
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 INDEXED_TYPES = frozenset({"memory", "chunk", "turn"})
 
 SCHEMA = """
@@ -59,7 +59,7 @@ CREATE INDEX IF NOT EXISTS records_scope ON records(ns, drawer, deleted);
 CREATE INDEX IF NOT EXISTS records_doc ON records(doc_id);
 CREATE INDEX IF NOT EXISTS records_origin ON records(ns, origin);
 CREATE VIRTUAL TABLE IF NOT EXISTS cards USING fts5(
-  card, scope, tokenize = 'porter unicode61 remove_diacritics 2'
+  card, context, scope, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TABLE IF NOT EXISTS vectors(
   rowid INTEGER PRIMARY KEY, shard TEXT NOT NULL, vec BLOB NOT NULL
@@ -87,6 +87,11 @@ CREATE TABLE IF NOT EXISTS cache.embeddings(
 ) WITHOUT ROWID;
 """
 
+
+class IndexOutdated(StoreError):
+    """The index was built by another schema version; it is rebuilt from the log."""
+
+
 EmbedFn = Callable[[Sequence[str]], F32]
 
 
@@ -100,13 +105,17 @@ def text_hash(text: str) -> bytes:
 
 
 def card_of(payload: dict[str, Any]) -> str:
-    """What full-text search sees of a record: its text, context and tags."""
+    """What full-text search sees of a record itself: title, text and tags."""
     parts = [payload.get("title") or "", payload.get("text") or ""]
-    if payload.get("context"):
-        parts.append(str(payload["context"]))
     if payload.get("tags"):
         parts.append(" ".join(str(t) for t in payload["tags"]))
     return "\n".join(p for p in parts if p)
+
+
+def context_of(payload: dict[str, Any]) -> str:
+    """The card's context column (heading path, session, speaker, neighbouring
+    turns): searched too, but weighted below the record's own words."""
+    return str(payload.get("context") or "")
 
 
 def embed_text_of(payload: dict[str, Any]) -> str:
@@ -179,7 +188,13 @@ class SqliteIndex:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=5000")
             conn.execute("ATTACH DATABASE ? AS cache", (str(self.cache_path),))
+            # 8 KiB pages keep a 1.5 KiB vector row inside its page (4 KiB pages spill
+            # it to an overflow page: 3x the file, two reads per lookup); takes effect
+            # only when the cache file is created. An attached database starts at
+            # synchronous=FULL (an fsync per commit); the cache is derived, like main.
+            conn.execute("PRAGMA cache.page_size=8192")
             conn.execute("PRAGMA cache.journal_mode=WAL")
+            conn.execute("PRAGMA cache.synchronous=NORMAL")
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"{self.path}: index cannot be opened ({exc})", "run 'kredenc rebuild'"
@@ -211,7 +226,7 @@ class SqliteIndex:
                 [("schema", str(SCHEMA_VERSION)), ("applied_seq", "0"), ("applied_end", "0")],
             )
         elif int(row[0]) != SCHEMA_VERSION:
-            raise StoreError(
+            raise IndexOutdated(
                 f"{self.path}: index schema {row[0]} is not {SCHEMA_VERSION}",
                 "run 'kredenc rebuild'",
             )
@@ -449,7 +464,8 @@ class SqliteIndex:
             return
         scope = f"{scope_token('n', p['ns'])} {scope_token('d', p['drawer'])}"
         conn.execute(
-            "INSERT INTO cards(rowid, card, scope) VALUES (?,?,?)", (rowid, card_of(p), scope)
+            "INSERT INTO cards(rowid, card, context, scope) VALUES (?,?,?,?)",
+            (rowid, card_of(p), context_of(p), scope),
         )
         vec = np.asarray(vectors[p["id"]], dtype=np.float32)
         if vec.shape != (self.dim,):
@@ -622,20 +638,25 @@ class SqliteIndex:
         )
         return [str(r[0]) for r in rows]
 
-    def lexical(self, ns: str, match: str, k: int, filters: Filters) -> list[tuple[int, float]]:
-        """Top ``k`` rowids by BM25 for an FTS5 ``match`` built by ``retrieve.terms``."""
+    def lexical(
+        self, ns: str, match: str, k: int, filters: Filters, *, context_weight: float = 0.5
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` rowids by BM25 for an FTS5 ``match`` built by ``retrieve.terms``;
+        the context column counts ``context_weight`` as much as the record's words."""
         scope = scope_token("n", ns)
         if filters.drawer is not None:
             scope += " AND " + scope_token("d", filters.drawer)
         where, args = _record_conditions(filters)
+        rank = "bm25(cards, 1.0, ?, 0.0)"
         sql = (
-            "SELECT r.rowid, -bm25(cards, 1.0, 0.0) AS s FROM cards JOIN records r"
+            f"SELECT r.rowid, -{rank} AS s FROM cards JOIN records r"
             " ON r.rowid = cards.rowid WHERE cards MATCH ? AND r.ns = ?"
             + where
-            + " ORDER BY bm25(cards, 1.0, 0.0) LIMIT ?"
+            + f" ORDER BY {rank} LIMIT ?"
         )
-        query = f"scope : ({scope}) AND card : ({match})"
-        rows = self.reader().execute(sql, (query, ns, *args, k)).fetchall()
+        query = f"scope : ({scope}) AND {{card context}} : ({match})"
+        w = float(context_weight)
+        rows = self.reader().execute(sql, (w, query, ns, *args, w, k)).fetchall()
         return [(int(r), float(s)) for r, s in rows]
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:

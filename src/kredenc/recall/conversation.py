@@ -1,7 +1,10 @@
-"""Chat messages as the reflex reads them, and the filing of a turn after the call.
+"""The conversation side of the reflex: messages, sessions, and filing a turn.
 
 Messages are OpenAI-style: dicts (or SDK objects) with a ``role`` and a ``content``
-that is a string or a list of parts (only ``text`` parts are read).
+that is a string or a list of parts (only ``text`` parts are read). A session's start
+is what the caller says, else when this process first saw it (:data:`SESSIONS`).
+After the model answered, :func:`file_turn` files the call's user message(s) and the
+reply as ``turn`` records.
 """
 
 from __future__ import annotations
@@ -9,6 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +22,39 @@ if TYPE_CHECKING:
     from kredenc.engine import Kredenc
 
 log = logging.getLogger("kredenc.recall")
+
+
+class SessionClock:
+    """When each session began, as first seen by this process.
+
+    Bounded: past ``max_sessions`` the least recently seen session is forgotten (it
+    would then start again at its next recall, which only widens what it may recall
+    to its own earlier turns filed before that moment).
+    """
+
+    def __init__(self, max_sessions: int = 10_000) -> None:
+        self.max_sessions = max_sessions
+        self._starts: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def start(self, session_id: str, at: float | None = None) -> float:
+        """The session's start: ``at`` when given (and remembered), else first seen."""
+        with self._lock:
+            if at is not None:
+                self._starts[session_id] = float(at)
+            elif session_id not in self._starts:
+                self._starts[session_id] = time.time()
+            self._starts.move_to_end(session_id)
+            while len(self._starts) > self.max_sessions:
+                self._starts.popitem(last=False)
+            return self._starts[session_id]
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._starts.pop(session_id, None)
+
+
+SESSIONS = SessionClock()
 
 
 def message_field(message: Any, key: str) -> Any:
