@@ -17,13 +17,13 @@ from kredenc.ingest.document import Chunk, LoadedDocument
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
 from kredenc.memory.fields import SCORES, parse_time, validate_fields
 from kredenc.memory.relations import check_relation, edge_payloads
+from kredenc.memory.turns import CONTEXT_TURNS, turn_context
 from kredenc.providers.embed.base import Embedder
 from kredenc.records import ContextGraph, Hit, Memory, new_id, now
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import search as searching
 from kredenc.retrieve.fuse import weighted_rrf
 from kredenc.retrieve.rerank import Reranker, make_reranker
-from kredenc.retrieve.terms import query_terms
 from kredenc.storage import store as layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
@@ -98,6 +98,8 @@ class Kredenc:
         self._embed_query = lru_cache(maxsize=1024)(self._embed_one)
         self._rerankers: dict[str, Reranker | None] = {}
         self._access: dict[str, dict[str, int]] = {}
+        # The last turns filed per session in this process: context for the next ones.
+        self._recent_turns: dict[str, list[str]] = {}
         self._access_lock = threading.Lock()
 
     # -- opening and closing --------------------------------------------------
@@ -466,23 +468,30 @@ class Kredenc:
         """File conversation turns (``role``, ``content``) of a session as one batch.
 
         Each becomes a ``turn`` record whose index card carries the session, the
-        speaker and the extracted terms, so recall can find it by words and meaning.
+        speaker and the turns just before it (see ``memory.turns``), so recall can
+        find it by words and meaning.
         """
         _check_name("session_id", session_id)
+        recent = self._recent_turns.pop(session_id, [])
+        self._recent_turns[session_id] = recent  # most recently used last
+        while len(self._recent_turns) > 1024:
+            del self._recent_turns[next(iter(self._recent_turns))]
         items = []
         for turn in turns:
             role = str(turn.get("role", "user"))
             text = turn.get("content")
             if not isinstance(text, str) or not text.strip():
                 continue
-            terms = " ".join(query_terms(text)[:16])
+            header = f"session {session_id} {role}"
             items.append(
                 {
                     "text": text,
-                    "context": f"session {session_id} {role} {terms}",
+                    "context": turn_context([*recent, text], len(recent), header=header),
                     "meta": {"session": session_id, "role": role, **dict(turn.get("meta") or {})},
                 }
             )
+            recent.append(text)
+            del recent[:-CONTEXT_TURNS]
         return self.add_passages(items, drawer=drawer, record_type="turn") if items else []
 
     # -- documents ------------------------------------------------------------

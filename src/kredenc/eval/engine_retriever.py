@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.eval.datasets import EvalDoc
 from kredenc.ingest.chunker import split_spans
+from kredenc.memory.turns import turn_context
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc
@@ -48,10 +49,19 @@ class EngineRetriever:
 
     def index(self, docs: Sequence[EvalDoc]) -> None:
         items: list[dict[str, Any]] = []
+        sessions: dict[Any, list[str]] = {}
         for d in docs:
             text = d.text.strip()
             if not text:
                 continue
+            context = ""
+            session = d.meta.get("session")
+            if self.record_type == "turn" and session is not None:
+                # Filed as a conversation: each turn's card carries the turns before it
+                # in the same session, exactly as Kredenc.file_turns does.
+                before = sessions.setdefault(session, [])
+                context = turn_context([*before, text], len(before))
+                before.append(text)
             spans = [(0, len(text))]
             if len(text) > self.chunk_size:
                 spans = split_spans(text, self.chunk_size, self.overlap)
@@ -59,7 +69,7 @@ class EngineRetriever:
             for start, end in spans:
                 piece = text[start:end].strip()
                 if piece:
-                    items.append({"text": piece, "meta": {"eval_id": d.id}})
+                    items.append({"text": piece, "context": context, "meta": {"eval_id": d.id}})
         for start in range(0, len(items), _BATCH):
             self.kb.add_passages(items[start : start + _BATCH], record_type=self.record_type)
 
