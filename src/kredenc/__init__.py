@@ -3,7 +3,7 @@
 from kredenc.errors import KredencError
 from kredenc.records import Hit, Memory
 
-__all__ = ["Hit", "Kredenc", "KredencError", "Memory"]
+__all__ = ["Hit", "Kredenc", "KredencError", "Memory", "wrap"]
 __version__ = "0.1.0"
 
 
@@ -14,4 +14,8 @@ def __getattr__(name: str) -> object:
         from kredenc.engine import Kredenc
 
         return Kredenc
+    if name == "wrap":
+        from kredenc.recall.wrap import wrap
+
+        return wrap
     raise AttributeError(name)

@@ -85,6 +85,29 @@ class Settings(BaseSettings):
     stt_url: str = Field("", description="Base URL of an OpenAI-compatible transcription API.")
     stt_model: str = Field("whisper-1", description="Transcription model name.")
     stt_api_key: SecretStr = Field(SecretStr(""), description="API key for stt_url.")
+    recall_dry_run: bool = Field(
+        False, description="Recall searches, times and logs what it would inject; changes nothing."
+    )
+    recall_items: int = Field(3, ge=0, description="Most memories recall injects per turn.")
+    recall_item_chars: int = Field(
+        600, ge=0, description="Characters per recalled memory (0: no limit)."
+    )
+    recall_total_chars: int = Field(
+        1800, ge=0, description="Characters per recall block (0: no limit)."
+    )
+    recall_item_tokens: int = Field(0, ge=0, description="Tokens per recalled memory (0: unused).")
+    recall_total_tokens: int = Field(0, ge=0, description="Tokens per recall block (0: unused).")
+    recall_time_budget_ms: float = Field(50.0, gt=0, description="Time recall may take per turn.")
+    recall_mode: Literal["hybrid", "lexical", "dense"] = Field(
+        "hybrid", description="How recall searches: words and meaning, or one of them."
+    )
+    recall_types: list[str] = Field(
+        default_factory=lambda: ["memory", "turn"], description="Record types recall may inject."
+    )
+    recall_leg_k: int = Field(20, ge=1, description="Candidates each recall leg returns.")
+    recall_min_similarity: float = Field(
+        0.2, ge=0.0, le=1.0, description="Cosine a record found by meaning alone must reach."
+    )
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )

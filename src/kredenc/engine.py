@@ -9,11 +9,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kredenc.config import Settings, load_settings
 from kredenc.errors import InvalidInput, KredencError, NotFound, ReadOnlyRecord, StoreError
 from kredenc.ingest.document import Chunk, LoadedDocument
+
+if TYPE_CHECKING:
+    from kredenc.recall.budget import Budget
+    from kredenc.recall.reflex import RecallResult
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
 from kredenc.memory.fields import SCORES, parse_time, validate_fields
 from kredenc.memory.relations import check_relation, edge_payloads
@@ -96,6 +100,7 @@ class Kredenc:
                 self._lock.release()
             raise
         self._embed_query = lru_cache(maxsize=1024)(self._embed_one)
+        self.embed_query = self._embed_query  # public: a query's vector, cached
         self._rerankers: dict[str, Reranker | None] = {}
         self._access: dict[str, dict[str, int]] = {}
         # The last turns filed per session in this process: context for the next ones.
@@ -135,6 +140,10 @@ class Kredenc:
         self.close()
 
     def close(self) -> None:
+        """Flush, stop the writer, close files and release the lock. Idempotent."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         if self._housekeeper is not None:
             self.flush_access()
             self._housekeeper.close()
@@ -208,7 +217,8 @@ class Kredenc:
         self._catch_up()
         self.index.save_ann()
         self._housekeeper = Housekeeper(self.haystack, self.index, self._embed_many)
-        return {"records": self.haystack.recovery.records, "last_seq": self.haystack.last_seq}
+        live = self.index.reader().execute("SELECT count(*) FROM records WHERE deleted=0")
+        return {"records": int(live.fetchone()[0]), "last_seq": self.haystack.last_seq}
 
     # -- embedding ------------------------------------------------------------
     def _embed_many(self, texts: Sequence[str]) -> F32:
@@ -708,6 +718,32 @@ class Kredenc:
         )
         self.note_access([n.id for n in graph.nodes])
         return graph
+
+    def recall(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        session_id: str,
+        budget: Budget | Mapping[str, Any] | None = None,
+        dry_run: bool | None = None,
+        time_budget_ms: float | None = None,
+        session_start: float | None = None,
+        mode: str | None = None,
+    ) -> RecallResult:
+        """The recall reflex: the messages with one system message of memories
+        appended at the tail (never raises; see ``kredenc.recall.reflex``)."""
+        from kredenc.recall.reflex import recall
+
+        return recall(
+            self,
+            messages,
+            session_id=session_id,
+            budget=budget,
+            dry_run=dry_run,
+            time_budget_ms=time_budget_ms,
+            session_start=session_start,
+            mode=mode,
+        )
 
     def note_access(self, ids: Sequence[str]) -> None:
         """Count a recall of ``ids``; counts reach the log in batched ``access`` records."""

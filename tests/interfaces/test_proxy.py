@@ -184,7 +184,7 @@ def test_upstream_must_be_an_http_url() -> None:
 
 
 def test_conversation_without_a_session_header(kb: Kredenc, proxy: str) -> None:
-    from kredenc.recall.messages import conversation_id
+    from kredenc.recall.conversation import conversation_id
 
     response = httpx.post(proxy + "/chat/completions", json={"model": "m", "messages": MESSAGES})
     session = response.headers["x-kredenc-session"]

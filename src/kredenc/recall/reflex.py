@@ -72,6 +72,8 @@ PREAMBLE = (
 # The message text that is embedded is cut to this many characters.
 _EMBED_CHARS = 2000
 _DENSE_WORKERS = 4
+# SQLite virtual-machine steps between checks of the deadline in the lexical leg.
+_PROGRESS_STEPS = 2000
 
 # Settings the reflex reads (getattr with these defaults until config.py has them).
 DEFAULTS: dict[str, Any] = {
@@ -238,7 +240,7 @@ class _DenseJob:
 
     def _run(self) -> tuple[Ranked, float] | None:
         t0 = time.perf_counter()
-        vec = np.asarray(self.kb._embed_query(self.text), dtype=np.float32)
+        vec = np.asarray(self.kb.embed_query(self.text), dtype=np.float32)
         with self._lock:
             if self._abandoned:
                 return None
@@ -474,8 +476,15 @@ def _run_legs(
             )
     if plan.mode in ("hybrid", "lexical") and terms:
         t0 = time.perf_counter()
-        legs["lexical"] = kb.index.lexical(ns, match_expression(terms), plan.leg_k, filters)
-        result.timings_ms["lexical"] = (time.perf_counter() - t0) * 1000
+        lexical = _lexical(kb, ns, match_expression(terms), plan.leg_k, filters, deadline)
+        if lexical is None:
+            result.timed_out = True
+            result.warnings.append(
+                f"lexical leg stopped at the {plan.time_budget_ms:g} ms time budget"
+            )
+        else:
+            legs["lexical"] = lexical
+            result.timings_ms["lexical"] = (time.perf_counter() - t0) * 1000
     if job is not None:
         try:
             done = job.wait(deadline - time.perf_counter())
@@ -491,6 +500,26 @@ def _run_legs(
             else:
                 legs["dense"], result.timings_ms["dense"] = done
     return legs
+
+
+def _lexical(
+    kb: Kredenc, ns: str, match: str, k: int, filters: Filters, deadline: float
+) -> Ranked | None:
+    """The lexical leg, stopped by SQLite at the deadline (None then).
+
+    A progress handler on this thread's reader connection (no other thread uses it)
+    interrupts the query once the time budget is spent.
+    """
+    conn = kb.index.reader()
+    conn.set_progress_handler(lambda: time.perf_counter() > deadline, _PROGRESS_STEPS)
+    try:
+        return kb.index.lexical(ns, match, k, filters)
+    except sqlite3.OperationalError as exc:
+        if time.perf_counter() > deadline and "interrupt" in str(exc):
+            return None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 @dataclass

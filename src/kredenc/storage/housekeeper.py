@@ -46,8 +46,9 @@ class StoreLock:
                 f"store is locked by pid {holder}",
                 "stop the other kredenc process, or open the store read-only",
             ) from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+        pid = f"{os.getpid()}\n".encode()
+        os.pwrite(self._fd, pid, 0)  # write before truncating: never an empty file
+        os.ftruncate(self._fd, len(pid))
 
     def release(self) -> None:
         if self._fd >= 0:
@@ -172,7 +173,7 @@ class Housekeeper:
                 _, applied_end = self.index.applied()
                 start = max(applied_end, HEADER_SIZE)
                 entries = [(rec.offset, rec.payload) for rec in hay.iter_from(start)]
-            self.index.apply(entries, vectors, self.embed, hay.end)
+            self.index.apply(entries, vectors, self.embed, hay.end, hay.last_seq)
             self._index_behind = False
         except (KredencError, OSError, ValueError, sqlite3.Error) as exc:
             # The log has the records (it is the truth); only the index lags.

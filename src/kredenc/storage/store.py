@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kredenc.errors import FormatError, StoreError
-from kredenc.storage.haystack import Haystack
+from kredenc.storage.haystack import HEADER_SIZE, Haystack
 
 STORE_FORMAT = 1
 META_FILE = "store.json"
@@ -70,12 +70,22 @@ def init_store(home: Path, model_id: str, dim: int) -> StoreMeta:
     home.mkdir(parents=True, exist_ok=True)
     log_path = home / LOG_FILE
     if log_path.exists():
-        raise StoreError(f"{home} has a haystack but no {META_FILE}", "restore store.json")
+        if log_path.stat().st_size > HEADER_SIZE:
+            raise StoreError(f"{home} has a haystack but no {META_FILE}", "restore store.json")
+        log_path.unlink()  # an init that crashed before store.json: nothing was filed
     log_id = Haystack.create(log_path)
     meta = StoreMeta(STORE_FORMAT, log_id.hex(), model_id, dim, time.time())
     tmp = home / (META_FILE + ".tmp")
-    tmp.write_text(json.dumps(meta.to_json(), indent=2) + "\n")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(meta.to_json(), indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, home / META_FILE)
+    fd = os.open(home, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return meta
 
 

@@ -212,6 +212,9 @@ class SqliteIndex:
         return conn
 
     def close(self) -> None:
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         self.save_ann()
         for conn in [*getattr(self, "_readers", []), self._writer]:
             conn.close()
@@ -299,6 +302,7 @@ class SqliteIndex:
         vectors: dict[str, F32] | None,
         embed: EmbedFn | None,
         end: int,
+        applied_through: int | None = None,
     ) -> None:
         """Apply log records (offset, payload) in one transaction; record the position."""
         entries = list(entries)
@@ -313,7 +317,7 @@ class SqliteIndex:
         try:
             for offset, payload in entries:
                 self._apply_one(conn, offset, payload, vectors, shard_adds, shard_removes)
-            last_seq = int(entries[-1][1]["seq"])
+            last_seq = max(int(entries[-1][1]["seq"]), applied_through or 0)
             conn.execute("UPDATE meta SET value=? WHERE key='applied_seq'", (str(last_seq),))
             conn.execute("UPDATE meta SET value=? WHERE key='applied_end'", (str(end),))
             conn.execute("COMMIT")

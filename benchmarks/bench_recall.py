@@ -1,0 +1,516 @@
+"""The recall reflex: latency per turn, quality at budget, proxy overhead.
+
+Targets (2-core machine, the default budget: 3 items, 600 characters each, 1,800 in all):
+
+* latency per turn, end to end through ``recall()`` including the query embedding
+  (real MiniLM, distinct queries so the query cache never answers): p50 <= 10 ms and
+  p99 <= 25 ms with 2,000 and with 100,000 filed memories; words only (``mode="lexical"``)
+  p99 <= 3 ms at 2,000. Timed at the default 50 ms time budget; a dense leg that was not
+  ready in time is counted (``timeouts``), never hidden.
+* quality at budget on LoCoMo and LongMemEval (``../shared/data``): the share of
+  questions whose evidence is inside the injected block, and the characters injected
+  per turn. Each conversation (LoCoMo) or question's haystack (LongMemEval, user turns,
+  as the official turn-level protocol) is filed as ``turn`` records in its own
+  namespace; the question is the newest user message of a new session. The time budget
+  is raised to 10 s here so that the machine's load cannot change what is measured.
+* proxy overhead over a direct call to the same scripted loopback upstream: <= 15 ms p95
+  (the proxy recalls from the 2,000-memory store, with real MiniLM, and files each turn).
+
+The 2,000-memory store is built in a temporary directory from ``benchmarks/corpus.py``
+(its cached MiniLM vectors seed the embedding cache, so building embeds nothing). With
+``--n 100000`` the store built by ``bench_store.py`` under
+``~/.cache/kredenc/bench/store-100k`` is opened read-only; without it that size is
+reported as not run.
+
+    .venv/bin/python benchmarks/bench_recall.py                   # n=2,000, everything
+    .venv/bin/python benchmarks/bench_recall.py --n 100000 --no-quality --no-proxy
+    .venv/bin/python benchmarks/bench_recall.py --words-only      # lexical latency only
+
+Prints tables and writes benchmarks/results/recall.json (or recall-<n>.json for other n).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+# onnxruntime must be in the process before usearch (see corpus.py).
+import numpy as np
+import onnxruntime  # noqa: F401
+
+from _common import percentile, print_table, write_results
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parent.parent / "shared" / "data"
+CACHE_DIR = Path(os.environ.get("KREDENC_BENCH_CACHE", "~/.cache/kredenc/bench")).expanduser()
+EVAL_CACHE = Path("~/.cache/kredenc/eval-embeddings.db").expanduser()
+SEED = 0
+NS = "bench"
+TARGETS = {"p50_ms": 10.0, "p99_ms": 25.0, "words_p99_ms_at_2000": 3.0, "proxy_p95_ms": 15.0}
+
+Result = dict[str, Any]
+
+
+def stats_ms(samples_s: Sequence[float]) -> Result:
+    ms = [s * 1000 for s in samples_s]
+    return {
+        "n": len(ms),
+        "p50_ms": percentile(ms, 50),
+        "p95_ms": percentile(ms, 95),
+        "p99_ms": percentile(ms, 99),
+        "mean_ms": statistics.fmean(ms),
+        "max_ms": max(ms),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Stores
+# --------------------------------------------------------------------------------------
+
+
+@contextmanager
+def bench_home(n: int) -> Iterator[Path]:
+    """A store directory with ``n`` corpus memories: bench_store.py's 100k, or built here."""
+    import corpus
+    from kredenc import Kredenc
+    from kredenc.storage.index.sqlite import embed_text_of, text_hash
+
+    if n >= 100_000:
+        cached = CACHE_DIR / f"store-{n // 1000}k"
+        if not (cached / "store.json").exists():
+            raise SystemExit(f"no {n:,}-memory store at {cached}: run bench_store.py first")
+        yield cached
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="kredenc-bench-recall-"))
+    try:
+        specs = corpus.specs(n, SEED)
+        vectors = corpus.vectors(n, SEED)
+        with Kredenc.open(tmp / "store", NS, durability="none") as kb:
+            kb.index.cache_vectors(
+                {
+                    text_hash(embed_text_of({"text": s.text})): np.asarray(vectors[i])
+                    for i, s in enumerate(specs)
+                }
+            )
+            for b in range(0, n, 1000):
+                kb.remember_many(
+                    [
+                        {"text": s.text, "kind": corpus.TEMPLATES[s.template][0]}
+                        for s in specs[b : b + 1000]
+                    ]
+                )
+        yield tmp / "store"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def open_store(home: Path, threads: int | None) -> Any:
+    """The bench store, read-only when it is bench_store.py's (it is not ours to change)."""
+    from kredenc import Kredenc
+
+    opts: dict[str, Any] = {"embed_threads": threads} if threads else {}
+    if home.parent == CACHE_DIR:
+        return Kredenc.open(home, NS, read_only=True, **opts)
+    return Kredenc.open(home, NS, durability="none", **opts)
+
+
+def distinct_queries(n: int, m: int) -> list[str]:
+    import corpus
+
+    return list(dict.fromkeys(q for q, _ in corpus.queries(2 * m + 100, SEED, n)))
+
+
+# --------------------------------------------------------------------------------------
+# Latency
+# --------------------------------------------------------------------------------------
+
+
+def run_latency(kb: Any, queries: Sequence[str], mode: str, warm: int = 20) -> Result:
+    from kredenc.recall import recall, warm_up
+
+    warm_up(kb)
+    for i, q in enumerate(queries[:warm]):
+        recall(kb, [{"role": "user", "content": q}], session_id=f"warm-{mode}-{i}", mode=mode)
+    samples: list[float] = []
+    items: list[int] = []
+    chars: list[int] = []
+    legs: dict[str, list[float]] = {}
+    timeouts = errors = 0
+    for i, q in enumerate(queries[warm:]):
+        messages = [{"role": "user", "content": q}]
+        start = time.perf_counter()
+        result = recall(kb, messages, session_id=f"lat-{mode}-{i}", mode=mode)
+        samples.append(time.perf_counter() - start)
+        items.append(len(result.items))
+        chars.append(len(result.block))
+        timeouts += result.timed_out
+        errors += result.error is not None
+        for leg, ms in result.timings_ms.items():
+            legs.setdefault(leg, []).append(ms)
+    out = stats_ms(samples)
+    out.update(
+        {
+            "mode": mode,
+            "timeouts": timeouts,
+            "errors": errors,
+            "items_mean": statistics.fmean(items),
+            "chars_mean": statistics.fmean(chars),
+            "legs_p50_ms": {k: statistics.median(v) for k, v in legs.items()},
+        }
+    )
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Quality at budget
+# --------------------------------------------------------------------------------------
+
+
+def _ask(kb: Any, question: str, mode: str) -> tuple[set[str], int, int]:
+    """Recall for ``question`` in a new session: (eval ids injected, chars, items)."""
+    from kredenc.recall import recall
+
+    result = recall(
+        kb,
+        [{"role": "user", "content": question}],
+        session_id=f"q-{time.monotonic_ns()}",
+        session_start=time.time(),
+        time_budget_ms=10_000,
+        mode=mode,
+        dry_run=True,  # what would be injected; nothing is counted
+    )
+    assert result.error is None, result.error
+    ids = {str(i.meta.get("eval_id")) for i in result.items}
+    return ids, len(result.block), len(result.items)
+
+
+def _file(kb: Any, docs: Sequence[Any], session_of: Callable[[Any], str]) -> None:
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for d in docs:
+        if d.text.strip():
+            by_session.setdefault(session_of(d), []).append(
+                {"role": "user", "content": d.text, "meta": {"eval_id": d.id}}
+            )
+    for session, turns in by_session.items():
+        for b in range(0, len(turns), 256):
+            kb.file_turns(session, turns[b : b + 256])
+
+
+def _summary(name: str, mode: str, rows: list[tuple[bool, bool, int, int]]) -> Result:
+    chars = [c for _, _, c, _ in rows]
+    return {
+        "dataset": name,
+        "mode": mode,
+        "questions": len(rows),
+        "evidence_any_in_block": statistics.fmean(a for a, _, _, _ in rows),
+        "evidence_all_in_block": statistics.fmean(b for _, b, _, _ in rows),
+        "chars_per_turn_mean": statistics.fmean(chars),
+        "chars_per_turn_p95": percentile(chars, 95),
+        "items_per_turn_mean": statistics.fmean(i for _, _, _, i in rows),
+    }
+
+
+def quality_locomo(kb: Any, path: Path, modes: Sequence[str]) -> list[Result]:
+    from kredenc.eval.locomo import ADVERSARIAL, load_locomo
+
+    data = load_locomo(path)
+    rows: dict[str, list[tuple[bool, bool, int, int]]] = {m: [] for m in modes}
+    for g, group in enumerate(data.groups()):
+        kb.use_namespace(f"recall-locomo-{os.getpid()}-{g}")
+        prefix = f"locomo-{g}-s"
+        _file(kb, group.docs, lambda d, p=prefix: p + str(d.meta["session"]))
+        for q in group.queries:
+            if data.category[q.qid] == ADVERSARIAL:
+                continue
+            evidence = set(data.evidence[q.qid])
+            for mode in modes:
+                ids, chars, items = _ask(kb, q.text, mode)
+                rows[mode].append((bool(ids & evidence), evidence <= ids, chars, items))
+        print(f"  locomo conversation {g + 1}: {len(group.docs)} turns", file=sys.stderr)
+    return [_summary("locomo", m, r) for m, r in rows.items()]
+
+
+def quality_longmemeval(kb: Any, path: Path, modes: Sequence[str]) -> list[Result]:
+    from kredenc.eval.longmemeval import load_longmemeval
+
+    data = load_longmemeval(path, granularity="turn")
+    rows: dict[str, list[tuple[bool, bool, int, int]]] = {m: [] for m in modes}
+    for g, group in enumerate(data.groups()):
+        kb.use_namespace(f"recall-lme-{os.getpid()}-{g}")
+        _file(kb, group.docs, lambda d: str(d.meta["session_id"]))
+        (q,) = group.queries
+        hay = data.haystacks[q.qid]
+        gold = {d.id for d, label in zip(hay.docs, hay.labels, strict=True) if "answer" in label}
+        for mode in modes:
+            ids, chars, items = _ask(kb, q.text, mode)
+            rows[mode].append((bool(ids & gold), gold <= ids, chars, items))
+        if (g + 1) % 10 == 0:
+            print(f"  longmemeval: {g + 1} questions", file=sys.stderr)
+    return [_summary("longmemeval", m, r) for m, r in rows.items()]
+
+
+def run_quality(modes: Sequence[str]) -> list[Result]:
+    from kredenc import Kredenc
+
+    out: list[Result] = []
+    tmp = Path(tempfile.mkdtemp(prefix="kredenc-bench-recall-q-"))
+    EVAL_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with Kredenc.open(tmp / "store", "q", durability="none", embed_cache=EVAL_CACHE) as kb:
+            locomo = DATA / "locomo" / "locomo_dev.json"
+            lme = DATA / "longmemeval" / "longmemeval_s_dev66.json.gz"
+            for name, path, fn in (
+                ("locomo", locomo, quality_locomo),
+                ("longmemeval", lme, quality_longmemeval),
+            ):
+                if not path.exists():
+                    print(f"  {name}: {path} not found, skipped", file=sys.stderr)
+                    out.append({"dataset": name, "skipped": f"{path} not found"})
+                    continue
+                start = time.perf_counter()
+                results = fn(kb, path, modes)
+                for r in results:
+                    r["seconds"] = time.perf_counter() - start
+                out.extend(results)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Proxy overhead
+# --------------------------------------------------------------------------------------
+
+
+def _scripted_upstream() -> Any:
+    from kredenc.testing.openai_server import LoopbackServer, Reply, Request
+
+    reply = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Noted."},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    events = [
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "scripted",
+            "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}],
+        }
+        for w in ("Noted", ".", " Thanks", "!")
+    ]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+    def chat(request: Request) -> Reply:
+        if request.json().get("stream"):
+            return Reply.raw(sse, content_type="text/event-stream")
+        return Reply.json(reply)
+
+    server = LoopbackServer()
+    server.route("POST", "/v1/chat/completions", chat)
+    return server
+
+
+ENTRY = "import kredenc.interfaces.cli_recall; from kredenc.interfaces.cli import main; main()"
+
+
+@contextmanager
+def proxy_process(home: Path, upstream: str, threads: int | None) -> Iterator[str]:
+    """``kredenc proxy`` on the store, in its own process (as it runs for real)."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KREDENC_")}
+    if threads:
+        env["KREDENC_EMBED_THREADS"] = str(threads)
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115
+    args = ["--store", str(home), "--namespace", NS, "proxy", "--upstream", upstream]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ENTRY, *args, "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "Application startup complete" not in Path(log.name).read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("proxy did not start:\n" + Path(log.name).read_text())
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.send_signal(2)  # SIGINT: uvicorn shuts down cleanly
+        proc.wait(timeout=60)
+        log.close()
+        os.unlink(log.name)
+
+
+def run_proxy(
+    home: Path, queries: Sequence[str], threads: int | None, pause_s: float = 0.05
+) -> list[Result]:
+    import socket
+
+    import httpx
+
+    out: list[Result] = []
+    with _scripted_upstream() as upstream:
+        # The stdlib server writes headers and body apart; without TCP_NODELAY (inherited
+        # by accepted sockets) Nagle and delayed ACKs add ~40 ms stalls to both paths.
+        upstream._httpd.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with (
+            proxy_process(home, upstream.base_url, threads) as base,
+            httpx.Client(timeout=30) as client,
+        ):
+            half = len(queries) // 2  # distinct queries per run: no query-cache hits
+            for stream, part in ((False, queries[:half]), (True, queries[half:])):
+                direct: list[float] = []
+                proxied: list[float] = []
+                for i, q in enumerate(part):
+                    body: dict[str, Any] = {
+                        "model": "m",
+                        "messages": [{"role": "user", "content": q}],
+                    }
+                    if stream:
+                        body["stream"] = True
+                    for target, bucket in ((upstream.base_url, direct), (base, proxied)):
+                        start = time.perf_counter()
+                        r = client.post(target + "/chat/completions", json=body)
+                        r.read()
+                        elapsed = time.perf_counter() - start
+                        if i >= 10:  # the first requests open connections and warm up
+                            bucket.append(elapsed)
+                        assert r.status_code == 200, r.text
+                    time.sleep(pause_s)  # the proxy files the turn, as between real turns
+                d, p = stats_ms(direct), stats_ms(proxied)
+                paired = [(b - a) * 1000 for a, b in zip(direct, proxied, strict=True)]
+                out.append(
+                    {
+                        "stream": stream,
+                        "requests": len(direct),
+                        "direct_p50_ms": d["p50_ms"],
+                        "direct_p95_ms": d["p95_ms"],
+                        "proxy_p50_ms": p["p50_ms"],
+                        "proxy_p95_ms": p["p95_ms"],
+                        "overhead_p50_ms": percentile(paired, 50),
+                        "overhead_p95_ms": percentile(paired, 95),
+                    }
+                )
+    return out
+
+
+# --------------------------------------------------------------------------------------
+
+
+def print_quality(results: list[Result]) -> None:
+    keys = (
+        "dataset",
+        "mode",
+        "questions",
+        "evidence_any_in_block",
+        "evidence_all_in_block",
+        "chars_per_turn_mean",
+        "chars_per_turn_p95",
+        "items_per_turn_mean",
+    )
+    print_table(
+        "quality at the default budget (3 items, 600/1800 chars)",
+        [{k: r.get(k) for k in keys} for r in results],
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=2000, help="filed memories (2000 or 100000)")
+    parser.add_argument("--queries", type=int, default=500, help="timed recalls per mode")
+    parser.add_argument("--words-only", action="store_true", help="lexical latency only")
+    parser.add_argument("--no-quality", action="store_true", help="skip LoCoMo/LongMemEval")
+    parser.add_argument("--no-proxy", action="store_true", help="skip the proxy overhead")
+    parser.add_argument("--quality-only", action="store_true", help="only LoCoMo/LongMemEval")
+    parser.add_argument("--proxy-requests", type=int, default=200)
+    parser.add_argument(
+        "--embed-threads", type=int, default=None, help="onnxruntime threads (default: settings)"
+    )
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    results: Result = {"n": args.n, "targets": TARGETS, "embed_threads": args.embed_threads}
+    modes = ["lexical"] if args.words_only else ["hybrid", "lexical"]
+    if args.n >= 100_000 and not (CACHE_DIR / f"store-{args.n // 1000}k" / "store.json").exists():
+        print(f"no {args.n:,}-memory store under {CACHE_DIR}: not run (run bench_store.py)")
+        results["latency"] = {"not_run": "no store built by bench_store.py"}
+        write_results(f"recall-{args.n}", results)
+        return 0
+    if args.quality_only:
+        results["quality"] = run_quality(modes)
+        print_quality(results["quality"])
+        write_results("recall-quality", results)
+        return 0
+    queries = distinct_queries(args.n, args.queries + 20 + 2 * args.proxy_requests)
+    rest = queries[args.queries + 20 :]
+    with bench_home(args.n) as home:
+        kb = open_store(home, args.embed_threads)
+        try:
+            results["latency"] = [run_latency(kb, queries[: args.queries + 20], m) for m in modes]
+        finally:
+            kb.close()
+        rows = [
+            {k: r[k] for k in ("mode", "n", "p50_ms", "p95_ms", "p99_ms", "max_ms", "timeouts")}
+            | {"lex_ms": r["legs_p50_ms"].get("lexical"), "dense_ms": r["legs_p50_ms"].get("dense")}
+            for r in results["latency"]
+        ]
+        print_table(f"recall latency per turn, {args.n:,} memories (ms)", rows)
+        if not args.no_proxy and not args.words_only and args.n < 100_000:
+            results["proxy"] = run_proxy(home, rest[: 2 * args.proxy_requests], args.embed_threads)
+            print_table("proxy overhead over a direct call (ms)", results["proxy"])
+    if not args.no_quality and not args.words_only:
+        results["quality"] = run_quality(modes)
+        print_table(
+            "quality at the default budget (3 items, 600/1800 chars)",
+            [
+                {
+                    k: r.get(k)
+                    for k in (
+                        "dataset",
+                        "mode",
+                        "questions",
+                        "evidence_any_in_block",
+                        "evidence_all_in_block",
+                        "chars_per_turn_mean",
+                        "items_per_turn_mean",
+                    )
+                }
+                for r in results["quality"]
+            ],
+        )
+    name = "recall" if args.n == 2000 else f"recall-{args.n}"
+    if args.embed_threads:
+        name += f"-threads{args.embed_threads}"
+    if args.words_only:
+        name += "-words"
+    write_results(name, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The recall budget: items, characters and tokens; word-boundary cuts with a marker."""
+
+from __future__ import annotations
+
+import pytest
+
+from kredenc.errors import InvalidInput
+from kredenc.recall.budget import MARKER, Budget, budget_from, estimate_tokens
+
+WORDS = " ".join(f"word{i:03d}" for i in range(400))  # 3,199 characters
+
+
+def words_of(text: str) -> int:
+    return len(text.split())
+
+
+def test_defaults_are_three_items_600_chars_1800_total() -> None:
+    b = Budget()
+    assert (b.items, b.item_chars, b.total_chars) == (3, 600, 1800)
+    assert b.item_tokens is None and b.total_tokens is None
+    assert b.describe() == "3 items × 600/1800 chars"
+
+
+def test_cut_on_a_word_boundary_with_marker() -> None:
+    cut = Budget().cut(WORDS, 100, None)
+    assert len(cut) <= 100
+    assert cut.endswith(MARKER)
+    kept = cut[: -len(MARKER)]
+    assert WORDS.startswith(kept)
+    assert WORDS[len(kept)] == " "  # the cut falls between words
+
+
+def test_cut_in_tokens_with_a_real_counter() -> None:
+    b = Budget.in_tokens(count_tokens=words_of)
+    cut = b.cut(WORDS, None, 10)
+    assert cut.endswith(MARKER)
+    assert words_of(cut) <= 10
+    assert WORDS.startswith(cut[: -len(MARKER)])
+
+
+def test_text_that_fits_is_not_cut() -> None:
+    assert Budget().cut("short text", 100, 10) == "short text"
+
+
+def test_fit_respects_items_per_item_and_total() -> None:
+    b = Budget(items=2, item_chars=300, total_chars=500)
+    lines = b.fit("PRE", [("#1 ", WORDS), ("#2 ", WORDS), ("#3 ", WORDS)])
+    assert lines is not None
+    assert len(lines) == 2
+    assert all(len(line) <= 300 for line in lines)
+    assert len("\n".join(["PRE", *lines])) <= 500
+    assert lines[0].startswith("#1 word000 ")
+    assert all(line.endswith(MARKER) for line in lines)
+
+
+def test_fit_in_tokens() -> None:
+    b = Budget.in_tokens(items=3, item_tokens=40, total_tokens=90)
+    lines = b.fit("Recalled:", [("#1 ", WORDS), ("#2 ", WORDS), ("#3 ", WORDS)])
+    assert lines is not None
+    assert all(estimate_tokens(line) <= 40 for line in lines)
+    assert estimate_tokens("\n".join(["Recalled:", *lines])) <= 90
+
+
+def test_fit_leaves_out_items_that_would_be_cut_too_short() -> None:
+    b = Budget(items=3, item_chars=600, total_chars=140)
+    lines = b.fit("P" * 50, [("#1 ", "x " * 20), ("#2 ", WORDS)])
+    assert lines == ["#1 " + "x " * 20]  # 43 chars; #2 would keep under 40 characters
+
+
+def test_fit_nothing_when_the_preamble_alone_is_too_long() -> None:
+    assert Budget(total_chars=10).fit("a long preamble", [("#1 ", "text")]) is None
+
+
+def test_zero_items_fits_nothing() -> None:
+    assert Budget(items=0).fit("P", [("#1 ", "text")]) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"items": -1}, {"item_chars": 0}, {"total_tokens": 0}, {"items": True}, {"item_chars": 1.5}],
+)
+def test_invalid_budgets_are_refused(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidInput):
+        Budget(**kwargs)  # type: ignore[arg-type]
+
+
+def test_budget_from_mapping_settings_and_instance() -> None:
+    class S:
+        recall_items = 2
+        recall_item_chars = 0  # no limit
+        recall_total_chars = 900
+        recall_total_tokens = 200
+
+    b = budget_from(None, S())
+    assert (b.items, b.item_chars, b.total_chars, b.total_tokens) == (2, None, 900, 200)
+    assert budget_from({"items": 1}, S()) == Budget(items=1)
+    same = Budget(items=5)
+    assert budget_from(same, S()) is same
+    with pytest.raises(InvalidInput):
+        budget_from({"bogus": 1}, S())
+    with pytest.raises(InvalidInput):
+        budget_from(3, S())  # type: ignore[arg-type]

@@ -1,0 +1,225 @@
+"""The recall reflex on a real store: where the block goes, what it holds, what is
+eligible, and how the budget bounds it."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from kredenc.engine import Kredenc
+from kredenc.recall import Budget, RecallResult, recall
+from kredenc.recall.budget import MARKER, estimate_tokens
+from kredenc.recall.conversation import SESSIONS, conversation_id, new_turns
+from kredenc.recall.reflex import PREAMBLE
+
+HISTORY: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a helpful assistant. Be brief."},
+    {"role": "user", "content": "Hi! Könnyű kérdés: mi újság? 👋"},
+    {"role": "assistant", "content": "Hello, all good.", "name": "bot"},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What tea do I like in the morning?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        ],
+    },
+]
+
+
+def ask(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def test_one_system_message_appended_and_the_prefix_is_byte_identical(
+    kb: Kredenc, session: str
+) -> None:
+    kb.remember("The user likes jasmine green tea in the morning.", kind="preference")
+    before = json.dumps(HISTORY, ensure_ascii=False)
+    result = recall(kb, HISTORY, session_id=session)
+    assert result.injected
+    assert len(result.messages) == len(HISTORY) + 1
+    assert json.dumps(result.messages[:-1], ensure_ascii=False) == before
+    assert json.dumps(HISTORY, ensure_ascii=False) == before  # the input is not touched
+    assert all(a is b for a, b in zip(result.messages, HISTORY, strict=False))
+    tail = result.messages[-1]
+    assert tail == {"role": "system", "content": result.block}
+    systems = [i for i, m in enumerate(result.messages) if m["role"] == "system"]
+    assert systems == [0, len(HISTORY)]  # the original system prompt and the tail only
+    assert result.block.startswith(PREAMBLE + "\n#1 [preference, ")
+    assert "jasmine green tea" in result.block
+
+
+def test_items_say_what_and_why(kb: Kredenc, session: str) -> None:
+    tea = kb.remember("The user drinks jasmine tea every morning.", kind="preference")
+    kb.remember("Deploys happen on Tuesdays after the standup.", kind="fact")
+    kb.file_turns("earlier", [{"role": "user", "content": "I brewed jasmine tea for my guests."}])
+    result = recall(kb, ask("which jasmine tea do I drink?"), session_id=session)
+    assert [i.n for i in result.items] == list(range(1, len(result.items) + 1))
+    first = next(i for i in result.items if i.id == tea.id)
+    assert (first.type, first.kind) == ("memory", "preference")
+    assert set(first.legs) == {"lexical", "dense"}
+    assert all(v.rank >= 1 for v in first.legs.values())
+    assert first.score > 0
+    assert first.line in result.block
+    turn = next(i for i in result.items if i.type == "turn")
+    assert turn.kind == "user"
+    assert f"[user turn, {time.strftime('%Y-%m-%d', time.gmtime(turn.created_at))}" in turn.line
+    assert turn.id in turn.line
+    assert "Deploys" not in result.block  # shares no word and no meaning
+    assert result.terms == ["jasmine", "tea", "drink"]
+    data = result.to_dict()
+    assert data["items"][0]["legs"]["lexical"]["rank"] >= 1
+    assert data["chars"] == len(result.block)
+    json.dumps(data)
+
+
+def test_only_records_filed_before_the_session_began(kb: Kredenc, session: str) -> None:
+    old = kb.remember("The project codename is Heron.", kind="fact")
+    first = recall(kb, ask("what is the codename of the project?"), session_id=session)
+    assert [i.id for i in first.items] == [old.id]
+    # Filed during the session: neither the new memory nor the session's own turns.
+    kb.remember("The project codename changed to Kestrel.", kind="fact")
+    kb.file_turns(session, [{"role": "user", "content": "The project codename is Heron?"}])
+    again = recall(kb, ask("what is the codename of the project?"), session_id=session)
+    assert [i.id for i in again.items] == [old.id]
+    # A later session sees all three.
+    later = recall(kb, ask("what is the codename of the project?"), session_id=session + "-b")
+    assert len(later.items) == 3
+
+
+def test_the_sessions_own_turns_are_never_recalled(kb: Kredenc, session: str) -> None:
+    kb.file_turns(session, [{"role": "user", "content": "My locker code is 4417."}])
+    kb.file_turns("other", [{"role": "user", "content": "The gym locker code was 9912."}])
+    # Even when the caller says the session began after its turns were filed.
+    result = recall(
+        kb, ask("what is my locker code?"), session_id=session, session_start=time.time() + 60
+    )
+    assert [i.line.split("] ", 1)[1] for i in result.items] == ["The gym locker code was 9912."]
+
+
+def test_session_start_registry(session: str) -> None:
+    first = SESSIONS.start(session)
+    assert SESSIONS.start(session) == first
+    assert SESSIONS.start(session, at=123.0) == 123.0
+    assert SESSIONS.start(session) == 123.0
+    SESSIONS.forget(session)
+    assert SESSIONS.start(session) > 123.0
+
+
+def test_budget_limits_items(kb: Kredenc, session: str) -> None:
+    for city in ("Lisbon", "Porto", "Braga", "Faro", "Evora"):
+        kb.remember(f"The user travelled by train to {city} in spring.", kind="event")
+    result = recall(kb, ask("train travel in spring"), session_id=session)
+    assert len(result.items) == 3  # the default
+    two = recall(kb, ask("train travel in spring"), session_id=session, budget=Budget(items=2))
+    assert len(two.items) == 2
+    none = recall(kb, ask("train travel in spring"), session_id=session, budget={"items": 0})
+    assert none.items == [] and not none.injected
+    assert none.messages == ask("train travel in spring")
+
+
+def long_text(topic: str, n: int = 300) -> str:
+    return f"{topic} " + " ".join(f"detail{i}" for i in range(n))
+
+
+def check_cut(line: str, original: str) -> None:
+    assert line.endswith(MARKER)
+    kept = line.split("] ", 1)[1][: -len(MARKER)]
+    assert original.startswith(kept)
+    assert original[len(kept)] == " "  # cut between words
+
+
+def test_budget_cuts_each_item_and_the_whole_on_word_boundaries(kb: Kredenc, session: str) -> None:
+    texts = [long_text(f"Orchard note {k}") for k in ("alpha", "beta", "gamma")]
+    for t in texts:
+        kb.remember(t, kind="note")
+    result = recall(kb, ask("orchard note"), session_id=session)
+    assert len(result.items) == 3
+    assert len(result.block) <= 1800
+    for item in result.items:
+        assert len(item.line) <= 600
+        assert item.truncated
+        check_cut(item.line, next(t for t in texts if t.startswith(item.line.split("] ")[1][:18])))
+    small = recall(
+        kb, ask("orchard note"), session_id=session, budget=Budget(item_chars=300, total_chars=700)
+    )
+    assert len(small.block) <= 700
+    assert all(len(i.line) <= 300 for i in small.items)
+    assert len(small.items) == 2  # a third would keep under 40 characters
+
+
+def test_budget_in_tokens(kb: Kredenc, session: str) -> None:
+    kb.remember(long_text("Orchard plan"), kind="note")
+    kb.remember(long_text("Orchard budget"), kind="note")
+    result = recall(
+        kb,
+        ask("orchard plan and budget"),
+        session_id=session,
+        budget=Budget.in_tokens(items=3, item_tokens=60, total_tokens=150),
+    )
+    assert len(result.items) == 2
+    assert estimate_tokens(result.block) <= 150
+    assert all(estimate_tokens(i.line) <= 60 and i.truncated for i in result.items)
+
+
+def test_relations_between_recalled_memories_are_shown(kb: Kredenc, session: str) -> None:
+    tea = kb.remember("The user prefers green tea in the morning.", kind="preference")
+    coffee = kb.remember("The user drinks black coffee in the morning.", kind="preference")
+    other = kb.remember("The user once tried yerba mate.", kind="note")
+    kb.relate(coffee.id, tea.id, "contradicts")
+    kb.relate(coffee.id, other.id, "related_to")  # not recalled: not shown
+    result = recall(kb, ask("tea or coffee in the morning?"), session_id=session)
+    by_id = {i.id: i for i in result.items}
+    assert set(by_id) >= {tea.id, coffee.id}
+    n_tea = by_id[tea.id].n
+    assert by_id[coffee.id].relations == (f"contradicts #{n_tea}",)
+    assert f"(contradicts #{n_tea}) The user drinks black coffee" in by_id[coffee.id].line
+    assert by_id[tea.id].relations == ()
+    if other.id not in by_id:
+        assert "related_to" not in result.block
+
+
+def test_hungarian_message_finds_inflected_words(kb: Kredenc, session: str) -> None:
+    kb.file_turns("old", [{"role": "user", "content": "Tavaly Budapesten laktunk egy kis házban."}])
+    result = recall(kb, ask("Hol volt a ház, ahol Budapest mellett laktunk?"), session_id=session)
+    assert "lexical" in result.items[0].legs
+    assert "Budapesten" in result.block
+
+
+def test_nothing_found_leaves_the_messages_alone(kb: Kredenc, session: str) -> None:
+    kb.remember("Deploys happen on Tuesdays.", kind="fact")
+    messages = ask("zebra xylophone quokka")
+    result = recall(kb, messages, session_id=session)
+    assert result == RecallResult(
+        messages=messages,
+        dry_run=False,
+        terms=["zebra", "xylophone", "quokka"],
+        session_start=result.session_start,
+        elapsed_ms=result.elapsed_ms,
+        timings_ms=result.timings_ms,
+    )
+
+
+def test_no_user_message(kb: Kredenc, session: str) -> None:
+    kb.remember("Deploys happen on Tuesdays.", kind="fact")
+    messages = [{"role": "system", "content": "Deploys?"}]
+    result = recall(kb, messages, session_id=session)
+    assert result.messages == messages and result.skipped == "no user message"
+
+
+def test_lexical_and_dense_modes(kb: Kredenc, session: str) -> None:
+    kb.remember("The user drinks jasmine tea every morning.", kind="preference")
+    lexical = recall(kb, ask("jasmine tea"), session_id=session, mode="lexical")
+    dense = recall(kb, ask("jasmine tea"), session_id=session, mode="dense")
+    assert set(lexical.items[0].legs) == {"lexical"}
+    assert set(dense.items[0].legs) == {"dense"}
+
+
+def test_new_turns_and_conversation_id() -> None:
+    assert new_turns(HISTORY) == [{"role": "user", "content": "What tea do I like in the morning?"}]
+    assert new_turns([*HISTORY, {"role": "assistant", "content": "x"}]) == []
+    cid = conversation_id(HISTORY)
+    assert cid.startswith("conv-")
+    assert conversation_id([*HISTORY, {"role": "user", "content": "more"}]) == cid
+    assert conversation_id([*HISTORY[:1], {"role": "user", "content": "other"}]) != cid
