@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -12,18 +11,17 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from kredenc.config import Settings, load_settings
-from kredenc.errors import InvalidInput, KredencError, NotFound, ReadOnlyRecord, StoreError
-from kredenc.ingest.document import Chunk, LoadedDocument
+from kredenc.errors import InvalidInput, NotFound, ReadOnlyRecord, StoreError
 
 if TYPE_CHECKING:
     from kredenc.recall.budget import Budget
     from kredenc.recall.reflex import RecallResult
-from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
+from kredenc.ingest.pipeline import IngestReport
 from kredenc.memory.fields import SCORES, parse_time, validate_fields
 from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.memory.turns import CONTEXT_TURNS, turn_context
 from kredenc.providers.embed.base import Embedder
-from kredenc.records import ContextGraph, Hit, Memory, new_id, now
+from kredenc.records import Appended, ContextGraph, Hit, Memory, new_id, now
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import search as searching
 from kredenc.retrieve.fuse import weighted_rrf
@@ -241,6 +239,21 @@ class Kredenc:
         return out
 
     # -- writing --------------------------------------------------------------
+    def write(
+        self,
+        payloads: list[dict[str, Any]],
+        *,
+        batch: bool = False,
+        vectors: dict[str, F32] | None = None,
+    ) -> list[Appended]:
+        """Append prepared log records through the housekeeper (for jobs and filers
+        inside kredenc that build their own payloads); returns where they landed."""
+        return self._writable().write(payloads, batch=batch, vectors=vectors)
+
+    def vectors_for(self, payloads: Iterable[dict[str, Any]]) -> dict[str, F32]:
+        """Vectors for new ``put`` payloads: from the cache by text hash, else embedded."""
+        return self._vectors_for(payloads)
+
     def _writable(self) -> Housekeeper:
         if self._housekeeper is None:
             raise StoreError("the store is open read-only or closed", "open it for writing")
@@ -263,7 +276,7 @@ class Kredenc:
         valid_from, valid_to. Invalid values are rejected; nothing is written.
         """
         hk = self._writable()
-        payload = self._memory_payload(text, kind, drawer, tags, meta, fields, strict=True)
+        payload = self.memory_payload(text, kind, drawer, tags, meta, fields, strict=True)
         vectors = self._vectors_for([payload])
         (placed,) = hk.write([payload], vectors=vectors)
         return Memory.from_payload(payload, placed.offset)
@@ -282,7 +295,7 @@ class Kredenc:
             rest = dict(item)
             text = rest.pop("text", None)
             payloads.append(
-                self._memory_payload(
+                self.memory_payload(
                     text,
                     rest.pop("kind", "note"),
                     rest.pop("drawer", drawer),
@@ -298,7 +311,7 @@ class Kredenc:
         placed = hk.write(payloads, batch=True, vectors=vectors)
         return [Memory.from_payload(p, w.offset) for p, w in zip(payloads, placed, strict=True)]
 
-    def _memory_payload(
+    def memory_payload(
         self,
         text: object,
         kind: str,
@@ -309,6 +322,7 @@ class Kredenc:
         *,
         strict: bool,
     ) -> dict[str, Any]:
+        """A validated ``put`` payload for a new memory (not yet written)."""
         checked_text = self._check_text(text)
         _check_name("drawer", drawer)
         if meta is not None and not isinstance(meta, Mapping):
@@ -519,73 +533,22 @@ class Kredenc:
         """Load files, folders and URLs; file each document as one batch.
 
         One bad source never stops the rest: its error lands in ``report.failed``.
+        Unchanged sources are skipped; changed ones replace their old version.
         """
-        from kredenc.ingest.chunker import chunk as cut
-        from kredenc.ingest.loaders.registry import iter_sources, loader_for
+        from kredenc.ingest.filing import ingest
 
         self._writable()
         _check_name("drawer", drawer)
-        size = chunk_size or self.settings.chunk_size
-        overlap = self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap
-        items = [sources] if isinstance(sources, str | Path) else list(sources)
-        report = IngestReport()
-        started = time.perf_counter()
-        links: list[tuple[str, str]] = []
-        inc = list(include) if include is not None else None
-        excl = list(exclude) if exclude is not None else None
-        for source in iter_sources([str(s) for s in items], inc, excl):
-            try:
-                docs = loader_for(source, self.settings).load(source)
-                for doc in docs:
-                    chunks = cut(doc, size=size, overlap=overlap)
-                    self._file_document(doc, chunks, drawer, report)
-                    links.extend((doc.source, target) for target in doc.links)
-            except KredencError as exc:
-                log.warning("ingest: %s", exc)
-                report.failed.append((source, str(exc)))
-            if on_progress is not None:
-                on_progress(source, report)
-        self._file_links(links, report)
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def _file_document(
-        self, doc: LoadedDocument, chunks: list[Chunk], drawer: str, report: IngestReport
-    ) -> None:
-        hk = self._writable()
-        digest = content_hash(doc)
-        existing = self.index.document(self.namespace, doc.source)
-        if existing is not None and existing[1] == digest:
-            report.unchanged += 1
-            report.doc_ids[doc.source] = existing[0]
-            return
-        replaces = None
-        version = 1
-        if existing is not None:
-            replaces = (existing[0], self.index.parts_of(self.namespace, existing[0]))
-            version = existing[2] + 1
-        doc_id, payloads = document_payloads(
-            self.namespace, drawer, doc, chunks, digest, version=version, replaces=replaces
+        return ingest(
+            self,
+            sources,
+            drawer=drawer,
+            include=include,
+            exclude=exclude,
+            chunk_size=chunk_size or self.settings.chunk_size,
+            chunk_overlap=self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap,
+            on_progress=on_progress,
         )
-        puts = [p for p in payloads if p["op"] == "put" and p["type"] == "chunk"]
-        vectors = self._vectors_for(puts)
-        hk.write(payloads, batch=True, vectors=vectors)
-        report.documents += 1
-        report.chunks += len(puts)
-        report.replaced += existing is not None
-        report.doc_ids[doc.source] = doc_id
-
-    def _file_links(self, links: list[tuple[str, str]], report: IngestReport) -> None:
-        pairs: list[tuple[str, str]] = []
-        for src, dst in links:
-            a = self.index.document(self.namespace, src)
-            b = self.index.document(self.namespace, dst)
-            if a is not None and b is not None:
-                pairs.append((a[0], b[0]))
-        if pairs:
-            payloads = link_payloads(self.namespace, pairs)
-            self._writable().write(payloads, batch=len(payloads) > 1)
-            report.links += len(payloads)
 
     # -- reading --------------------------------------------------------------
     def get(self, record_id: str) -> Memory:

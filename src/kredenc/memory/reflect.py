@@ -90,7 +90,7 @@ def reflect_episode(
     if not summary:
         return None
     drawer = Counter(m.drawer for m in members).most_common(1)[0][0]
-    payload = kb._memory_payload(
+    payload = kb.memory_payload(
         summary,
         "concept",
         drawer,
@@ -110,7 +110,7 @@ def reflect_episode(
                     kb, old.id, {"status": "deprecated"}, reason=f"superseded by {payload['id']}"
                 )
             )
-    kb._writable().write(batch, batch=True)
+    kb.write(batch, batch=True)
     return {
         "episode_id": episode_id,
         "id": payload["id"],

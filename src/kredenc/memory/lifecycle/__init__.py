@@ -153,16 +153,15 @@ def write_groups(kb: Kredenc, groups: Sequence[list[dict[str, Any]]]) -> int:
     fsync each); a group is never split, so a pair's edge and its status change
     land together. Returns the number of records written.
     """
-    hk = kb._writable()
     written = 0
     pending: list[dict[str, Any]] = []
     for group in groups:
         if pending and len(pending) + len(group) > BATCH_RECORDS:
-            hk.write(pending, batch=len(pending) > 1)
+            kb.write(pending, batch=len(pending) > 1)
             written += len(pending)
             pending = []
         pending.extend(group)
     if pending:
-        hk.write(pending, batch=len(pending) > 1)
+        kb.write(pending, batch=len(pending) > 1)
         written += len(pending)
     return written

@@ -1,0 +1,97 @@
+"""Filing loaded documents into a store: the ingest run behind ``Kredenc.ingest``.
+
+Each document is one all-or-nothing batch (see ``pipeline``); ``links_to`` edges
+are drawn at the end, once both ends are filed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kredenc.errors import KredencError
+from kredenc.ingest.chunker import chunk as cut
+from kredenc.ingest.document import Chunk, LoadedDocument
+from kredenc.ingest.loaders.registry import iter_sources, loader_for
+from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
+
+if TYPE_CHECKING:
+    from kredenc.engine import Kredenc
+
+log = logging.getLogger(__name__)
+
+
+def ingest(
+    kb: Kredenc,
+    sources: Sequence[str | Path] | str | Path,
+    *,
+    drawer: str,
+    include: Sequence[str] | None,
+    exclude: Sequence[str] | None,
+    chunk_size: int,
+    chunk_overlap: int,
+    on_progress: Callable[[str, IngestReport], None] | None = None,
+) -> IngestReport:
+    items = [sources] if isinstance(sources, str | Path) else list(sources)
+    report = IngestReport()
+    started = time.perf_counter()
+    links: list[tuple[str, str]] = []
+    inc = list(include) if include is not None else None
+    excl = list(exclude) if exclude is not None else None
+    for source in iter_sources([str(s) for s in items], inc, excl):
+        try:
+            for doc in loader_for(source, kb.settings).load(source):
+                chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
+                file_document(kb, doc, chunks, drawer, report)
+                links.extend((doc.source, target) for target in doc.links)
+        except KredencError as exc:
+            log.warning("ingest: %s", exc)
+            report.failed.append((source, str(exc)))
+        if on_progress is not None:
+            on_progress(source, report)
+    file_links(kb, links, report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def file_document(
+    kb: Kredenc, doc: LoadedDocument, chunks: list[Chunk], drawer: str, report: IngestReport
+) -> None:
+    """File one document (or skip it when its content is unchanged)."""
+    ns = kb.namespace
+    digest = content_hash(doc)
+    existing = kb.index.document(ns, doc.source)
+    if existing is not None and existing[1] == digest:
+        report.unchanged += 1
+        report.doc_ids[doc.source] = existing[0]
+        return
+    replaces = None
+    version = 1
+    if existing is not None:
+        replaces = (existing[0], kb.index.parts_of(ns, existing[0]))
+        version = existing[2] + 1
+    doc_id, payloads = document_payloads(
+        ns, drawer, doc, chunks, digest, version=version, replaces=replaces
+    )
+    puts = [p for p in payloads if p["op"] == "put" and p["type"] == "chunk"]
+    kb.write(payloads, batch=True, vectors=kb.vectors_for(puts))
+    report.documents += 1
+    report.chunks += len(puts)
+    report.replaced += existing is not None
+    report.doc_ids[doc.source] = doc_id
+
+
+def file_links(kb: Kredenc, links: list[tuple[str, str]], report: IngestReport) -> None:
+    pairs: list[tuple[str, str]] = []
+    for src, dst in links:
+        a = kb.index.document(kb.namespace, src)
+        b = kb.index.document(kb.namespace, dst)
+        if a is not None and b is not None:
+            pairs.append((a[0], b[0]))
+    if pairs:
+        payloads = link_payloads(kb.namespace, pairs)
+        kb.write(payloads, batch=len(payloads) > 1)
+        report.links += len(payloads)
