@@ -32,7 +32,8 @@ def test_defaults(tmp_path: Path) -> None:
     s = load_settings(tmp_path)
     assert s.home == tmp_path
     assert (s.namespace, s.durability, s.embed_provider) == ("default", "append", "minilm")
-    assert (s.rrf_k, s.weight_dense, s.weight_lexical, s.leg_k) == (60, 0.6, 0.4, 50)
+    assert (s.rrf_k, s.weight_dense, s.weight_lexical, s.leg_k) == (60, 0.4, 0.6, 50)
+    assert s.fusion == "minmax"
     assert s.embed_api_key.get_secret_value() == ""
 
 
@@ -42,7 +43,7 @@ def test_precedence_defaults_toml_env_arguments(
     write_toml(tmp_path, 'rrf_k = 10\nleg_k = 11\ndurability = "batch"\nnamespace = "toml"\n')
     s = load_settings(tmp_path)
     assert (s.rrf_k, s.leg_k, s.durability, s.namespace, s.weight_dense) == (
-        10, 11, "batch", "toml", 0.6,
+        10, 11, "batch", "toml", 0.4,
     )  # fmt: skip
 
     monkeypatch.setenv("KREDENC_RRF_K", "20")

@@ -47,9 +47,12 @@ class Settings(BaseSettings):
     embed_cache: Path | None = Field(
         None, description="Embedding cache file (default <store>/embeddings.db); shareable."
     )
+    fusion: Literal["rrf", "minmax"] = Field(
+        "minmax", description="How hybrid search fuses its legs: min-max scores or weighted RRF."
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
-    weight_dense: float = Field(0.6, ge=0.0, description="RRF weight of the dense leg.")
-    weight_lexical: float = Field(0.4, ge=0.0, description="RRF weight of the lexical leg.")
+    weight_dense: float = Field(0.4, ge=0.0, description="Fusion weight of the dense leg.")
+    weight_lexical: float = Field(0.6, ge=0.0, description="Fusion weight of the lexical leg.")
     lexical_context_weight: float = Field(
         0.5, ge=0.0, le=1.0, description="BM25 weight of a card's context beside its own words."
     )

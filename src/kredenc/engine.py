@@ -24,7 +24,6 @@ from kredenc.providers.embed.base import Embedder
 from kredenc.records import Appended, ContextGraph, Hit, Memory, new_id, now
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import search as searching
-from kredenc.retrieve.fuse import weighted_rrf
 from kredenc.retrieve.rerank import Reranker, make_reranker
 from kredenc.storage import store as layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
@@ -589,6 +588,7 @@ class Kredenc:
             rrf_k=s.rrf_k,
             weight_dense=s.weight_dense,
             weight_lexical=s.weight_lexical,
+            fusion=s.fusion,
             hops=hops,
             neighbors_max=s.neighbors_max,
             rerank_depth=s.rerank_depth,
@@ -655,14 +655,19 @@ class Kredenc:
         )
 
         def hybrid_seeds(q: str, n: int) -> list[int]:
-            params = searching.SearchParams(k=n, leg_k=max(n, s.leg_k))
+            params = searching.SearchParams(
+                k=n,
+                leg_k=max(n, s.leg_k),
+                rrf_k=s.rrf_k,
+                weight_dense=s.weight_dense,
+                weight_lexical=s.weight_lexical,
+                fusion=s.fusion,
+                context_weight=s.lexical_context_weight,
+            )
             legs = searching.run_legs(
                 self.index, self.namespace, q, params, filters, self._embed_query
             )
-            fused = weighted_rrf(
-                {n_: [r for r, _ in v] for n_, v in legs.items()},
-                {"dense": s.weight_dense, "lexical": s.weight_lexical},
-            )
+            fused = searching.fuse(legs, params)
             return [r for r, _ in fused[:n]]
 
         graph = graphs.build(

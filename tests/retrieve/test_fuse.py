@@ -97,3 +97,26 @@ def test_matches_the_formula(lexical: list[int], dense: list[int], wd: float, wl
     assert scores == sorted(scores, reverse=True)
     # The fused scores of all items sum to at most 1 / (k + 1) per unit of weight.
     assert sum(scores) <= sum(1 / (60 + r) for r in range(1, 21)) + 1e-12
+
+
+def test_weighted_minmax_by_hand() -> None:
+    from kredenc.retrieve.fuse import weighted_minmax
+
+    legs = {
+        "dense": [("a", 0.9), ("b", 0.5), ("c", 0.1)],  # a 1.0, b 0.5, c 0.0
+        "lexical": [("b", 12.0), ("d", 4.0)],  # b 1.0, d 0.0
+    }
+    fused = dict(weighted_minmax(legs, {"dense": 3.0, "lexical": 2.0}))  # 0.6 / 0.4
+    assert fused["a"] == pytest.approx(0.6)
+    assert fused["b"] == pytest.approx(0.6 * 0.5 + 0.4 * 1.0)
+    assert fused["c"] == pytest.approx(0.0)
+    assert fused["d"] == pytest.approx(0.0)
+    assert [k for k, _ in weighted_minmax(legs, {"dense": 0.6, "lexical": 0.4})][:2] == ["b", "a"]
+
+
+def test_weighted_minmax_single_item_and_bad_weights() -> None:
+    from kredenc.retrieve.fuse import weighted_minmax
+
+    assert weighted_minmax({"dense": [("x", 0.3)]}, {"dense": 1.0}) == [("x", 1.0)]
+    with pytest.raises(ValueError, match="positive"):
+        weighted_minmax({"dense": [("x", 0.3)]}, {"dense": 0.0})

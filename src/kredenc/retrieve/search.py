@@ -10,7 +10,7 @@ import numpy as np
 
 from kredenc.errors import InvalidInput
 from kredenc.records import Hit, LegScore
-from kredenc.retrieve.fuse import weighted_rrf
+from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
 from kredenc.retrieve.graph import expand
 from kredenc.retrieve.rerank import Reranker
 from kredenc.retrieve.terms import fts_match, query_terms, tokens
@@ -28,8 +28,9 @@ class SearchParams:
     mode: str = "hybrid"
     leg_k: int = 50
     rrf_k: int = 60
-    weight_dense: float = 0.6
-    weight_lexical: float = 0.4
+    weight_dense: float = 0.4
+    weight_lexical: float = 0.6
+    fusion: str = "minmax"
     hops: int = 0
     neighbors_max: int = 40
     context_weight: float = 0.5
@@ -97,11 +98,7 @@ def search(
     """Legs, fusion, optional graph expansion, optional reranking; hits from the log."""
     legs = run_legs(index, ns, query, params, filters, embed_query)
     if params.mode == "hybrid":
-        fused = weighted_rrf(
-            {name: [r for r, _ in ranked] for name, ranked in legs.items()},
-            {"dense": params.weight_dense, "lexical": params.weight_lexical},
-            k=params.rrf_k,
-        )
+        fused = fuse(legs, params)
     else:
         ((_, only),) = legs.items()
         fused = [(r, s) for r, s in only]
@@ -142,6 +139,16 @@ def search(
             hit.score = value
         hits.sort(key=lambda h: -(h.rerank or 0.0))
     return hits[: params.k]
+
+
+def fuse(legs: dict[str, list[tuple[int, float]]], params: SearchParams) -> list[tuple[int, float]]:
+    """The hybrid ranking of the legs' (rowid, score) lists under ``params.fusion``."""
+    weights = {"dense": params.weight_dense, "lexical": params.weight_lexical}
+    if params.fusion == "minmax":
+        return weighted_minmax(legs, weights)
+    return weighted_rrf(
+        {n: [r for r, _ in ranked] for n, ranked in legs.items()}, weights, k=params.rrf_k
+    )
 
 
 def _rerank_text(hit: Hit) -> str:
