@@ -1,0 +1,73 @@
+"""The cross-encoder reranker, end to end, with a tiny model the test builds itself."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput
+from kredenc.retrieve.rerank import CrossEncoderReranker, make_reranker
+from kredenc.testing.embedders import HashEmbedder
+
+
+def test_no_reranker_by_default() -> None:
+    assert make_reranker(None) is None
+    assert make_reranker("none") is None
+    assert isinstance(make_reranker("cross-encoder:/some/path"), CrossEncoderReranker)
+
+
+def test_a_model_that_is_not_on_disk_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    with pytest.raises(InvalidInput, match="not a local path"):
+        CrossEncoderReranker(str(tmp_path / "missing")).score("q", ["p"])
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 1-layer BERT cross-encoder with the bundled MiniLM vocabulary, saved to disk."""
+    pytest.importorskip("sentence_transformers")
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    torch.manual_seed(0)
+    vocab = resources.files("kredenc.providers.embed").joinpath("data/minilm-vocab.txt")
+    out = tmp_path_factory.mktemp("tiny-cross-encoder")
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
+    BertForSequenceClassification(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_reranking_reorders_hits_by_the_model(tmp_path: Path, tiny_cross_encoder: Path) -> None:
+    model = CrossEncoderReranker(str(tiny_cross_encoder))
+    texts = [f"note {i} about the kestrel river and the budget meeting" for i in range(12)]
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        kb.remember_many([{"text": t} for t in texts])
+        plain = kb.search("kestrel budget", k=5)
+        reranked = kb.search("kestrel budget", k=5, rerank=str(tiny_cross_encoder))
+    assert all(h.rerank is None for h in plain)
+    assert len(reranked) == 5
+    scores = [h.rerank for h in reranked]
+    assert all(s is not None for s in scores)
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    # The scores are the model's: scoring the same pairs directly gives the same numbers.
+    direct = model.score("kestrel budget", [h.text for h in reranked])
+    assert direct == pytest.approx(scores, rel=1e-5)
+    # The reranker rescored the fused candidates (rerank_depth), not just the top k.
+    assert {h.id for h in reranked} <= {h.id for h in kb_hits(tmp_path)}
+
+
+def kb_hits(tmp_path: Path) -> list[object]:
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        return list(kb.search("kestrel budget", k=30))
