@@ -19,7 +19,7 @@ from kredenc.ingest.chunker import chunk
 from kredenc.ingest.document import Chunk, LoadedDocument
 from kredenc.ingest.loaders.pdf import PdfLoader, clean_pages
 
-PDF_DIR = Path("/work/shared/data/documents/pdf")
+PDF_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "documents" / "pdf"
 ATTENTION = PDF_DIR / "attention_is_all_you_need_1706.03762v7.pdf"
 TWO_COLUMN = PDF_DIR / "creativity_in_machine_learning_thoma_2col.pdf"
 THREE_COLUMN = PDF_DIR / "federal-register-2020-17221.pdf"
