@@ -1,0 +1,121 @@
+"""The knowledge base through the facade: versioned ingestion, edges, filters, graph."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.testing.embedders import HashEmbedder
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ingest"
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[Kredenc]:
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as store:
+        yield store
+
+
+def _edges(kb: Kredenc, rel: str) -> list[tuple[str, str]]:
+    rows = kb.index.reader().execute("SELECT src, dst FROM edges WHERE rel=?", (rel,))
+    return [(str(a), str(b)) for a, b in rows]
+
+
+def test_reingest_unchanged_does_nothing_changed_replaces(kb: Kredenc, tmp_path: Path) -> None:
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nThe kestrel nests on the old water tower.\n")
+    first = kb.ingest(doc)
+    assert (first.documents, first.unchanged, first.replaced) == (1, 0, 0)
+    log_end = kb.haystack.end
+    again = kb.ingest(doc)
+    assert (again.documents, again.unchanged) == (0, 1)
+    assert kb.haystack.end == log_end  # nothing written
+    old_hits = kb.search("kestrel tower", mode="lexical")
+    assert old_hits and all(h.type == "chunk" for h in old_hits)
+    doc.write_text("# Notes\n\nThe heron fishes below the new bridge.\n")
+    changed = kb.ingest(doc)
+    assert (changed.documents, changed.replaced) == (1, 1)
+    assert kb.search("kestrel tower", mode="lexical") == []  # old chunks tombstoned
+    new = kb.search("heron bridge", mode="lexical")
+    assert new and new[0].origin == str(doc.resolve()) and new[0].title == "Notes"
+    assert kb.index.document(kb.namespace, str(doc.resolve()))[2] == 2  # version 2
+
+
+def test_structure_edges_and_links(kb: Kredenc, tmp_path: Path) -> None:
+    folder = tmp_path / "md"
+    shutil.copytree(FIXTURES / "markdown", folder)
+    report = kb.ingest(folder)
+    assert report.documents == 2 and not report.failed
+    assert report.links >= 1  # changelog.md <-> release-guide.md
+    part_of = _edges(kb, "part_of")
+    assert len(part_of) == report.chunks
+    assert len(_edges(kb, "links_to")) == report.links
+    docs = {d for _, d in part_of}
+    assert {s for s, _ in _edges(kb, "links_to")} <= docs
+
+
+def test_one_bad_file_never_stops_the_rest(kb: Kredenc, tmp_path: Path) -> None:
+    good = tmp_path / "good.txt"
+    good.write_text("Pogácsa likes the sunny windowsill.")
+    bad = tmp_path / "bad.pdf"
+    bad.write_bytes(b"%PDF-1.4 this is not really a pdf")
+    report = kb.ingest([bad, good])
+    assert report.documents == 1
+    assert len(report.failed) == 1 and "bad.pdf" in report.failed[0][1]
+    assert kb.search("windowsill", mode="lexical")
+
+
+def test_filters_apply_inside_every_leg(kb: Kredenc, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# A\n\nalpha budget review for the river project\n")
+    (tmp_path / "b.txt").write_text("beta budget review for the river project\n")
+    kb.ingest([tmp_path / "a.md", tmp_path / "b.txt"])
+    kb.remember("gamma budget review memory")
+    for mode in ("lexical", "dense", "hybrid"):
+        md = kb.search("budget review", mode=mode, loaders=["markdown"])
+        assert md and {h.origin for h in md} == {str((tmp_path / "a.md").resolve())}
+        txt = kb.search("budget review", mode=mode, source="*/b.txt")
+        assert txt and all(h.origin.endswith("b.txt") for h in txt)
+        assert kb.search("budget review", mode=mode, types=["memory"])[0].type == "memory"
+        assert kb.search("budget review", mode=mode, pages=(2, 9)) == []  # no paged chunks
+
+
+def test_graph_expansion_adds_neighbours(kb: Kredenc) -> None:
+    a = kb.remember("The kestrel project uses SQLite for storage")
+    b = kb.remember("Invoices are rounded to whole cents")
+    kb.relate(a.id, b.id, "depends_on")
+    plain = kb.search("kestrel sqlite", k=5, mode="lexical")
+    assert [h.id for h in plain] == [a.id]
+    expanded = kb.search("kestrel sqlite", k=5, mode="lexical", hops=1)
+    assert [h.id for h in expanded] == [a.id, b.id]
+    assert expanded[1].graph == f"depends_on of {a.id}"
+    assert expanded[1].score < expanded[0].score
+
+
+def test_as_of_answers_what_was_held_true_then(kb: Kredenc) -> None:
+    t0 = time.time()
+    old = kb.remember("The office is in Szeged", valid_to=t0 + 100)
+    new = kb.remember("The office is in Budapest", valid_from=t0 + 100)
+    then = {h.id for h in kb.search("office", mode="lexical", as_of=t0 + 50)}
+    later = {h.id for h in kb.search("office", mode="lexical", as_of=t0 + 150)}
+    assert old.id in then and new.id not in then
+    assert new.id in later and old.id not in later
+    before_filing = kb.search("office", mode="lexical", as_of=t0 - 3600)
+    assert before_filing == []  # not yet recorded
+
+
+def test_recall_counts_access_in_batched_records(kb: Kredenc) -> None:
+    m = kb.remember("The backup runs at 02:00 every night")
+    kb.context_graph("backup night", hops=0)
+    kb.context_graph("backup night", hops=0)
+    puts_before = kb.haystack.last_seq
+    kb.flush_access()
+    kb.remember("flush barrier")  # the housekeeper writes in order
+    rows = dict(kb.index.reader().execute("SELECT id, count FROM access").fetchall())
+    assert rows[m.id] == 2
+    ops = [r.payload["op"] for r in kb.haystack.iter_from() if r.payload["seq"] > puts_before]
+    assert ops.count("access") == 1  # two recalls, one access record
