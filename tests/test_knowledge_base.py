@@ -119,3 +119,20 @@ def test_recall_counts_access_in_batched_records(kb: Kredenc) -> None:
     assert rows[m.id] == 2
     ops = [r.payload["op"] for r in kb.haystack.iter_from() if r.payload["seq"] > puts_before]
     assert ops.count("access") == 1  # two recalls, one access record
+
+
+def test_per_document_keeps_each_documents_best_chunk(kb: Kredenc) -> None:
+    kb.add_passages(
+        [
+            {"text": "kestrel river survey part one", "doc_id": "report"},
+            {"text": "kestrel river survey part two", "doc_id": "report"},
+            {"text": "kestrel nests near the river bend", "doc_id": "field-notes"},
+            {"text": "kestrel river", "meta": {"alone": True}},
+        ]
+    )
+    chunks = kb.search("kestrel river", k=10, mode="lexical")
+    assert len(chunks) == 4
+    docs = kb.search("kestrel river", k=10, mode="lexical", per_document=True)
+    assert len(docs) == 3  # one chunk of "report", one of "field-notes", the loose one
+    assert docs[0].id == chunks[0].id  # the best chunk stays first
+    assert len(kb.search("kestrel river", k=10, per_document=True)) == 3

@@ -473,7 +473,7 @@ class Kredenc:
                 payload["title"] = str(item["title"])
             if item.get("meta"):
                 payload["meta"] = dict(item["meta"])
-            for key in ("context", "embed_context"):
+            for key in ("context", "embed_context", "doc_id"):
                 if item.get(key):
                     payload[key] = str(item[key])
             payloads.append(payload)
@@ -572,6 +572,7 @@ class Kredenc:
         pages: tuple[int, int] | None = None,
         types: Sequence[str] = (),
         older_than: float | None = None,
+        per_document: bool = False,
     ) -> list[Hit]:
         """Hybrid (or lexical, or dense) search in this namespace.
 
@@ -579,7 +580,8 @@ class Kredenc:
         (Unix seconds or ISO 8601) keeps what was recorded and valid at that time.
         ``hops`` adds graph neighbours of the best hits; ``rerank`` names a reranker
         (default: the ``rerank`` setting). ``loaders``, ``source`` (a glob) and
-        ``pages`` (first, last) filter document chunks, inside SQL.
+        ``pages`` (first, last) filter document chunks, inside SQL. ``per_document``
+        keeps each document's best chunk per leg before fusing (document retrieval).
         """
         s = self.settings
         params = searching.SearchParams(
@@ -590,6 +592,7 @@ class Kredenc:
             weight_dense=s.weight_dense,
             weight_lexical=s.weight_lexical,
             fusion=s.fusion,
+            per_document=per_document,
             hops=hops,
             neighbors_max=s.neighbors_max,
             rerank_depth=s.rerank_depth,

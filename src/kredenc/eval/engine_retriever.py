@@ -69,7 +69,14 @@ class EngineRetriever:
             for start, end in spans:
                 piece = text[start:end].strip()
                 if piece:
-                    items.append({"text": piece, "context": context, "meta": {"eval_id": d.id}})
+                    items.append(
+                        {
+                            "text": piece,
+                            "context": context,
+                            "doc_id": f"eval:{d.id}",
+                            "meta": {"eval_id": d.id},
+                        }
+                    )
         for start in range(0, len(items), _BATCH):
             self.kb.add_passages(items[start : start + _BATCH], record_type=self.record_type)
 
@@ -77,7 +84,10 @@ class EngineRetriever:
         if not query.strip():
             return []
         depth = min(1000, k * _OVERFETCH) if self._chunked else k
-        hits = self.kb.search(query, k=depth, **self.search_opts)
+        opts = dict(self.search_opts)
+        if self._chunked:
+            opts.setdefault("per_document", True)  # rank documents by their best chunk
+        hits = self.kb.search(query, k=depth, **opts)
         ranked: dict[str, None] = {}
         for hit in hits:
             ranked.setdefault(str(hit.meta.get("eval_id", hit.id)), None)

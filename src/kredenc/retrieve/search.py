@@ -31,6 +31,7 @@ class SearchParams:
     weight_dense: float = 0.4
     weight_lexical: float = 0.6
     fusion: str = "minmax"
+    per_document: bool = False
     hops: int = 0
     neighbors_max: int = 40
     context_weight: float = 0.5
@@ -82,7 +83,25 @@ def run_legs(
             legs["dense"] = index.dense(ns, vec, depth, filters)
         else:
             legs["dense"] = []
+    if params.per_document:
+        legs = {name: _best_per_document(index, ns, ranked) for name, ranked in legs.items()}
     return legs
+
+
+def _best_per_document(
+    index: SqliteIndex, ns: str, ranked: list[tuple[int, float]]
+) -> list[tuple[int, float]]:
+    """Keep each document's best chunk in a leg's list (records without a document
+    stand for themselves), so fusion ranks documents rather than their pieces."""
+    docs = index.doc_ids(ns, [r for r, _ in ranked])
+    seen: set[str] = set()
+    out: list[tuple[int, float]] = []
+    for rowid, score in ranked:
+        key = docs.get(rowid) or f"#{rowid}"
+        if key not in seen:
+            seen.add(key)
+            out.append((rowid, score))
+    return out
 
 
 def search(

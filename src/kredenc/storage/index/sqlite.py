@@ -628,6 +628,18 @@ class SqliteIndex:
         )
         return {int(r[0]): dict(zip(keys, r[1:], strict=True)) for r in rows}
 
+    def doc_ids(self, ns: str, rowids: Sequence[int]) -> dict[int, str]:
+        """rowid -> the document a chunk belongs to (only for records that have one)."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        rows = self.reader().execute(
+            f"SELECT rowid, doc_id FROM records WHERE rowid IN ({marks}) AND +ns=?"
+            " AND doc_id IS NOT NULL",
+            (*rowids, ns),
+        )
+        return {int(r): str(d) for r, d in rows}
+
     def vectors_of(self, rowids: Sequence[int]) -> dict[int, F32]:
         if not rowids:
             return {}
