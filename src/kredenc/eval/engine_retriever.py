@@ -84,10 +84,7 @@ class EngineRetriever:
         if not query.strip():
             return []
         depth = min(1000, k * _OVERFETCH) if self._chunked else k
-        opts = dict(self.search_opts)
-        if self._chunked:
-            opts.setdefault("per_document", True)  # rank documents by their best chunk
-        hits = self.kb.search(query, k=depth, **opts)
+        hits = self.kb.search(query, k=depth, **self.search_opts)
         ranked: dict[str, None] = {}
         for hit in hits:
             ranked.setdefault(str(hit.meta.get("eval_id", hit.id)), None)
