@@ -120,3 +120,19 @@ def test_weighted_minmax_single_item_and_bad_weights() -> None:
     assert weighted_minmax({"dense": [("x", 0.3)]}, {"dense": 1.0}) == [("x", 1.0)]
     with pytest.raises(ValueError, match="positive"):
         weighted_minmax({"dense": [("x", 0.3)]}, {"dense": 0.0})
+
+
+def test_weighted_minmax_depth_clips_below_the_normalising_window() -> None:
+    from kredenc.retrieve.fuse import weighted_minmax
+
+    leg = [("a", 10.0), ("b", 6.0), ("c", 2.0), ("d", 1.0)]
+    full = dict(weighted_minmax({"lexical": leg}, {"lexical": 1.0}))
+    top2 = dict(weighted_minmax({"lexical": leg}, {"lexical": 1.0}, depth=2))
+    assert full["b"] == pytest.approx(5 / 9)
+    assert top2 == {"a": 1.0, "b": 0.0, "c": 0.0, "d": 0.0}
+    # The top's order does not depend on how deep the list is beyond the window.
+    longer = [*leg, ("e", 0.5), ("f", 0.1)]
+    assert (
+        weighted_minmax({"lexical": longer}, {"lexical": 1.0}, depth=2)[:2]
+        == list(top2.items())[:2]
+    )

@@ -30,12 +30,16 @@ def weighted_rrf(
 
 
 def weighted_minmax(
-    legs: Mapping[str, Sequence[tuple[K, float]]], weights: Mapping[str, float]
+    legs: Mapping[str, Sequence[tuple[K, float]]],
+    weights: Mapping[str, float],
+    depth: int | None = None,
 ) -> list[tuple[K, float]]:
     """Fuse scored lists by a weighted sum of min-max normalised scores.
 
-    Each leg's scores are scaled to [0, 1] over the list it returned (its best is 1,
-    its last 0; a single-item list is 1); an item a leg did not return gets 0 from it.
+    Each leg's scores are scaled to [0, 1] over its first ``depth`` items (all when
+    None): its best is 1, the ``depth``-th 0, anything further down is clipped to 0; a
+    single-item list is 1. An item a leg did not return gets 0 from it. A fixed depth
+    keeps the ranking of the top independent of how many results were asked for.
     Weights are normalised to sum to 1. Unlike RRF this keeps how far apart the leg's
     scores are, which measured better on SciFact (see docs/benchmarks.md).
     """
@@ -47,10 +51,10 @@ def weighted_minmax(
         weight = weights.get(name, 0.0) / total
         if weight == 0 or not scored:
             continue
-        values = [s for _, s in scored]
+        values = [s for _, s in (scored if depth is None else scored[:depth])]
         hi, lo = max(values), min(values)
         span = hi - lo
         for item, value in scored:
-            norm = (value - lo) / span if span > 0 else 1.0
+            norm = max(0.0, (value - lo) / span) if span > 0 else 1.0
             scores[item] = scores.get(item, 0.0) + weight * norm
     return sorted(scores.items(), key=lambda kv: -kv[1])

@@ -164,7 +164,7 @@ def fuse(legs: dict[str, list[tuple[int, float]]], params: SearchParams) -> list
     """The hybrid ranking of the legs' (rowid, score) lists under ``params.fusion``."""
     weights = {"dense": params.weight_dense, "lexical": params.weight_lexical}
     if params.fusion == "minmax":
-        return weighted_minmax(legs, weights)
+        return weighted_minmax(legs, weights, depth=params.leg_k)
     return weighted_rrf(
         {n: [r for r, _ in ranked] for n, ranked in legs.items()}, weights, k=params.rrf_k
     )
