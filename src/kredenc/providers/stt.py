@@ -25,6 +25,7 @@ import httpx
 from pydantic import SecretStr
 
 from kredenc.errors import InvalidInput, ProviderError
+from kredenc.providers.http_errors import one_line, server_message
 
 log = logging.getLogger(__name__)
 
@@ -131,16 +132,16 @@ class OpenAITranscriber(Transcriber):
             ) from exc
         except httpx.ConnectError as exc:
             raise self._fail(
-                f"cannot connect ({_one_line(str(exc))})", "is the server running? check base_url"
+                f"cannot connect ({one_line(str(exc))})", "is the server running? check base_url"
             ) from exc
         except httpx.HTTPError as exc:
             raise self._fail(
-                f"request failed: {type(exc).__name__}: {_one_line(str(exc))}",
+                f"request failed: {type(exc).__name__}: {one_line(str(exc))}",
                 "check base_url and the server's logs",
             ) from exc
         if not response.is_success:
             raise self._fail(
-                f"HTTP {response.status_code}: {_server_message(response)}",
+                f"HTTP {response.status_code}: {server_message(response)}",
                 _HINTS.get(response.status_code, "check the server's logs"),
             )
         return self._parse(response)
@@ -207,29 +208,6 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-def _server_message(response: httpx.Response) -> str:
-    """The server's own error message: OpenAI's ``error.message`` or a text snippet."""
-    try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _snippet(response.text) or response.reason_phrase
-    error = body.get("error", body.get("detail")) if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        error = error.get("message", error)
-    if error is None:
-        return _snippet(response.text)
-    return _snippet(error if isinstance(error, str) else json.dumps(error))
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _snippet(text: str, limit: int = 200) -> str:
-    line = _one_line(text)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 __all__ = ["OpenAITranscriber", "Segment", "Transcriber", "Transcription"]

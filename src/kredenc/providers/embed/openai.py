@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.providers.embed.base import Embedder, Vectors, l2_normalise
+from kredenc.providers.http_errors import one_line, server_message, snippet
 
 log = logging.getLogger(__name__)
 
@@ -127,23 +128,23 @@ class OpenAIEmbedder(Embedder):
             ) from exc
         except httpx.ConnectError as exc:
             raise self._fail(
-                f"cannot connect ({_one_line(str(exc))})", "is the server running? check base_url"
+                f"cannot connect ({one_line(str(exc))})", "is the server running? check base_url"
             ) from exc
         except httpx.HTTPError as exc:
             raise self._fail(
-                f"request failed: {type(exc).__name__}: {_one_line(str(exc))}",
+                f"request failed: {type(exc).__name__}: {one_line(str(exc))}",
                 "check base_url and the server's logs",
             ) from exc
         if not response.is_success:
             raise self._fail(
-                f"HTTP {response.status_code}: {_server_message(response)}",
+                f"HTTP {response.status_code}: {server_message(response)}",
                 _HINTS.get(response.status_code, "check the server's logs"),
             )
         try:
             body = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise self._fail(
-                f"response is not JSON: {_snippet(response.text)!r}", _FORMAT_HINT
+                f"response is not JSON: {snippet(response.text)!r}", _FORMAT_HINT
             ) from exc
         return self._check_dim(self._vectors(body, len(batch)))
 
@@ -190,27 +191,3 @@ class OpenAIEmbedder(Embedder):
 
     def _fail(self, what: str, hint: str) -> ProviderError:
         return ProviderError(f"embeddings endpoint {self.url}: {what}", hint)
-
-
-def _server_message(response: httpx.Response) -> str:
-    """The server's own error message: OpenAI's ``error.message`` or a text snippet."""
-    try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return _snippet(response.text) or response.reason_phrase
-    if isinstance(body, dict):
-        error = body.get("error", body.get("detail", body.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message", error)
-        if error is not None:
-            return _snippet(error if isinstance(error, str) else json.dumps(error))
-    return _snippet(response.text)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _snippet(text: str, limit: int = 200) -> str:
-    line = _one_line(text)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
