@@ -247,8 +247,18 @@ class SqliteIndex:
         with self._shards_lock:
             if self._shards is None:
                 shards: dict[str, VectorShard] = {}
-                applied_seq, _ = self.applied()
-                grouped = self._read_vectors()
+                # One read snapshot on this thread's own connection (never the writer's,
+                # which the housekeeper may be using): the log position and the vectors
+                # agree. Writes committed after the snapshot wait on _shards_lock in
+                # apply() and are added to the loaded shards then.
+                conn = self.reader()
+                conn.execute("BEGIN")
+                try:
+                    row = conn.execute("SELECT value FROM meta WHERE key='applied_seq'")
+                    applied_seq = int(row.fetchone()[0])
+                    grouped = self._read_vectors(conn)
+                finally:
+                    conn.execute("COMMIT")
                 for key in list(grouped):
                     ids, matrix = grouped.pop(key)
                     shard = self._new_shard(key)
@@ -259,14 +269,13 @@ class SqliteIndex:
                 self._shards = shards
         return self._shards
 
-    def _read_vectors(self) -> dict[str, tuple[I64, F32]]:
+    def _read_vectors(self, conn: sqlite3.Connection) -> dict[str, tuple[I64, F32]]:
         """Every stored vector, per shard key, in rowid order.
 
         Rows are copied one by one into arrays sized from a count, so no list of
         100,000 blobs is held and joined (that took the first search's peak memory
         150 MB higher and left the heap fragmented).
         """
-        conn = self._writer
         counts = dict(conn.execute("SELECT shard, count(*) FROM vectors GROUP BY shard"))
         ids = {key: np.empty(n, dtype=np.int64) for key, n in counts.items()}
         mats = {key: np.empty((n, self.dim), dtype=np.float32) for key, n in counts.items()}
@@ -324,16 +333,17 @@ class SqliteIndex:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        if self._shards is not None:
-            for key, rowid in shard_removes:
-                shard = self._shards.get(key)
-                if shard is not None:
-                    shard.remove(rowid)
-            for key, (ids, vecs) in shard_adds.items():
-                shard = self._shards.get(key)
-                if shard is None:
-                    shard = self._shards[key] = self._new_shard(key)
-                shard.add(np.asarray(ids, dtype=np.int64), np.vstack(vecs))
+        with self._shards_lock:
+            if self._shards is not None:
+                for key, rowid in shard_removes:
+                    shard = self._shards.get(key)
+                    if shard is not None:
+                        shard.remove(rowid)
+                for key, (ids, vecs) in shard_adds.items():
+                    shard = self._shards.get(key)
+                    if shard is None:
+                        shard = self._shards[key] = self._new_shard(key)
+                    shard.add(np.asarray(ids, dtype=np.int64), np.vstack(vecs))
 
     def _fill_vectors(
         self,
