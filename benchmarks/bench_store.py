@@ -325,8 +325,8 @@ def w_search(spec: Result) -> Result:
     base_rss = rss_mb()
     start = clock()
     from kredenc import Kredenc
-    from kredenc.retrieve.terms import fts_match, query_terms
-    from kredenc.storage.index.sqlite import Filters
+    from kredenc.retrieve.terms import phrases, query_terms
+    from kredenc.storage.index.filters import Filters
 
     import_s = clock() - start
     q = spec["queries"]
@@ -371,7 +371,7 @@ def w_search(spec: Result) -> Result:
         vec = embedder.embed([text])[0]
         parts["embed"].append(clock() - start)
         start = clock()
-        kb.index.lexical(NS, fts_match(query_terms(text)), depth, Filters())
+        kb.index.lexical(NS, phrases(query_terms(text)), depth, Filters())
         parts["lexical_sql"].append(clock() - start)
         start = clock()
         kb.index.dense(NS, vec, depth, Filters())

@@ -57,6 +57,14 @@ class Settings(BaseSettings):
         0.5, ge=0.0, le=1.0, description="BM25 weight of a card's context beside its own words."
     )
     leg_k: int = Field(50, ge=1, le=1000, description="Candidates each leg returns before fusion.")
+    lexical_max_scored: int = Field(
+        2000,
+        ge=0,
+        description=(
+            "Most cards a lexical query scores: past it, only cards holding one of the "
+            "query's rarest words are ranked (by all its words); 0: rank every match."
+        ),
+    )
     neighbors_max: int = Field(40, ge=0, description="Most graph neighbours added to a search.")
     rerank: str = Field("none", description="Reranker: 'none' or a local cross-encoder path.")
     rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")

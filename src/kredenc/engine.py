@@ -28,8 +28,8 @@ from kredenc.retrieve.rerank import Reranker, make_reranker
 from kredenc.storage import store as layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
+from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.sqlite import (
-    Filters,
     IndexedRecord,
     IndexOutdated,
     SqliteIndex,
@@ -597,6 +597,7 @@ class Kredenc:
             neighbors_max=s.neighbors_max,
             rerank_depth=s.rerank_depth,
             context_weight=s.lexical_context_weight,
+            lexical_max_scored=s.lexical_max_scored,
         )
         query = searching.validate(query, params)
         if drawer is not None:
@@ -667,6 +668,7 @@ class Kredenc:
                 weight_lexical=s.weight_lexical,
                 fusion=s.fusion,
                 context_weight=s.lexical_context_weight,
+                lexical_max_scored=s.lexical_max_scored,
             )
             legs = searching.run_legs(
                 self.index, self.namespace, q, params, filters, self._embed_query

@@ -3,15 +3,12 @@ light stemming, at most 8, and the FTS5 expression they become."""
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
 from kredenc.recall.terms import (
     MAX_TERMS,
     STOPWORDS_HU,
     Term,
-    match_expression,
     reads_hungarian,
     recall_terms,
     stem_en,
@@ -106,19 +103,6 @@ def test_hungarian_terms_are_prefixes() -> None:
     assert Term("ház", prefix=True) in terms
     assert all(t.prefix for t in terms)
     assert "laktunk*" in [str(t) for t in terms]
-
-
-def test_match_expression_is_safe_fts5() -> None:
-    terms = [Term('say "hi"'), Term("ház", prefix=True), Term("NEAR"), Term("x*y")]
-    expr = match_expression(terms)
-    assert expr == '"say ""hi""" OR "ház"* OR "NEAR" OR "x*y"'
-    conn = sqlite3.connect(":memory:")
-    conn.execute(
-        "CREATE VIRTUAL TABLE t USING fts5(card, tokenize='porter unicode61 remove_diacritics 2')"
-    )
-    conn.execute("INSERT INTO t(card) VALUES ('a házban near x y'), ('say hi')")
-    rows = conn.execute("SELECT card FROM t WHERE t MATCH ?", (expr,)).fetchall()
-    assert sorted(r[0] for r in rows) == ["a házban near x y", "say hi"]
 
 
 def test_nothing_left_gives_no_terms() -> None:

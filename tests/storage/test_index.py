@@ -12,8 +12,8 @@ import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.errors import StoreError
-from kredenc.retrieve.terms import fts_match, query_terms
-from kredenc.storage.index.sqlite import Filters
+from kredenc.retrieve.terms import phrases, query_terms
+from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.vectors import AnnParams, VectorShard
 from kredenc.testing.embedders import HashEmbedder
 
@@ -113,7 +113,7 @@ def test_lexical_binds_namespace_and_drawer(home: Path) -> None:
         kb.remember("kestrel in the notes", drawer="notes")
     with open_store(home, namespace="b") as kb:
         kb.remember("kestrel kestrel kestrel", drawer="birds")
-        match = fts_match(query_terms("kestrel"))
+        match = phrases(query_terms("kestrel"))
         a_all = kb.index.lexical("a", match, 10, Filters())
         a_birds = kb.index.lexical("a", match, 10, Filters(drawer="birds"))
         b_all = kb.index.lexical("b", match, 10, Filters())

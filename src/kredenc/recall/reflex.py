@@ -51,12 +51,12 @@ import numpy as np
 from kredenc.errors import InvalidInput, KredencError
 from kredenc.recall.budget import Budget, budget_from
 from kredenc.recall.conversation import SESSIONS, newest_user_text
-from kredenc.recall.terms import Term, match_expression, recall_terms
+from kredenc.recall.terms import Term, recall_terms
 from kredenc.records import LegScore
 from kredenc.retrieve.fuse import weighted_rrf
 from kredenc.retrieve.search import hit_from_payload
 from kredenc.retrieve.terms import tokens
-from kredenc.storage.index.sqlite import Filters
+from kredenc.storage.index.filters import Filters
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc
@@ -476,7 +476,7 @@ def _run_legs(
             )
     if plan.mode in ("hybrid", "lexical") and terms:
         t0 = time.perf_counter()
-        lexical = _lexical(kb, ns, match_expression(terms), plan.leg_k, filters, deadline)
+        lexical = _lexical(kb, ns, terms, plan.leg_k, filters, deadline)
         if lexical is None:
             result.timed_out = True
             result.warnings.append(
@@ -503,7 +503,7 @@ def _run_legs(
 
 
 def _lexical(
-    kb: Kredenc, ns: str, match: str, k: int, filters: Filters, deadline: float
+    kb: Kredenc, ns: str, terms: list[Term], k: int, filters: Filters, deadline: float
 ) -> Ranked | None:
     """The lexical leg, stopped by SQLite at the deadline (None then).
 
@@ -513,7 +513,7 @@ def _lexical(
     conn = kb.index.reader()
     conn.set_progress_handler(lambda: time.perf_counter() > deadline, _PROGRESS_STEPS)
     try:
-        return kb.index.lexical(ns, match, k, filters)
+        return kb.index.lexical(ns, terms, k, filters, max_scored=kb.settings.lexical_max_scored)
     except sqlite3.OperationalError as exc:
         if time.perf_counter() > deadline and "interrupt" in str(exc):
             return None

@@ -17,9 +17,21 @@ Hungarian, common case endings and plural or accusative suffixes are cut
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from kredenc.retrieve.terms import STOPWORDS_EN, tokens
+from kredenc.storage.index.lexical import Phrase as Term
+
+__all__ = [
+    "CHAT_FILLER",
+    "MAX_TERMS",
+    "MIN_CHARS",
+    "STOPWORDS_HU",
+    "Term",
+    "reads_hungarian",
+    "recall_terms",
+    "stem_en",
+    "stem_hu",
+]
 
 MAX_TERMS = 8
 MIN_CHARS = 3
@@ -86,17 +98,6 @@ _HU_SUFFIXES = tuple(
 )
 
 
-@dataclass(frozen=True)
-class Term:
-    """One search term; ``prefix`` terms match any word that starts with them."""
-
-    text: str
-    prefix: bool = False
-
-    def __str__(self) -> str:
-        return self.text + ("*" if self.prefix else "")
-
-
 def reads_hungarian(words: list[str]) -> bool:
     """True when the message has more signs of Hungarian than of English.
 
@@ -161,10 +162,3 @@ def recall_terms(text: str, *, limit: int = MAX_TERMS) -> list[Term]:
         keep = set(sorted(found, key=lambda s: -found[s][1])[:limit])
         return [t for s, (t, _) in found.items() if s in keep]
     return [t for t, _ in found.values()]
-
-
-def match_expression(terms: list[Term]) -> str:
-    """An FTS5 expression matching any of ``terms``: each quoted, prefixes starred."""
-    return " OR ".join(
-        '"' + t.text.replace('"', '""') + '"' + ("*" if t.prefix else "") for t in terms
-    )

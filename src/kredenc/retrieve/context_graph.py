@@ -21,7 +21,8 @@ from kredenc.errors import InvalidInput
 from kredenc.records import ContextGraph, GraphEdge, GraphNode
 from kredenc.retrieve.graph import expand
 from kredenc.storage.haystack import Haystack
-from kredenc.storage.index.sqlite import Filters, SqliteIndex
+from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import F32
 
 WEAK_SEED = 0.35  # below this cosine, dense seeds are backed by hybrid search

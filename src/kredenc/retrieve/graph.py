@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kredenc.storage.index.sqlite import Filters, SqliteIndex
+from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.sqlite import SqliteIndex
 
 DECAY = 0.5
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -13,9 +15,11 @@ from kredenc.records import Hit, LegScore
 from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
 from kredenc.retrieve.graph import expand
 from kredenc.retrieve.rerank import Reranker
-from kredenc.retrieve.terms import fts_match, query_terms, tokens
+from kredenc.retrieve.terms import phrases, query_terms, tokens
 from kredenc.storage.haystack import Haystack
-from kredenc.storage.index.sqlite import Filters, SqliteIndex
+from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.lexical import MAX_SCORED
+from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import F32
 
 Mode = Literal["hybrid", "lexical", "dense"]
@@ -35,6 +39,7 @@ class SearchParams:
     hops: int = 0
     neighbors_max: int = 40
     context_weight: float = 0.5
+    lexical_max_scored: int = MAX_SCORED
     rerank_depth: int = 30
 
 
@@ -63,29 +68,48 @@ def run_legs(
     filters: Filters,
     embed_query: Callable[[str], F32],
 ) -> dict[str, list[tuple[int, float]]]:
-    """Each leg's ranked (rowid, score) list."""
+    """Each leg's ranked (rowid, score) list.
+
+    In hybrid mode the query is embedded on a worker thread while the lexical leg runs
+    on this one (onnxruntime and SQLite both release the GIL), so a hybrid search costs
+    about the longer of the two rather than their sum.
+    """
     legs: dict[str, list[tuple[int, float]]] = {}
     depth = max(params.leg_k, params.k)
+    # A query with no words (only punctuation, operators or spaces) finds nothing in
+    # either leg; embedding "* ( )" would return arbitrary nearest neighbours.
+    dense = params.mode in ("hybrid", "dense") and bool(tokens(query))
+    embedding: Future[F32] | None = None
+    if dense and params.mode == "hybrid":
+        embedding = _embedding_pool().submit(embed_query, query)
     if params.mode in ("hybrid", "lexical"):
         terms = query_terms(query)
         legs["lexical"] = (
             index.lexical(
-                ns, fts_match(terms), depth, filters, context_weight=params.context_weight
+                ns,
+                phrases(terms),
+                depth,
+                filters,
+                context_weight=params.context_weight,
+                max_scored=params.lexical_max_scored,
             )
             if terms
             else []
         )
     if params.mode in ("hybrid", "dense"):
-        # A query with no words (only punctuation, operators or spaces) finds nothing
-        # in either leg; embedding "* ( )" would return arbitrary nearest neighbours.
-        if tokens(query):
-            vec = np.asarray(embed_query(query), dtype=np.float32)
-            legs["dense"] = index.dense(ns, vec, depth, filters)
-        else:
-            legs["dense"] = []
+        legs["dense"] = []
+        if dense:
+            raw = embedding.result() if embedding is not None else embed_query(query)
+            legs["dense"] = index.dense(ns, np.asarray(raw, dtype=np.float32), depth, filters)
     if params.per_document:
         legs = {name: _best_per_document(index, ns, ranked) for name, ranked in legs.items()}
     return legs
+
+
+@functools.cache
+def _embedding_pool() -> ThreadPoolExecutor:
+    """Threads that embed hybrid queries beside their lexical legs (made on first use)."""
+    return ThreadPoolExecutor(4, thread_name_prefix="kredenc-embed")
 
 
 def _best_per_document(

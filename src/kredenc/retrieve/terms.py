@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from kredenc.storage.index.lexical import Phrase, any_of
+
 # ASCII letters and digits; FTS5's unicode61 treats everything else (underscore
 # included) as a separator.
 _ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+")
@@ -79,6 +81,11 @@ def query_terms(text: str, *, stopwords: frozenset[str] = STOPWORDS_EN) -> list[
     return list(seen)[:MAX_TERMS]
 
 
+def phrases(terms: list[str]) -> list[Phrase]:
+    """The lexical leg's phrases for ``terms`` (each one quoted when it reaches FTS5)."""
+    return [Phrase(t) for t in terms]
+
+
 def fts_match(terms: list[str]) -> str:
     """An FTS5 expression matching any of ``terms`` (each one quoted)."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return any_of(phrases(terms))

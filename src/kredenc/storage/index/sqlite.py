@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from kredenc.errors import StoreError
+from kredenc.storage.index import lexical
+from kredenc.storage.index.filters import Filters, record_conditions
+from kredenc.storage.index.lexical import Phrase
 from kredenc.storage.index.vectors import F32, I64, AnnParams, VectorShard
 
 log = logging.getLogger(__name__)
@@ -27,7 +30,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 2
 INDEXED_TYPES = frozenset({"memory", "chunk", "turn"})
 
-SCHEMA = """
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records(
   rowid INTEGER PRIMARY KEY,
@@ -59,7 +62,7 @@ CREATE INDEX IF NOT EXISTS records_scope ON records(ns, drawer, deleted);
 CREATE INDEX IF NOT EXISTS records_doc ON records(doc_id);
 CREATE INDEX IF NOT EXISTS records_origin ON records(ns, origin);
 CREATE VIRTUAL TABLE IF NOT EXISTS cards USING fts5(
-  card, context, scope, tokenize = 'porter unicode61 remove_diacritics 2'
+  card, context, scope, tokenize = '{lexical.TOKENIZE}'
 );
 CREATE TABLE IF NOT EXISTS vectors(
   rowid INTEGER PRIMARY KEY, shard TEXT NOT NULL, vec BLOB NOT NULL
@@ -140,23 +143,6 @@ class IndexedRecord:
     state: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Filters:
-    """Conditions applied inside SQL (or on the shard key) for every leg."""
-
-    drawer: str | None = None
-    types: tuple[str, ...] = ()
-    kinds: tuple[str, ...] = ()
-    include_deprecated: bool = False
-    older_than: float | None = None
-    as_of: float | None = None
-    loaders: tuple[str, ...] = ()
-    origin_glob: str | None = None
-    pages: tuple[int, int] | None = None
-    created_after: float | None = None
-    created_before: float | None = None
-
-
 class SqliteIndex:
     def __init__(
         self,
@@ -179,6 +165,7 @@ class SqliteIndex:
         self._init_meta()
         self._shards: dict[str, VectorShard] | None = None
         self._shards_lock = threading.Lock()
+        self._vocabulary = lexical.Vocabulary()
 
     # -- connections ----------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -596,7 +583,7 @@ class SqliteIndex:
         """id -> rowid for live, searchable records of ``ns`` that pass ``filters``."""
         if not ids:
             return {}
-        where, args = _record_conditions(filters)
+        where, args = record_conditions(filters)
         marks = ",".join("?" * len(ids))
         rows = (
             self.reader()
@@ -685,25 +672,31 @@ class SqliteIndex:
         return [str(r[0]) for r in rows]
 
     def lexical(
-        self, ns: str, match: str, k: int, filters: Filters, *, context_weight: float = 0.5
+        self,
+        ns: str,
+        phrases: Sequence[Phrase],
+        k: int,
+        filters: Filters,
+        *,
+        context_weight: float = 0.5,
+        max_scored: int = lexical.MAX_SCORED,
     ) -> list[tuple[int, float]]:
-        """Top ``k`` rowids by BM25 for an FTS5 ``match`` built by ``retrieve.terms``;
-        the context column counts ``context_weight`` as much as the record's words."""
-        scope = scope_token("n", ns)
+        """Top ``k`` rowids by BM25 for any of ``phrases`` (see ``index.lexical``); the
+        context column counts ``context_weight`` as much as the record's words."""
+        scopes = {"ns": scope_token("n", ns)}
         if filters.drawer is not None:
-            scope += " AND " + scope_token("d", filters.drawer)
-        where, args = _record_conditions(filters)
-        rank = "bm25(cards, 1.0, ?, 0.0)"
-        sql = (
-            f"SELECT r.rowid, -{rank} AS s FROM cards JOIN records r"
-            " ON r.rowid = cards.rowid WHERE cards MATCH ? AND r.ns = ?"
-            + where
-            + f" ORDER BY {rank} LIMIT ?"
+            scopes["drawer"] = scope_token("d", filters.drawer)
+        return lexical.search(
+            self.reader(),
+            self._vocabulary,
+            ns,
+            phrases,
+            k,
+            filters,
+            scopes=scopes,
+            context_weight=context_weight,
+            max_scored=max_scored,
         )
-        query = f"scope : ({scope}) AND {{card context}} : ({match})"
-        w = float(context_weight)
-        rows = self.reader().execute(sql, (w, query, ns, *args, w, k)).fetchall()
-        return [(int(r), float(s)) for r, s in rows]
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by cosine within the namespace (and drawer) that pass
@@ -732,7 +725,7 @@ class SqliteIndex:
         """Drop candidates that fail the namespace or filters (checked in SQL)."""
         if not found:
             return []
-        where, args = _record_conditions(filters)
+        where, args = record_conditions(filters)
         ok: set[int] = set()
         for start in range(0, len(found), 5000):
             ids = [r for r, _ in found[start : start + 5000]]
@@ -813,44 +806,3 @@ STATE_COLUMNS = (
 
 def shard_key(ns: str, drawer: str) -> str:
     return f"{ns}\x1f{drawer}"
-
-
-def _record_conditions(filters: Filters) -> tuple[str, list[Any]]:
-    where = " AND r.deleted = 0"
-    args: list[Any] = []
-    if filters.drawer is not None:
-        where += " AND r.drawer = ?"
-        args.append(filters.drawer)
-    if filters.types:
-        where += f" AND r.type IN ({','.join('?' * len(filters.types))})"
-        args.extend(filters.types)
-    if filters.kinds:
-        where += f" AND r.kind IN ({','.join('?' * len(filters.kinds))})"
-        args.extend(filters.kinds)
-    if not filters.include_deprecated:
-        where += " AND r.status != 'deprecated'"
-    if filters.older_than is not None:
-        where += " AND r.created_at < ?"
-        args.append(filters.older_than)
-    if filters.loaders:
-        where += f" AND r.loader IN ({','.join('?' * len(filters.loaders))})"
-        args.extend(filters.loaders)
-    if filters.origin_glob is not None:
-        where += " AND r.origin GLOB ?"
-        args.append(filters.origin_glob)
-    if filters.pages is not None:
-        where += " AND r.page BETWEEN ? AND ?"
-        args.extend(filters.pages)
-    if filters.created_after is not None:
-        where += " AND r.created_at >= ?"
-        args.append(filters.created_after)
-    if filters.created_before is not None:
-        where += " AND r.created_at < ?"
-        args.append(filters.created_before)
-    if filters.as_of is not None:
-        where += (
-            " AND r.created_at <= ? AND (r.valid_from IS NULL OR r.valid_from <= ?)"
-            " AND (r.valid_to IS NULL OR r.valid_to > ?)"
-        )
-        args.extend([filters.as_of] * 3)
-    return where, args

@@ -1,0 +1,280 @@
+"""The lexical leg: BM25 over the FTS5 cards, bounded in how many cards it scores.
+
+FTS5 scores every card that its expression matches before it can sort them, and a
+question of a few common words matches thousands of cards in a large store (about
+5,000 of 100,000 at the median of the benchmark's questions): scoring them is what a
+lexical search costs. So each query is planned from its phrases' document frequencies,
+read from an ``fts5vocab`` table after stemming each phrase with the cards' own
+tokenizer (see :class:`Vocabulary`):
+
+* A phrase that matches no card is dropped: it adds nothing to any score.
+* When the phrases match at most ``max_scored`` cards together, one ``OR`` query ranks
+  them all: the exact BM25 top ``k``.
+* Otherwise the rarest phrases whose cards stay within the bound together are
+  *required* and the others only *score* (the common-terms query of Lucene): a card
+  must hold a required phrase to be ranked, and is scored with every phrase. Two
+  queries split those cards, ``R AND C`` and ``R NOT C`` (one query cannot do it:
+  FTS5 reports no phrase instances from a branch of an expression that did not
+  match); both carry every phrase, so their BM25 scores share one scale and the
+  merge is the exact top ``k`` of the cards that hold a required phrase. Cards that
+  hold only common phrases are not ranked: that is the approximation, measured in
+  docs/benchmarks.md. When fewer than ``k`` cards hold a required phrase, the next
+  rarest phrase is required too.
+
+The namespace and the other filters are bound in SQL (a join with ``records``). The
+namespace's and drawer's scope tokens go into the FTS5 expression only when they
+narrow the cards a lot: FTS5 computes every phrase's IDF with a pass over its whole
+doclist, in every query, and a scope token that covers most of the index would cost a
+pass over most of it. Ranking happens inside FTS5 (``ORDER BY rank LIMIT``); the
+filters are applied to what it returns, deeper until ``k`` cards pass or none are left.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kredenc.storage.index.filters import Filters, record_conditions
+
+TOKENIZE = "porter unicode61 remove_diacritics 2"
+#: Default bound on the cards a lexical query scores (see the module doc); 0: no bound.
+MAX_SCORED = 2000
+# A scope token goes into the expression when it keeps at most this share of the cards.
+_SCOPE_SHARE = 0.5
+_STEM_CACHE = 50_000
+_TOP = "\U0010ffff"
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """One query phrase: a word (quoted, so never FTS5 syntax); ``prefix`` phrases
+    match every word that starts with it."""
+
+    text: str
+    prefix: bool = False
+
+    def __str__(self) -> str:
+        return self.text + ("*" if self.prefix else "")
+
+    def fts(self) -> str:
+        return '"' + self.text.replace('"', '""') + '"' + ("*" if self.prefix else "")
+
+
+def any_of(phrases: Sequence[Phrase]) -> str:
+    """An FTS5 expression matching any of ``phrases``."""
+    return " OR ".join(p.fts() for p in phrases)
+
+
+class Vocabulary:
+    """How many cards hold a phrase, as FTS5 counts them (after its porter stemming).
+
+    Stems come from a private in-memory FTS5 table with the cards' tokenizer (so they
+    are FTS5's own). Counts come from an ``fts5vocab`` table over the cards; FTS5 counts
+    by walking the word's doclist, so a count is kept until the cards have grown by a
+    tenth since it was taken (it only steers the plan). A word that was in no card is
+    looked up again every time: dropping a phrase needs a current zero.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._stems: dict[str, tuple[str, ...]] = {}
+        self._counts: dict[tuple[str, bool], tuple[int, int]] = {}
+        self._lock = threading.Lock()
+
+    def doc_freqs(self, conn: sqlite3.Connection, phrases: Sequence[Phrase]) -> list[int]:
+        """An upper bound on the cards each phrase matches, up to the growth of the
+        index since a count was kept; 0 means it matches none now."""
+        self._vocab_table(conn)
+        cards = _cards(conn)
+        out: list[int] = []
+        for phrase in phrases:
+            stems = self.stems(phrase.text)
+            if not stems:
+                out.append(0)
+                continue
+            counts = [self._count(conn, stem, False, cards) for stem in stems[:-1]]
+            counts.append(self._count(conn, stems[-1], phrase.prefix, cards))
+            out.append(min(counts))
+        return out
+
+    def _count(self, conn: sqlite3.Connection, stem: str, prefix: bool, cards: int) -> int:
+        kept = self._counts.get((stem, prefix))
+        if kept is not None and cards <= kept[1] + kept[1] // 10:
+            return kept[0]
+        if prefix:
+            row = conn.execute(
+                "SELECT coalesce(sum(doc), 0) FROM temp.kredenc_cards_vocab"
+                " WHERE term >= ? AND term < ?",
+                (stem, stem + _TOP),
+            ).fetchone()
+        else:
+            row = conn.execute(
+                "SELECT doc FROM temp.kredenc_cards_vocab WHERE term = ?", (stem,)
+            ).fetchone()
+        count = int(row[0]) if row else 0
+        if count > 0:
+            with self._lock:
+                if len(self._counts) >= _STEM_CACHE:
+                    self._counts.clear()
+                self._counts[(stem, prefix)] = (count, cards)
+        return count
+
+    def _vocab_table(self, conn: sqlite3.Connection) -> None:
+        done: set[int] = getattr(self._local, "vocab", set())
+        if id(conn) in done:
+            return
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kredenc_cards_vocab"
+            " USING fts5vocab(main, cards, 'row')"
+        )
+        done.add(id(conn))
+        self._local.vocab = done
+
+    def stems(self, text: str) -> tuple[str, ...]:
+        """The index terms FTS5 makes of ``text``, in order."""
+        found = self._stems.get(text)
+        if found is not None:
+            return found
+        conn: sqlite3.Connection | None = getattr(self._local, "stemmer", None)
+        if conn is None:
+            conn = sqlite3.connect(":memory:", isolation_level=None)
+            conn.execute(f"CREATE VIRTUAL TABLE q USING fts5(t, tokenize = '{TOKENIZE}')")
+            conn.execute("CREATE VIRTUAL TABLE qv USING fts5vocab(q, 'instance')")
+            self._local.stemmer = conn
+        conn.execute("INSERT INTO q(rowid, t) VALUES (1, ?)", (text,))
+        try:
+            rows = conn.execute("SELECT term FROM qv ORDER BY offset").fetchall()
+        finally:
+            conn.execute("DELETE FROM q")
+        found = tuple(str(r[0]) for r in rows)
+        with self._lock:
+            if len(self._stems) >= _STEM_CACHE:
+                self._stems.clear()
+            self._stems[text] = found
+        return found
+
+
+def plan(
+    phrases: Sequence[Phrase], freqs: Sequence[int], max_scored: int
+) -> tuple[list[Phrase], list[Phrase]]:
+    """(required, scoring-only) phrases; phrases that match nothing are dropped.
+
+    All phrases are required when they match at most ``max_scored`` cards together
+    (or ``max_scored`` is 0); otherwise the rarest are, as many as fit in the bound
+    (at least one). Scoring-only phrases come rarest first.
+    """
+    live = [(p, f) for p, f in zip(phrases, freqs, strict=True) if f > 0]
+    if max_scored <= 0 or sum(f for _, f in live) <= max_scored:
+        return [p for p, _ in live], []
+    live.sort(key=lambda t: t[1])  # stable: equally rare phrases keep the query's order
+    required: list[Phrase] = []
+    total = 0
+    for phrase, freq in live:
+        if required and total + freq > max_scored:
+            break
+        required.append(phrase)
+        total += freq
+    return required, [p for p, _ in live[len(required) :]]
+
+
+def search(
+    conn: sqlite3.Connection,
+    vocabulary: Vocabulary,
+    ns: str,
+    phrases: Sequence[Phrase],
+    k: int,
+    filters: Filters,
+    *,
+    scopes: dict[str, str],
+    context_weight: float = 0.5,
+    max_scored: int = MAX_SCORED,
+) -> list[tuple[int, float]]:
+    """Top ``k`` (rowid, BM25) of the cards of ``ns`` that pass ``filters``.
+
+    ``scopes`` maps the namespace (key ``"ns"``) and the drawer filter, if any
+    (``"drawer"``), to their scope tokens in the cards' ``scope`` column.
+    """
+    if not phrases or k <= 0:
+        return []
+    scope_phrases = [Phrase(token) for token in scopes.values()]
+    freqs = vocabulary.doc_freqs(conn, [*scope_phrases, *phrases])
+    scope_freqs, freqs = freqs[: len(scope_phrases)], freqs[len(scope_phrases) :]
+    if any(f == 0 for f in scope_freqs):
+        return []  # no card in this namespace (or drawer)
+    total = _cards(conn)
+    narrowing = [
+        p.fts()
+        for p, f in zip(scope_phrases, scope_freqs, strict=True)
+        if f <= total * _SCOPE_SHARE
+    ]
+    required, scoring = plan(phrases, freqs, max_scored)
+    prefix = f"scope : ({' AND '.join(narrowing)}) AND " if narrowing else ""
+    rank = f"bm25(1.0, {float(context_weight)!r}, 0.0)"
+    while True:
+        ranked = _bounded(conn, ns, prefix, required, scoring, rank, k, filters)
+        if len(ranked) >= k or not scoring:
+            return ranked
+        # Fewer than k cards hold a required phrase: require the next rarest too.
+        required, scoring = [*required, scoring[0]], scoring[1:]
+
+
+def _bounded(
+    conn: sqlite3.Connection,
+    ns: str,
+    prefix: str,
+    required: list[Phrase],
+    scoring: list[Phrase],
+    rank: str,
+    k: int,
+    filters: Filters,
+) -> list[tuple[int, float]]:
+    """The top ``k`` cards holding a required phrase, scored with every phrase."""
+    if not required:
+        return []
+    cols = "{card context}"
+    held = f"{prefix}{cols} : ({any_of(required)})"
+    if not scoring:
+        return _ranked(conn, ns, held, rank, k, filters)
+    # Two queries that split the cards holding a required phrase: with and without a
+    # scoring phrase. Both carry every phrase, so their scores are on one scale.
+    ranked = _ranked(conn, ns, f"{held} AND {cols} : ({any_of(scoring)})", rank, k, filters)
+    ranked += _ranked(conn, ns, f"{held} NOT {cols} : ({any_of(scoring)})", rank, k, filters)
+    ranked.sort(key=lambda t: (-t[1], t[0]))
+    return ranked[:k]
+
+
+def _cards(conn: sqlite3.Connection) -> int:
+    """About how many cards there are (the largest rowid: O(1), never too small)."""
+    row = conn.execute("SELECT max(rowid) FROM records").fetchone()
+    return int(row[0] or 0)
+
+
+def _ranked(
+    conn: sqlite3.Connection, ns: str, match: str, rank: str, k: int, filters: Filters
+) -> list[tuple[int, float]]:
+    """The best ``k`` cards for ``match`` that pass the namespace and ``filters``:
+    ranked inside FTS5, checked against ``records``, deeper until ``k`` pass."""
+    where, args = record_conditions(filters)
+    limit = 2 * k
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, rank FROM cards WHERE cards MATCH ? AND rank MATCH ?"
+            " ORDER BY rank LIMIT ?",
+            (match, rank, limit),
+        ).fetchall()
+        if not rows:
+            return []
+        marks = ",".join("?" * len(rows))
+        ok = {
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks}) AND +r.ns = ?" + where,
+                (*(r for r, _ in rows), ns, *args),
+            )
+        }
+        kept = [(int(r), -float(s)) for r, s in rows if r in ok]
+        if len(kept) >= k or len(rows) < limit:
+            return kept[:k]
+        limit *= 4

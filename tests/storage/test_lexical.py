@@ -1,0 +1,177 @@
+"""The lexical leg's query planning: FTS5's own stems and counts, which phrases are
+required, and that a bounded query ranks exactly the cards that hold a required
+phrase, by every phrase, in any namespace layout."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kredenc.engine import Kredenc
+from kredenc.storage.index import lexical
+from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.lexical import Phrase, Vocabulary, any_of, plan
+from kredenc.testing.embedders import HashEmbedder
+
+# A vocabulary with a skewed (Zipf-like) frequency: a few words are in most cards.
+WORDS = [f"w{i:03d}" for i in range(60)] + ["running", "runs", "houses", "budapest"]
+
+
+def card(rng: random.Random) -> str:
+    n = rng.randint(3, 12)
+    return " ".join(WORDS[min(int(rng.paretovariate(0.9)) - 1, len(WORDS) - 1)] for _ in range(n))
+
+
+@pytest.fixture(scope="module")
+def corpus_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kredenc]:
+    """600 cards in namespace "main" and 200 in "other" (same words)."""
+    home = tmp_path_factory.mktemp("lexical") / "store"
+    rng = random.Random(7)
+    with Kredenc.open(home, "other", embedder=HashEmbedder(), durability="none") as kb:
+        kb.remember_many([{"text": card(rng)} for _ in range(200)])
+    kb = Kredenc.open(home, "main", embedder=HashEmbedder(), durability="none")
+    kb.remember_many([{"text": card(rng), "kind": "fact" if i % 2 else "note"} for i in range(600)])
+    try:
+        yield kb
+    finally:
+        kb.close()
+
+
+def brute_force(
+    kb: Kredenc, ns: str, phrases: list[Phrase], k: int, required: list[Phrase]
+) -> list[tuple[int, float]]:
+    """Every match of the namespace ranked by FTS5 (no bound), cut to the cards that
+    hold a required phrase."""
+    everything = kb.index.lexical(ns, phrases, 100_000, Filters(), max_scored=0)
+    conn = kb.index.reader()
+    holding = {
+        int(r[0])
+        for r in conn.execute(
+            "SELECT rowid FROM cards WHERE cards MATCH ?",
+            ("{card context} : (" + any_of(required) + ")",),
+        )
+    }
+    return [(r, s) for r, s in everything if r in holding][:k]
+
+
+# -- phrases and their counts ----------------------------------------------------------
+
+
+def test_phrase_is_always_a_quoted_fts5_string() -> None:
+    terms = [Phrase('say "hi"'), Phrase("ház", prefix=True), Phrase("NEAR"), Phrase("x*y")]
+    expr = any_of(terms)
+    assert expr == '"say ""hi""" OR "ház"* OR "NEAR" OR "x*y"'
+    assert [str(t) for t in terms] == ['say "hi"', "ház*", "NEAR", "x*y"]
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(card, tokenize='{lexical.TOKENIZE}')")
+    conn.execute("INSERT INTO t(card) VALUES ('a házban near x y'), ('say hi')")
+    rows = conn.execute("SELECT card FROM t WHERE t MATCH ?", (expr,)).fetchall()
+    assert sorted(r[0] for r in rows) == ["a házban near x y", "say hi"]
+
+
+def test_stems_are_fts5_porter_stems() -> None:
+    vocab = Vocabulary()
+    assert vocab.stems("running") == ("run",)
+    assert vocab.stems("Houses") == ("hous",)
+    assert vocab.stems("naïve café") == ("naiv", "cafe")
+    assert vocab.stems("* : ( )") == ()
+
+
+def test_doc_freqs_are_fts5_counts(corpus_kb: Kredenc) -> None:
+    conn = corpus_kb.index.reader()
+    vocab = Vocabulary()
+    phrases = [Phrase(w) for w in ("w000", "w005", "run", "running", "houses", "house", "absent")]
+    phrases += [Phrase("w00", prefix=True), Phrase("budapest running")]
+    freqs = vocab.doc_freqs(conn, phrases)
+    for phrase, freq in zip(phrases, freqs, strict=True):
+        exact = conn.execute(
+            "SELECT count(*) FROM cards WHERE cards MATCH ?", (phrase.fts(),)
+        ).fetchone()[0]
+        if phrase.prefix or " " in phrase.text:
+            assert freq >= exact  # an upper bound
+        else:
+            assert freq == exact
+    assert freqs[6] == 0  # "absent"
+    assert freqs[2] > 0 and freqs[2] == freqs[3]  # "run" is "running" is "runs"
+    assert freqs[4] > 0 and freqs[4] == freqs[5]
+
+
+def test_plan_drops_what_matches_nothing_and_requires_the_rarest() -> None:
+    a, b, c, d = (Phrase(x) for x in "abcd")
+    assert plan([a, b, c], [10, 0, 20], 100) == ([a, c], [])
+    assert plan([a, b, c], [10, 0, 20], 0) == ([a, c], [])  # unbounded
+    assert plan([a, b, c, d], [500, 40, 900, 40], 100) == ([b, d], [a, c])
+    assert plan([a, b], [5000, 4000], 100) == ([b], [a])  # at least one is required
+    assert plan([a], [0], 100) == ([], [])
+
+
+# -- bounded queries -------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6, unique=True),
+    bound=st.sampled_from([0, 40, 150, 400, 100_000]),
+    k=st.sampled_from([1, 5, 20]),
+)
+def test_bounded_search_is_exact_over_cards_holding_a_required_phrase(
+    corpus_kb: Kredenc, words: list[str], bound: int, k: int
+) -> None:
+    phrases = [Phrase(w) for w in words]
+    conn = corpus_kb.index.reader()
+    freqs = Vocabulary().doc_freqs(conn, phrases)
+    required, scoring = plan(phrases, freqs, bound)
+    got = corpus_kb.index.lexical("main", phrases, k, Filters(), max_scored=bound)
+    if not required:
+        assert got == []
+        return
+    live = [p for p, f in zip(phrases, freqs, strict=True) if f]
+    want = brute_force(corpus_kb, "main", live, k, required)
+    while len(want) < k and scoring:  # fewer than k hold one: the next rarest is required
+        required, scoring = [*required, scoring[0]], scoring[1:]
+        want = brute_force(corpus_kb, "main", live, k, required)
+    assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want]
+    # Equal scores may come in either order; the sets above the last score must agree.
+    cut = want[-1][1] if want else 0.0
+    assert {r for r, s in got if s > cut + 1e-9} == {r for r, s in want if s > cut + 1e-9}
+    if not scoring:  # within the bound: the unbounded ranking itself
+        assert got == corpus_kb.index.lexical("main", phrases, k, Filters(), max_scored=0)
+
+
+def test_bounded_search_keeps_the_namespace_and_filters(corpus_kb: Kredenc) -> None:
+    phrases = [Phrase(w) for w in ("w000", "w001", "w002", "w010", "w030")]
+    index = corpus_kb.index
+    other = index.lexical("other", phrases, 30, Filters(), max_scored=50)
+    main = index.lexical("main", phrases, 30, Filters(), max_scored=50)
+    conn = index.reader()
+    ids_of = {
+        ns: {int(r[0]) for r in conn.execute("SELECT rowid FROM records WHERE ns = ?", (ns,))}
+        for ns in ("main", "other")
+    }
+    assert len(other) == 30 and {r for r, _ in other} <= ids_of["other"]
+    assert len(main) == 30 and {r for r, _ in main} <= ids_of["main"]
+    notes = index.lexical("main", phrases, 30, Filters(kinds=("note",)), max_scored=50)
+    kinds = index.node_info("main", [r for r, _ in notes])
+    assert len(notes) == 30 and {v["kind"] for v in kinds.values()} == {"note"}
+    assert index.lexical("nobody", phrases, 30, Filters(), max_scored=50) == []
+
+
+def test_a_small_namespace_beside_a_large_one_still_gets_k(open_store: Any) -> None:
+    with open_store(namespace="big") as kb:
+        kb.remember_many(
+            [{"text": f"kestrel sighting number {i} near the tower"} for i in range(400)]
+        )
+    with open_store(namespace="small") as kb:
+        kb.remember_many([{"text": f"a kestrel note {i}"} for i in range(12)])
+        found = kb.index.lexical(
+            "small", [Phrase("kestrel"), Phrase("tower")], 10, Filters(), max_scored=5
+        )
+        assert len(found) == 10
+        info = kb.index.node_info("small", [r for r, _ in found])
+        assert len(info) == 10  # every one of them is in "small"
