@@ -14,6 +14,12 @@ llama.cpp or vLLM server's ``…/v1``). The proxy:
   JSON error body ``{"error": {"code", "message", "hint"}}``; the upstream's own
   errors pass through unchanged.
 
+Filing is off the response path: when the answer has been sent, the turn is handed to
+a :class:`~kredenc.recall.filing.TurnFiler`, which files turns on its own thread in
+the order they came (so a session's turns land in order) and files what is waiting
+when the proxy shuts down. Answers to chat completions carry ``Server-Timing:
+recall;dur=MS``, the milliseconds the recall added before the request went upstream.
+
 Headers pass through except hop-by-hop ones (the client's ``Authorization`` reaches
 the upstream; the proxy keeps no key). The session is the ``X-Kredenc-Session``
 header, else an id derived from the conversation's opening messages. Answers carry
@@ -41,7 +47,8 @@ import httpx
 
 from kredenc.errors import InvalidInput, MissingExtra
 from kredenc.recall.budget import Budget
-from kredenc.recall.conversation import conversation_id, file_turn, new_turns
+from kredenc.recall.conversation import conversation_id, new_turns
+from kredenc.recall.filing import Reply, TurnFiler
 from kredenc.recall.reflex import RecallResult, announce, recall, warm_up
 
 try:
@@ -109,6 +116,7 @@ def error_response(status: int, code: str, message: str, hint: str) -> JSONRespo
 def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
     """The proxy as an ASGI app (served by :func:`serve` or :class:`ProxyServer`)."""
     state: dict[str, httpx.AsyncClient] = {}
+    filer = TurnFiler(kb)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -127,7 +135,11 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
             follow_redirects=False,
         ) as client:
             state["client"] = client
-            yield
+            try:
+                yield
+            finally:
+                # Connections are done: file what is still waiting before the store closes.
+                await anyio.to_thread.run_sync(filer.close)
 
     async def send(request: Request, path: str, body: bytes) -> httpx.Response | JSONResponse:
         url = config.upstream + path
@@ -161,6 +173,7 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
         if body is None or not isinstance(messages, list):
             return await relay(request, "/chat/completions", raw)  # the upstream's to judge
         session = request.headers.get(SESSION_HEADER) or conversation_id(messages)
+        started = time.perf_counter()
         result: RecallResult = await anyio.to_thread.run_sync(
             partial(
                 recall,
@@ -172,12 +185,15 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
                 time_budget_ms=config.time_budget_ms,
             )
         )
+        recall_ms = (time.perf_counter() - started) * 1000
         if result.injected:
             raw = json.dumps({**body, "messages": result.messages}, ensure_ascii=False).encode()
         turns = new_turns(messages) if config.file_turns else []
-        extra = {"X-Kredenc-Session": session, "X-Kredenc-Recalled": str(len(result.items))}
-        if not result.injected:
-            extra["X-Kredenc-Recalled"] = "0"
+        extra = {
+            "X-Kredenc-Session": session,
+            "X-Kredenc-Recalled": str(len(result.items)) if result.injected else "0",
+            "Server-Timing": f"recall;dur={recall_ms:.2f}",
+        }
         sent = await send(request, "/chat/completions", raw)
         if isinstance(sent, JSONResponse):
             return sent
@@ -198,11 +214,11 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
                 chunks(),
                 status_code=sent.status_code,
                 headers=headers,
-                background=_filing(kb, session, turns, reply.text),
+                background=_filing(filer, session, turns, reply.text),
             )
         data = await sent.aread()
         await sent.aclose()
-        task = _filing(kb, session, turns, partial(_reply_text, data)) if ok else None
+        task = _filing(filer, session, turns, partial(_reply_text, data)) if ok else None
         return Response(data, sent.status_code, headers=headers, background=task)
 
     async def relay(request: Request, path: str, body: bytes | None = None) -> Response:
@@ -237,16 +253,18 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
 
 
 def _filing(
-    kb: Kredenc, session: str, turns: list[dict[str, str]], reply: Any
+    filer: TurnFiler, session: str, turns: list[dict[str, str]], reply: Reply
 ) -> BackgroundTask | None:
-    """File the turn after the answer was sent (Starlette runs it in a worker thread)."""
+    """Hand the turn to the filer once the answer has been sent (Starlette runs the
+    task after the response's last byte). Queueing is all that happens on the event
+    loop: no thread hop, no embedding on the way to the next request."""
     if not turns:
         return None
 
-    def run() -> None:
-        file_turn(kb, session, turns, reply())
+    async def hand_over() -> None:
+        filer.submit(session, turns, reply)
 
-    return BackgroundTask(run)
+    return BackgroundTask(hand_over)
 
 
 def _forward(headers: Any) -> dict[str, str]:
