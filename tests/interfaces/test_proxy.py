@@ -292,3 +292,23 @@ def test_a_sessions_turns_are_filed_in_the_order_they_were_said(
     while len(order) < len(questions) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert order == questions
+
+
+def test_the_pure_python_stack_serves_too(
+    kb: Kredenc, upstream: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without httptools and uvloop installed the proxy runs on h11 and asyncio."""
+    from kredenc.interfaces import proxy as module
+
+    monkeypatch.setattr(module, "server_stack", lambda: ("h11", "asyncio"))
+    pieces = ["You ", "like ", "jasmine ", "tea", "."]
+    upstream.route("POST", "/v1/chat/completions", chat_route(REPLY, pieces))
+    with running(kb, upstream.base_url) as base_url:
+        plain = httpx.post(
+            base_url + "/chat/completions", json={"model": "m", "messages": MESSAGES}
+        )
+        body = {"model": "m", "messages": MESSAGES, "stream": True}
+        with httpx.stream("POST", base_url + "/chat/completions", json=body) as response:
+            streamed = b"".join(response.iter_raw())
+    assert plain.json()["choices"][0]["message"]["content"] == REPLY
+    assert streamed == sse_body(pieces)

