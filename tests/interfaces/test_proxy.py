@@ -312,3 +312,23 @@ def test_the_pure_python_stack_serves_too(
             streamed = b"".join(response.iter_raw())
     assert plain.json()["choices"][0]["message"]["content"] == REPLY
     assert streamed == sse_body(pieces)
+
+
+def test_the_served_proxy_freezes_its_warmed_up_heap(kb: Kredenc, upstream: LoopbackServer) -> None:
+    """``kredenc proxy`` moves what is alive after the warm-up out of the collector's
+    reach (a full collection of the model's and libraries' objects took ~15 ms)."""
+    import gc
+
+    from kredenc.interfaces.proxy import ProxyServer
+
+    assert gc.get_freeze_count() == 0
+    try:
+        with ProxyServer(kb, ProxyConfig(upstream.base_url), freeze_heap=True) as base_url:
+            frozen = gc.get_freeze_count()
+            response = httpx.post(
+                base_url + "/chat/completions", json={"model": "m", "messages": MESSAGES}
+            )
+        assert response.status_code == 200
+        assert frozen > 1000
+    finally:
+        gc.unfreeze()

@@ -35,6 +35,7 @@ else on h11 and asyncio. Install with ``pip install 'kredenc[proxy]'``.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import logging
@@ -116,8 +117,14 @@ def error_response(status: int, code: str, message: str, hint: str) -> JSONRespo
     return JSONResponse({"error": {"code": code, "message": message, "hint": hint}}, status)
 
 
-def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
-    """The proxy as an ASGI app (served by :func:`serve` or :class:`ProxyServer`)."""
+def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -> Starlette:
+    """The proxy as an ASGI app (served by :func:`serve` or :class:`ProxyServer`).
+
+    ``freeze_heap``: after the warm-up, move everything alive to the garbage
+    collector's permanent generation (``gc.freeze``): the model, the index and the
+    libraries are never scanned again, so a full collection during a request costs
+    well under a millisecond instead of ~15 ms. For a process that is only the proxy.
+    """
     state: dict[str, httpx.AsyncClient] = {}
     filer = TurnFiler(kb)
 
@@ -125,6 +132,9 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         seconds = await anyio.to_thread.run_sync(warm_up, kb)
         log.info("recall warm-up took %.2f s", seconds)
+        if freeze_heap:
+            gc.collect()
+            gc.freeze()
         announce(
             kb,
             budget=config.budget,
@@ -359,7 +369,8 @@ def _uvicorn_config(app: Starlette, host: str, port: int, log_level: str) -> uvi
 
 def serve(kb: Kredenc, config: ProxyConfig, *, host: str, port: int) -> None:
     """Run the proxy in the foreground until interrupted."""
-    server = uvicorn.Server(_uvicorn_config(create_app(kb, config), host, port, "info"))
+    app = create_app(kb, config, freeze_heap=True)
+    server = uvicorn.Server(_uvicorn_config(app, host, port, "info"))
     log.info("kredenc proxy listening on http://%s:%d/v1", host, port)
     server.run()
 
@@ -371,8 +382,16 @@ class ProxyServer:
         ...
     """
 
-    def __init__(self, kb: Kredenc, config: ProxyConfig, *, host: str = "127.0.0.1") -> None:
-        self._server = uvicorn.Server(_uvicorn_config(create_app(kb, config), host, 0, "warning"))
+    def __init__(
+        self,
+        kb: Kredenc,
+        config: ProxyConfig,
+        *,
+        host: str = "127.0.0.1",
+        freeze_heap: bool = False,
+    ) -> None:
+        app = create_app(kb, config, freeze_heap=freeze_heap)
+        self._server = uvicorn.Server(_uvicorn_config(app, host, 0, "warning"))
         self._thread: threading.Thread | None = None
         self.host = host
 
