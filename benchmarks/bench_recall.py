@@ -14,7 +14,11 @@ Targets (2-core machine, the default budget: 3 items, 600 characters each, 1,800
   namespace; the question is the newest user message of a new session. The time budget
   is raised to 10 s here so that the machine's load cannot change what is measured.
 * proxy overhead over a direct call to the same scripted loopback upstream: <= 15 ms p95
-  (the proxy recalls from the 2,000-memory store, with real MiniLM, and files each turn).
+  (the proxy recalls from the 2,000-memory store, with real MiniLM, and files each turn
+  off the response path). Each query is sent direct and through the proxy back to back
+  on one keep-alive client, so the two see the same load; the overhead is the paired
+  difference. The proxy's ``Server-Timing: recall;dur=`` header splits it into the
+  recall and the rest (HTTP in and out, the thread hop, JSON).
 
 The 2,000-memory store is built in a temporary directory from ``benchmarks/corpus.py``
 (its cached MiniLM vectors seed the embedding cache, so building embeds nothing). With
@@ -25,6 +29,7 @@ reported as not run.
     .venv/bin/python benchmarks/bench_recall.py                   # n=2,000, everything
     .venv/bin/python benchmarks/bench_recall.py --n 100000 --no-quality --no-proxy
     .venv/bin/python benchmarks/bench_recall.py --words-only      # lexical latency only
+    .venv/bin/python benchmarks/bench_recall.py --proxy-only      # proxy overhead only
 
 Prints tables and writes benchmarks/results/recall.json (or recall-<n>.json for other n).
 """
@@ -367,60 +372,86 @@ def proxy_process(home: Path, upstream: str, threads: int | None) -> Iterator[st
         os.unlink(log.name)
 
 
+def _recall_ms(response: Any) -> float:
+    """The proxy's ``Server-Timing: recall;dur=MS``."""
+    name, _, duration = response.headers["server-timing"].partition(";dur=")
+    assert name == "recall", response.headers["server-timing"]
+    return float(duration)
+
+
 def run_proxy(
     home: Path, queries: Sequence[str], threads: int | None, pause_s: float = 0.05
 ) -> list[Result]:
-    import socket
-
     import httpx
 
+    from kredenc.interfaces.proxy import server_stack
+
     out: list[Result] = []
-    with _scripted_upstream() as upstream:
-        # The stdlib server writes headers and body apart; without TCP_NODELAY (inherited
-        # by accepted sockets) Nagle and delayed ACKs add ~40 ms stalls to both paths.
-        upstream._httpd.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with (
-            proxy_process(home, upstream.base_url, threads) as base,
-            httpx.Client(timeout=30) as client,
-        ):
-            half = len(queries) // 2  # distinct queries per run: no query-cache hits
-            for stream, part in ((False, queries[:half]), (True, queries[half:])):
-                direct: list[float] = []
-                proxied: list[float] = []
-                for i, q in enumerate(part):
-                    body: dict[str, Any] = {
-                        "model": "m",
-                        "messages": [{"role": "user", "content": q}],
-                    }
-                    if stream:
-                        body["stream"] = True
-                    for target, bucket in ((upstream.base_url, direct), (base, proxied)):
-                        start = time.perf_counter()
-                        r = client.post(target + "/chat/completions", json=body)
-                        r.read()
-                        elapsed = time.perf_counter() - start
-                        if i >= 10:  # the first requests open connections and warm up
-                            bucket.append(elapsed)
-                        assert r.status_code == 200, r.text
-                    time.sleep(pause_s)  # the proxy files the turn, as between real turns
-                d, p = stats_ms(direct), stats_ms(proxied)
-                paired = [(b - a) * 1000 for a, b in zip(direct, proxied, strict=True)]
-                out.append(
-                    {
-                        "stream": stream,
-                        "requests": len(direct),
-                        "direct_p50_ms": d["p50_ms"],
-                        "direct_p95_ms": d["p95_ms"],
-                        "proxy_p50_ms": p["p50_ms"],
-                        "proxy_p95_ms": p["p95_ms"],
-                        "overhead_p50_ms": percentile(paired, 50),
-                        "overhead_p95_ms": percentile(paired, 95),
-                    }
-                )
+    # (The loopback upstream writes each reply in one send with Nagle off: no ~40 ms
+    # delayed-ACK stalls on either path.)
+    with (
+        _scripted_upstream() as upstream,
+        proxy_process(home, upstream.base_url, threads) as base,
+        httpx.Client(timeout=30) as client,
+    ):
+        half = len(queries) // 2  # distinct queries per run: no query-cache hits
+        for stream, part in ((False, queries[:half]), (True, queries[half:])):
+            direct: list[float] = []
+            proxied: list[float] = []
+            recall_ms: list[float] = []
+            load = os.getloadavg()[0]
+            for i, q in enumerate(part):
+                body: dict[str, Any] = {
+                    "model": "m",
+                    "messages": [{"role": "user", "content": q}],
+                }
+                if stream:
+                    body["stream"] = True
+                for target, bucket in ((upstream.base_url, direct), (base, proxied)):
+                    start = time.perf_counter()
+                    r = client.post(target + "/chat/completions", json=body)
+                    r.read()
+                    elapsed = time.perf_counter() - start
+                    assert r.status_code == 200, r.text
+                    if i >= 10:  # the first requests open connections and warm up
+                        bucket.append(elapsed)
+                        if target == base:
+                            recall_ms.append(_recall_ms(r))
+                time.sleep(pause_s)  # the proxy files the turn, as between real turns
+            paired = [(b - a) * 1000 for a, b in zip(direct, proxied, strict=True)]
+            rest = [o - r for o, r in zip(paired, recall_ms, strict=True)]
+            row: Result = {"stream": stream, "requests": len(direct)}
+            for name, values in (
+                ("direct", [x * 1000 for x in direct]),
+                ("proxy", [x * 1000 for x in proxied]),
+                ("overhead", paired),
+                ("recall", recall_ms),
+                ("rest", rest),
+            ):
+                for pct in (50, 95, 99):
+                    row[f"{name}_p{pct}_ms"] = percentile(values, pct)
+            row["load_avg_1m"] = (load + os.getloadavg()[0]) / 2
+            row["server"] = "/".join(server_stack())
+            out.append(row)
     return out
 
 
 # --------------------------------------------------------------------------------------
+
+
+def print_proxy(results: list[Result]) -> None:
+    print_table(
+        "proxy overhead over a direct call (ms): p50 / p95 / p99",
+        [
+            {"stream": r["stream"], "requests": r["requests"]}
+            | {
+                name: " / ".join(f"{r[f'{name}_p{pct}_ms']:.1f}" for pct in (50, 95, 99))
+                for name in ("direct", "proxy", "overhead", "recall", "rest")
+            }
+            | {"load": round(r["load_avg_1m"], 1), "server": r["server"]}
+            for r in results
+        ],
+    )
 
 
 def print_quality(results: list[Result]) -> None:
@@ -448,6 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-quality", action="store_true", help="skip LoCoMo/LongMemEval")
     parser.add_argument("--no-proxy", action="store_true", help="skip the proxy overhead")
     parser.add_argument("--quality-only", action="store_true", help="only LoCoMo/LongMemEval")
+    parser.add_argument("--proxy-only", action="store_true", help="only the proxy overhead")
     parser.add_argument("--proxy-requests", type=int, default=200)
     parser.add_argument(
         "--embed-threads", type=int, default=None, help="onnxruntime threads (default: settings)"
@@ -468,6 +500,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     queries = distinct_queries(args.n, args.queries + 20 + 2 * args.proxy_requests)
     rest = queries[args.queries + 20 :]
+    if args.proxy_only:
+        with bench_home(args.n) as home:
+            results["proxy"] = run_proxy(home, rest[: 2 * args.proxy_requests], args.embed_threads)
+        print_proxy(results["proxy"])
+        write_results("recall-proxy", results)
+        return 0
     with bench_home(args.n) as home:
         kb = open_store(home, args.embed_threads)
         try:
@@ -482,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_table(f"recall latency per turn, {args.n:,} memories (ms)", rows)
         if not args.no_proxy and not args.words_only and args.n < 100_000:
             results["proxy"] = run_proxy(home, rest[: 2 * args.proxy_requests], args.embed_threads)
-            print_table("proxy overhead over a direct call (ms)", results["proxy"])
+            print_proxy(results["proxy"])
     if not args.no_quality and not args.words_only:
         results["quality"] = run_quality(modes)
         print_table(

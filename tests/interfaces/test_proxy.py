@@ -3,15 +3,18 @@
 The proxy runs for real (uvicorn in a thread, a real port); clients are httpx and the
 OpenAI SDK. Pinned: recall lands in what the upstream receives; answers come back as
 the upstream sent them (streamed chunk for chunk, in order); turns are filed after
-the answer; other routes pass through; an unreachable upstream is a 502 with the one
-JSON error shape.
+the answer, off the response path (the answer never waits for a filing, which is held
+by a gated embedder), in the order they were said, and before the proxy stops; other
+routes pass through; an unreachable upstream is a 502 with the one JSON error shape.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +26,7 @@ from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.interfaces.proxy import ProxyConfig, running
 from kredenc.testing.openai_server import LoopbackServer, Reply, Request
+from recall.gated_embedder import WAIT, GatedEmbedder
 from recall.scripted_chat import (
     chat_route,
     models_route,
@@ -200,3 +204,131 @@ def test_request_bytes_forwarded_unchanged_when_nothing_is_recalled(
     response = httpx.post(proxy + "/chat/completions", content=raw)
     assert response.headers["x-kredenc-recalled"] == "0"
     assert upstream.requests[-1].body == raw
+
+
+def test_answers_carry_the_recall_time(proxy: str) -> None:
+    response = httpx.post(proxy + "/chat/completions", json={"model": "m", "messages": MESSAGES})
+    name, _, duration = response.headers["server-timing"].partition(";dur=")
+    assert name == "recall"
+    assert 0 < float(duration) < 10_000
+
+
+@pytest.fixture
+def gated() -> GatedEmbedder:
+    return GatedEmbedder(marker=REPLY)  # only the filing of the reply embeds REPLY
+
+
+@pytest.fixture
+def gated_kb(open_store: Callable[..., Kredenc], gated: GatedEmbedder) -> Iterator[Kredenc]:
+    store = open_store(embedder=gated)
+    store.remember("The user likes jasmine tea in the morning.", kind="preference")
+    try:
+        yield store
+    finally:
+        gated.gate.set()
+        store.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_answer_does_not_wait_for_filing(
+    gated_kb: Kredenc, gated: GatedEmbedder, upstream: LoopbackServer, stream: bool
+) -> None:
+    session = f"p-held-{stream}"
+    body = {"model": "m", "messages": MESSAGES, "stream": stream}
+    with running(gated_kb, upstream.base_url) as base_url, httpx.Client(timeout=5) as client:
+        for _ in range(2):  # the second request too: the first one's filing is still held
+            response = client.post(
+                base_url + "/chat/completions", json=body, headers={"X-Kredenc-Session": session}
+            )
+            assert response.status_code == 200
+            assert REPLY.split(maxsplit=1)[0] in response.text
+            assert gated.entered.wait(WAIT)  # its filing has begun, and is held
+        assert wait_for_turns(gated_kb, session, 0) == []  # nothing filed yet
+        gated.gate.set()
+        assert len(wait_for_turns(gated_kb, session, 4)) == 4
+
+
+def test_shutdown_files_the_turns_still_waiting(
+    gated_kb: Kredenc, gated: GatedEmbedder, upstream: LoopbackServer
+) -> None:
+    with running(gated_kb, upstream.base_url) as base_url:
+        for session in ("p-late-1", "p-late-2"):
+            response = httpx.post(
+                base_url + "/chat/completions",
+                json={"model": "m", "messages": MESSAGES},
+                headers={"X-Kredenc-Session": session},
+            )
+            assert response.status_code == 200
+        assert gated.entered.wait(WAIT)
+        threading.Timer(0.3, gated.gate.set).start()
+    # The proxy has stopped; both turns were filed before it did.
+    assert len(wait_for_turns(gated_kb, "p-late-1", 2)) == 2
+    assert len(wait_for_turns(gated_kb, "p-late-2", 2)) == 2
+
+
+def test_a_sessions_turns_are_filed_in_the_order_they_were_said(
+    kb: Kredenc, proxy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order: list[str] = []
+    file_turns = kb.file_turns
+
+    def observed(session_id: str, turns: Any, **kw: Any) -> list[str]:
+        order.append(turns[0]["content"])
+        time.sleep(0.05)  # slower than the client, so later turns queue up
+        return file_turns(session_id, turns, **kw)
+
+    monkeypatch.setattr(kb, "file_turns", observed)
+    questions = [f"Which tea do I like, take {i}?" for i in range(6)]
+    with httpx.Client(timeout=5) as client:
+        for q in questions:
+            messages = [{"role": "user", "content": q}]
+            response = client.post(
+                proxy + "/chat/completions",
+                json={"model": "m", "messages": messages},
+                headers={"X-Kredenc-Session": "p-order"},
+            )
+            assert response.status_code == 200
+    deadline = time.monotonic() + WAIT
+    while len(order) < len(questions) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert order == questions
+
+
+def test_the_pure_python_stack_serves_too(
+    kb: Kredenc, upstream: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without httptools and uvloop installed the proxy runs on h11 and asyncio."""
+    from kredenc.interfaces import proxy as module
+
+    monkeypatch.setattr(module, "server_stack", lambda: ("h11", "asyncio"))
+    pieces = ["You ", "like ", "jasmine ", "tea", "."]
+    upstream.route("POST", "/v1/chat/completions", chat_route(REPLY, pieces))
+    with running(kb, upstream.base_url) as base_url:
+        plain = httpx.post(
+            base_url + "/chat/completions", json={"model": "m", "messages": MESSAGES}
+        )
+        body = {"model": "m", "messages": MESSAGES, "stream": True}
+        with httpx.stream("POST", base_url + "/chat/completions", json=body) as response:
+            streamed = b"".join(response.iter_raw())
+    assert plain.json()["choices"][0]["message"]["content"] == REPLY
+    assert streamed == sse_body(pieces)
+
+
+def test_the_served_proxy_freezes_its_warmed_up_heap(kb: Kredenc, upstream: LoopbackServer) -> None:
+    """``kredenc proxy`` moves what is alive after the warm-up out of the collector's
+    reach (a full collection of the model's and libraries' objects took ~15 ms)."""
+    import gc
+
+    from kredenc.interfaces.proxy import ProxyServer
+
+    assert gc.get_freeze_count() == 0
+    try:
+        with ProxyServer(kb, ProxyConfig(upstream.base_url), freeze_heap=True) as base_url:
+            frozen = gc.get_freeze_count()
+            response = httpx.post(
+                base_url + "/chat/completions", json={"model": "m", "messages": MESSAGES}
+            )
+        assert response.status_code == 200
+        assert frozen > 1000
+    finally:
+        gc.unfreeze()

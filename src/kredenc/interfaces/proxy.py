@@ -14,19 +14,29 @@ llama.cpp or vLLM server's ``…/v1``). The proxy:
   JSON error body ``{"error": {"code", "message", "hint"}}``; the upstream's own
   errors pass through unchanged.
 
+Filing is off the response path: when the answer has been sent, the turn is handed to
+a :class:`~kredenc.recall.filing.TurnFiler`, which files turns on its own thread in
+the order they came (so a session's turns land in order) and files what is waiting
+when the proxy shuts down. Answers to chat completions carry ``Server-Timing:
+recall;dur=MS``, the milliseconds the recall added before the request went upstream.
+
 Headers pass through except hop-by-hop ones (the client's ``Authorization`` reaches
 the upstream; the proxy keeps no key). The session is the ``X-Kredenc-Session``
 header, else an id derived from the conversation's opening messages. Answers carry
 ``X-Kredenc-Session`` and ``X-Kredenc-Recalled`` (the number of memories injected).
 
-The stack is Starlette on uvicorn (h11), with httpx for the upstream: Starlette is
-what FastAPI (planned for the REST API) builds on, so the two can later share one
-server; uvicorn is its reference server; httpx is already a core dependency and
-streams both ways. Install with ``pip install 'kredenc[proxy]'``.
+The stack is Starlette on uvicorn, with httpx for the upstream: Starlette is what
+FastAPI (planned for the REST API) builds on, so the two can later share one server;
+uvicorn is its reference server; httpx is already a core dependency and streams both
+ways. uvicorn parses HTTP with httptools and runs on uvloop where they are installed
+(the ``proxy`` extra brings both; about 1 ms less per request than h11 on asyncio),
+else on h11 and asyncio. Install with ``pip install 'kredenc[proxy]'``.
 """
 
 from __future__ import annotations
 
+import gc
+import importlib.util
 import json
 import logging
 import threading
@@ -41,7 +51,8 @@ import httpx
 
 from kredenc.errors import InvalidInput, MissingExtra
 from kredenc.recall.budget import Budget
-from kredenc.recall.conversation import conversation_id, file_turn, new_turns
+from kredenc.recall.conversation import conversation_id, new_turns
+from kredenc.recall.filing import Reply, TurnFiler
 from kredenc.recall.reflex import RecallResult, announce, recall, warm_up
 
 try:
@@ -106,28 +117,44 @@ def error_response(status: int, code: str, message: str, hint: str) -> JSONRespo
     return JSONResponse({"error": {"code": code, "message": message, "hint": hint}}, status)
 
 
-def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
-    """The proxy as an ASGI app (served by :func:`serve` or :class:`ProxyServer`)."""
+def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -> Starlette:
+    """The proxy as an ASGI app (served by :func:`serve` or :class:`ProxyServer`).
+
+    ``freeze_heap``: after the warm-up, move everything alive to the garbage
+    collector's permanent generation (``gc.freeze``): the model, the index and the
+    libraries are never scanned again, so a full collection during a request costs
+    well under a millisecond instead of ~15 ms. For a process that is only the proxy.
+    """
     state: dict[str, httpx.AsyncClient] = {}
+    filer = TurnFiler(kb)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         seconds = await anyio.to_thread.run_sync(warm_up, kb)
         log.info("recall warm-up took %.2f s", seconds)
+        if freeze_heap:
+            gc.collect()
+            gc.freeze()
         announce(
             kb,
             budget=config.budget,
             dry_run=config.dry_run,
             time_budget_ms=config.time_budget_ms,
         )
-        log.info("kredenc proxy forwards to %s", config.upstream)
+        log.info(
+            "kredenc proxy forwards to %s (http=%s, loop=%s)", config.upstream, *server_stack()
+        )
         async with httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=min(10.0, config.timeout_s)),
             transport=config.transport,
             follow_redirects=False,
         ) as client:
             state["client"] = client
-            yield
+            try:
+                yield
+            finally:
+                # Connections are done: file what is still waiting before the store closes.
+                await anyio.to_thread.run_sync(filer.close)
 
     async def send(request: Request, path: str, body: bytes) -> httpx.Response | JSONResponse:
         url = config.upstream + path
@@ -161,6 +188,7 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
         if body is None or not isinstance(messages, list):
             return await relay(request, "/chat/completions", raw)  # the upstream's to judge
         session = request.headers.get(SESSION_HEADER) or conversation_id(messages)
+        started = time.perf_counter()
         result: RecallResult = await anyio.to_thread.run_sync(
             partial(
                 recall,
@@ -172,12 +200,15 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
                 time_budget_ms=config.time_budget_ms,
             )
         )
+        recall_ms = (time.perf_counter() - started) * 1000
         if result.injected:
             raw = json.dumps({**body, "messages": result.messages}, ensure_ascii=False).encode()
         turns = new_turns(messages) if config.file_turns else []
-        extra = {"X-Kredenc-Session": session, "X-Kredenc-Recalled": str(len(result.items))}
-        if not result.injected:
-            extra["X-Kredenc-Recalled"] = "0"
+        extra = {
+            "X-Kredenc-Session": session,
+            "X-Kredenc-Recalled": str(len(result.items)) if result.injected else "0",
+            "Server-Timing": f"recall;dur={recall_ms:.2f}",
+        }
         sent = await send(request, "/chat/completions", raw)
         if isinstance(sent, JSONResponse):
             return sent
@@ -198,11 +229,11 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
                 chunks(),
                 status_code=sent.status_code,
                 headers=headers,
-                background=_filing(kb, session, turns, reply.text),
+                background=_filing(filer, session, turns, reply.text),
             )
         data = await sent.aread()
         await sent.aclose()
-        task = _filing(kb, session, turns, partial(_reply_text, data)) if ok else None
+        task = _filing(filer, session, turns, partial(_reply_text, data)) if ok else None
         return Response(data, sent.status_code, headers=headers, background=task)
 
     async def relay(request: Request, path: str, body: bytes | None = None) -> Response:
@@ -237,16 +268,18 @@ def create_app(kb: Kredenc, config: ProxyConfig) -> Starlette:
 
 
 def _filing(
-    kb: Kredenc, session: str, turns: list[dict[str, str]], reply: Any
+    filer: TurnFiler, session: str, turns: list[dict[str, str]], reply: Reply
 ) -> BackgroundTask | None:
-    """File the turn after the answer was sent (Starlette runs it in a worker thread)."""
+    """Hand the turn to the filer once the answer has been sent (Starlette runs the
+    task after the response's last byte). Queueing is all that happens on the event
+    loop: no thread hop, no embedding on the way to the next request."""
     if not turns:
         return None
 
-    def run() -> None:
-        file_turn(kb, session, turns, reply())
+    async def hand_over() -> None:
+        filer.submit(session, turns, reply)
 
-    return BackgroundTask(run)
+    return BackgroundTask(hand_over)
 
 
 def _forward(headers: Any) -> dict[str, str]:
@@ -307,15 +340,24 @@ class _SseText:
         return "".join(self._parts)
 
 
+def server_stack() -> tuple[str, str]:
+    """uvicorn's HTTP parser and event loop: httptools and uvloop where installed (C,
+    about 1 ms less per proxied request on a loaded 2-core machine), else the pure
+    Python h11 and asyncio."""
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    return http, loop
+
+
 def _uvicorn_config(app: Starlette, host: str, port: int, log_level: str) -> uvicorn.Config:
-    # h11 and no websockets: pure Python, the same everywhere, nothing optional loaded.
+    http, loop = server_stack()
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        http="h11",
-        ws="none",
-        loop="asyncio",
+        http=http,
+        ws="none",  # nothing optional loaded for websockets
+        loop=loop,
         lifespan="on",
         log_level=log_level,
         access_log=False,
@@ -327,7 +369,8 @@ def _uvicorn_config(app: Starlette, host: str, port: int, log_level: str) -> uvi
 
 def serve(kb: Kredenc, config: ProxyConfig, *, host: str, port: int) -> None:
     """Run the proxy in the foreground until interrupted."""
-    server = uvicorn.Server(_uvicorn_config(create_app(kb, config), host, port, "info"))
+    app = create_app(kb, config, freeze_heap=True)
+    server = uvicorn.Server(_uvicorn_config(app, host, port, "info"))
     log.info("kredenc proxy listening on http://%s:%d/v1", host, port)
     server.run()
 
@@ -339,8 +382,16 @@ class ProxyServer:
         ...
     """
 
-    def __init__(self, kb: Kredenc, config: ProxyConfig, *, host: str = "127.0.0.1") -> None:
-        self._server = uvicorn.Server(_uvicorn_config(create_app(kb, config), host, 0, "warning"))
+    def __init__(
+        self,
+        kb: Kredenc,
+        config: ProxyConfig,
+        *,
+        host: str = "127.0.0.1",
+        freeze_heap: bool = False,
+    ) -> None:
+        app = create_app(kb, config, freeze_heap=freeze_heap)
+        self._server = uvicorn.Server(_uvicorn_config(app, host, 0, "warning"))
         self._thread: threading.Thread | None = None
         self.host = host
 

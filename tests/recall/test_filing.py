@@ -1,0 +1,131 @@
+"""TurnFiler: turns are filed on a background thread, in order, never blocking the caller.
+
+The store is real; its embedder is the test HashEmbedder behind a gate, so a test can
+hold a filing in the middle of its embedding and see what the caller sees meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.recall.filing import TurnFiler
+from recall.gated_embedder import WAIT, GatedEmbedder
+
+
+@pytest.fixture
+def embedder() -> GatedEmbedder:
+    return GatedEmbedder()
+
+
+@pytest.fixture
+def gated_kb(open_store: Callable[..., Kredenc], embedder: GatedEmbedder) -> Iterator[Kredenc]:
+    store = open_store(embedder=embedder)
+    try:
+        yield store
+    finally:
+        embedder.gate.set()
+        store.close()
+
+
+def filed(kb: Kredenc, session: str) -> list[tuple[str, str]]:
+    """(role, text) of the session's turns, in the order they were filed."""
+    hits = kb.search("session", k=100, types=["turn"], mode="lexical")
+    hits = [h for h in hits if h.meta.get("session") == session]
+    hits.sort(key=lambda h: h.offset)
+    return [(str(h.meta["role"]), h.text) for h in hits]
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def test_submit_returns_while_the_filing_is_held(
+    gated_kb: Kredenc, embedder: GatedEmbedder, session: str
+) -> None:
+    filer = TurnFiler(gated_kb)
+    assert filer.submit(session, user("GATED first turn"), "a reply turn")
+    assert embedder.entered.wait(WAIT)
+    assert filer.submit(session, user("second turn"), lambda: "another reply turn")
+    assert not filer.flush(timeout=0.1)  # still held
+    assert filed(gated_kb, session) == []
+    embedder.gate.set()
+    assert filer.flush(timeout=WAIT)
+    assert filed(gated_kb, session) == [
+        ("user", "GATED first turn"),
+        ("assistant", "a reply turn"),
+        ("user", "second turn"),
+        ("assistant", "another reply turn"),
+    ]
+    assert filer.close()
+
+
+def test_turns_of_a_session_are_filed_in_the_order_submitted(kb: Kredenc, session: str) -> None:
+    filer = TurnFiler(kb)
+    for i in range(20):
+        filer.submit(session, user(f"turn number {i}"), None)
+    assert filer.close()
+    assert filed(kb, session) == [("user", f"turn number {i}") for i in range(20)]
+
+
+def test_close_files_what_is_waiting(
+    gated_kb: Kredenc, embedder: GatedEmbedder, session: str
+) -> None:
+    filer = TurnFiler(gated_kb)
+    filer.submit(session, user("GATED turn one"), None)
+    filer.submit(session, user("turn two"), None)
+    threading.Timer(0.2, embedder.gate.set).start()
+    assert filer.close(timeout=WAIT)
+    assert [text for _, text in filed(gated_kb, session)] == ["GATED turn one", "turn two"]
+
+
+def test_past_max_pending_a_turn_is_dropped_with_a_warning(
+    gated_kb: Kredenc,
+    embedder: GatedEmbedder,
+    session: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    filer = TurnFiler(gated_kb, max_pending=2)
+    assert filer.submit(session, user("GATED held turn"), None)
+    assert embedder.entered.wait(WAIT)  # taken off the queue, held in its embedding
+    assert filer.submit(session, user("waiting one"), None)
+    assert filer.submit(session, user("waiting two"), None)
+    with caplog.at_level(logging.WARNING, "kredenc.recall"):
+        assert not filer.submit(session, user("one too many"), None)
+    assert filer.dropped == 1
+    assert "2 turns are already waiting" in caplog.text
+    embedder.gate.set()
+    assert filer.close(timeout=WAIT)
+    texts = [text for _, text in filed(gated_kb, session)]
+    assert texts == ["GATED held turn", "waiting one", "waiting two"]
+
+
+def test_after_close_nothing_is_taken(
+    kb: Kredenc, session: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    filer = TurnFiler(kb)
+    assert filer.close()
+    with caplog.at_level(logging.WARNING, "kredenc.recall"):
+        assert not filer.submit(session, user("too late"), None)
+    assert "the filer is closed" in caplog.text
+    assert filer.flush(timeout=1)
+    assert filed(kb, session) == []
+
+
+def test_a_reply_that_cannot_be_read_still_files_the_user_turn(
+    kb: Kredenc, session: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> str:
+        raise ValueError("stream state lost")
+
+    filer = TurnFiler(kb)
+    with caplog.at_level(logging.WARNING, "kredenc.recall"):
+        filer.submit(session, user("what I said"), broken)
+        assert filer.close()
+    assert filed(kb, session) == [("user", "what I said")]
+    assert "stream state lost" in caplog.text
