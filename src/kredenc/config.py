@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     )
     leg_k: int = Field(50, ge=1, le=1000, description="Candidates each leg returns before fusion.")
     neighbors_max: int = Field(40, ge=0, description="Most graph neighbours added to a search.")
+    mention_links: int = Field(
+        10,
+        ge=0,
+        le=100,
+        description="Most 'mentions' edges an evaluation passage gets to passages whose"
+        " title it names (kredenc eval; 0 files none).",
+    )
     rerank: str = Field("none", description="Reranker: 'none' or a local cross-encoder path.")
     rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
     rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")

@@ -129,6 +129,8 @@ def _edge(ns: str, src: str, dst: str, rel: str, ts: float) -> dict[str, Any]:
     return {"op": "edge", "ns": ns, "src": src, "dst": dst, "rel": rel, "weight": 1.0, "ts": ts}
 
 
-def link_payloads(ns: str, links: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def link_payloads(
+    ns: str, links: list[tuple[str, str]], rel: str = "links_to"
+) -> list[dict[str, Any]]:
     ts = now()
-    return [_edge(ns, a, b, "links_to", ts) for a, b in links if a != b]
+    return [_edge(ns, a, b, rel, ts) for a, b in links if a != b]

@@ -104,7 +104,9 @@ def _run_all(
             opts = dict(cfg)
             if rerank:
                 opts["rerank"] = rerank
-            retriever = EngineRetriever(kb, record_type=record_type, **opts)
+            retriever = EngineRetriever(
+                kb, record_type=record_type, mention_links=kb.settings.mention_links, **opts
+            )
             target = None
             if run_file:
                 target = run_file if len(configs) == 1 else _suffixed(run_file, cfg)
