@@ -62,8 +62,8 @@ class Settings(BaseSettings):
         10,
         ge=0,
         le=100,
-        description="Most 'mentions' edges an evaluation passage gets to passages whose"
-        " title it names (kredenc eval; 0 files none).",
+        description="Most 'mentions' edges a chunk gets to documents (of the same ingest"
+        " run or eval corpus) whose title it names; 0 files none.",
     )
     rerank: str = Field("none", description="Reranker: 'none' or a local cross-encoder path.")
     rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from kredenc.engine import Kredenc
 from kredenc.ingest.mentions import Titled, mention_pairs, title_key
+from kredenc.testing.embedders import HashEmbedder
 
 
 def test_title_key_drops_disambiguator_and_rejects_unlinkable_titles() -> None:
@@ -51,3 +55,43 @@ def test_longer_titles_match_and_the_bound_keeps_first_mentions() -> None:
     ]
     assert mention_pairs(passages, max_per_doc=2) == [("src", "nyc"), ("src", "ny")]
     assert mention_pairs(passages, max_per_doc=0) == []
+
+
+def test_titles_can_come_from_separate_targets() -> None:
+    chunks = [
+        Titled("a0", "Kestrel", "Kestrel\nThe kestrel hunts over the Water Tower."),
+        Titled("a1", "Kestrel", "It nests near the water tower too."),
+        Titled("w0", "Water Tower", "Water Tower\nBuilt in 1911; a kestrel nests on it."),
+        Titled("w1", "Water Tower", "Restored in 1990."),
+    ]
+    leads = [Titled("a0", "Kestrel", ""), Titled("w0", "Water Tower", "")]
+    # every chunk links to the other document's lead, never to its own document
+    assert mention_pairs(chunks, targets=leads) == [("a0", "w0"), ("a1", "w0"), ("w0", "a0")]
+
+
+def test_ingest_links_chunks_to_the_documents_they_name(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "tower.md").write_text(
+        "# Old Water Tower\n\nBuilt in 1911 of red brick; restored in 1990.\n"
+    )
+    (notes / "birds.md").write_text(
+        "# Kestrel sightings\n\nA kestrel nests on the old water tower every spring.\n"
+    )
+    (notes / "other.md").write_text("# Budget\n\nNothing about towers here.\n")
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        report = kb.ingest(notes)
+        assert report.documents == 3 and report.mentions == 1
+        bird = kb.search("kestrel sightings", k=1, mode="lexical")[0]
+        rows = kb.index.reader().execute("SELECT src, dst FROM edges WHERE rel='mentions'")
+        [(src, dst)] = [(str(a), str(b)) for a, b in rows]
+        assert src == bird.id and "Built in 1911" in kb.get(dst).text
+        plain = kb.search("where do kestrel birds nest", k=3, mode="lexical")
+        assert dst not in [h.id for h in plain]
+        walked = kb.search("where do kestrel birds nest", k=3, mode="lexical", hops=1)
+        assert [h.id for h in walked[:2]] == [bird.id, dst]
+        assert walked[1].graph == f"mentions of {bird.id}"
+    with Kredenc.open(
+        tmp_path / "off", embedder=HashEmbedder(), durability="none", mention_links=0
+    ) as kb:
+        assert kb.ingest(notes).mentions == 0

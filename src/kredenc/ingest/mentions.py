@@ -52,19 +52,25 @@ def title_key(title: str) -> tuple[str, ...] | None:
     return key
 
 
-def mention_pairs(passages: Sequence[Titled], *, max_per_doc: int = 10) -> list[tuple[str, str]]:
+def mention_pairs(
+    passages: Sequence[Titled],
+    *,
+    targets: Sequence[Titled] | None = None,
+    max_per_doc: int = 10,
+) -> list[tuple[str, str]]:
     """(source id, target id) for every passage whose text mentions another's title.
 
-    Several passages may share a title (MuSiQue repeats them): a mention links to each,
-    within the per-passage bound.
+    Titles come from ``targets`` (default: the passages themselves; a document's lead
+    chunk, say, when every chunk of it is a passage). Several targets may share a
+    title (MuSiQue repeats them): a mention links to each, within the bound.
     """
     if max_per_doc <= 0:
         return []
     by_key: dict[tuple[str, ...], list[str]] = {}
-    for p in passages:
-        key = title_key(p.title) if p.title else None
+    for t in passages if targets is None else targets:
+        key = title_key(t.title) if t.title else None
         if key is not None:
-            by_key.setdefault(key, []).append(p.id)
+            by_key.setdefault(key, []).append(t.id)
     if not by_key:
         return []
     longest = max(len(k) for k in by_key)
@@ -74,15 +80,15 @@ def mention_pairs(passages: Sequence[Titled], *, max_per_doc: int = 10) -> list[
         own_key = title_key(p.title) if p.title else None
         own = set(by_key.get(own_key, ())) if own_key is not None else set()
         words = tokens(p.text)
-        targets: dict[str, None] = {}
+        found: dict[str, None] = {}
         for i, word in enumerate(words):
             if word not in firsts:
                 continue
             for n in range(min(longest, len(words) - i), 0, -1):
                 for target in by_key.get(tuple(words[i : i + n]), ()):
                     if target != p.id and target not in own:
-                        targets.setdefault(target, None)
-            if len(targets) >= max_per_doc:
+                        found.setdefault(target, None)
+            if len(found) >= max_per_doc:
                 break
-        out.extend((p.id, t) for t in list(targets)[:max_per_doc])
+        out.extend((p.id, t) for t in list(found)[:max_per_doc])
     return out
