@@ -66,6 +66,13 @@ class Settings(BaseSettings):
         ),
     )
     neighbors_max: int = Field(40, ge=0, description="Most graph neighbours added to a search.")
+    mention_links: int = Field(
+        10,
+        ge=0,
+        le=100,
+        description="Most 'mentions' edges a chunk gets to documents (of the same ingest"
+        " run or eval corpus) whose title it names; 0 files none.",
+    )
     rerank: str = Field("none", description="Reranker: 'none' or a local cross-encoder path.")
     rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
     rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.eval.datasets import EvalDoc
 from kredenc.ingest.chunker import split_spans
+from kredenc.ingest.mentions import Titled, mention_pairs
+from kredenc.ingest.pipeline import link_payloads
 from kredenc.memory.turns import turn_context
 
 if TYPE_CHECKING:
@@ -23,7 +25,13 @@ _OVERFETCH = 4  # chunks asked for per wanted document
 
 
 class EngineRetriever:
-    """Files each corpus as passages (``record_type``) and searches with ``search_opts``."""
+    """Files each corpus as passages (``record_type``) and searches with ``search_opts``.
+
+    ``mention_links`` > 0 files ``mentions`` edges between passages whose text names
+    another document's title (at most that many per passage; ``ingest.mentions``), so
+    graph expansion (``hops``) has links to walk in titled corpora such as Wikipedia
+    paragraphs.
+    """
 
     def __init__(
         self,
@@ -31,9 +39,12 @@ class EngineRetriever:
         *,
         record_type: str = "chunk",
         chunk_size: int | None = None,
+        mention_links: int = 0,
         **search_opts: Any,
     ) -> None:
         self.kb = kb
+        self.mention_links = mention_links
+        self.links = 0
         self.record_type = record_type
         self.chunk_size = chunk_size or kb.settings.chunk_size
         self.overlap = min(kb.settings.chunk_overlap, self.chunk_size // 2)
@@ -49,6 +60,7 @@ class EngineRetriever:
 
     def index(self, docs: Sequence[EvalDoc]) -> None:
         items: list[dict[str, Any]] = []
+        titles: list[str] = []
         sessions: dict[Any, list[str]] = {}
         for d in docs:
             text = d.text.strip()
@@ -77,8 +89,19 @@ class EngineRetriever:
                             "meta": {"eval_id": d.id},
                         }
                     )
+                    titles.append(d.title)
+        ids: list[str] = []
         for start in range(0, len(items), _BATCH):
-            self.kb.add_passages(items[start : start + _BATCH], record_type=self.record_type)
+            ids += self.kb.add_passages(items[start : start + _BATCH], record_type=self.record_type)
+        if self.mention_links > 0:
+            passages = [
+                Titled(rid, title, item["text"])
+                for rid, title, item in zip(ids, titles, items, strict=True)
+            ]
+            pairs = mention_pairs(passages, max_per_doc=self.mention_links)
+            if pairs:
+                self.kb.write(link_payloads(self.kb.namespace, pairs, "mentions"), batch=True)
+                self.links += len(pairs)
 
     def search(self, query: str, k: int) -> list[str]:
         if not query.strip():

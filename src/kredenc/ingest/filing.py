@@ -1,7 +1,9 @@
 """Filing loaded documents into a store: the ingest run behind ``Kredenc.ingest``.
 
 Each document is one all-or-nothing batch (see ``pipeline``); ``links_to`` edges
-are drawn at the end, once both ends are filed.
+are drawn at the end, once both ends are filed, and so are ``mentions`` edges: a
+chunk that names the title of another document filed in the same run is linked to
+that document's lead chunk (``ingest.mentions``; at most ``mention_links`` each).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kredenc.errors import KredencError
 from kredenc.ingest.chunker import chunk as cut
 from kredenc.ingest.document import Chunk, LoadedDocument
 from kredenc.ingest.loaders.registry import iter_sources, loader_for
+from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
 
 if TYPE_CHECKING:
@@ -39,13 +42,16 @@ def ingest(
     report = IngestReport()
     started = time.perf_counter()
     links: list[tuple[str, str]] = []
+    filed: list[tuple[str, list[tuple[str, str]]]] = []
     inc = list(include) if include is not None else None
     excl = list(exclude) if exclude is not None else None
     for source in iter_sources([str(s) for s in items], inc, excl):
         try:
             for doc in loader_for(source, kb.settings).load(source):
                 chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
-                file_document(kb, doc, chunks, drawer, report)
+                parts = file_document(kb, doc, chunks, drawer, report)
+                if parts:
+                    filed.append((doc.title, parts))
                 links.extend((doc.source, target) for target in doc.links)
         except KredencError as exc:
             log.warning("ingest: %s", exc)
@@ -53,21 +59,23 @@ def ingest(
         if on_progress is not None:
             on_progress(source, report)
     file_links(kb, links, report)
+    file_mentions(kb, filed, report)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def file_document(
     kb: Kredenc, doc: LoadedDocument, chunks: list[Chunk], drawer: str, report: IngestReport
-) -> None:
-    """File one document (or skip it when its content is unchanged)."""
+) -> list[tuple[str, str]]:
+    """File one document (or skip it when its content is unchanged); returns the new
+    chunks as (id, text), in order (none when unchanged)."""
     ns = kb.namespace
     digest = content_hash(doc)
     existing = kb.index.document(ns, doc.source)
     if existing is not None and existing[1] == digest:
         report.unchanged += 1
         report.doc_ids[doc.source] = existing[0]
-        return
+        return []
     replaces = None
     version = 1
     if existing is not None:
@@ -82,6 +90,7 @@ def file_document(
     report.chunks += len(puts)
     report.replaced += existing is not None
     report.doc_ids[doc.source] = doc_id
+    return [(str(p["id"]), str(p["text"])) for p in puts]
 
 
 def file_links(kb: Kredenc, links: list[tuple[str, str]], report: IngestReport) -> None:
@@ -95,3 +104,19 @@ def file_links(kb: Kredenc, links: list[tuple[str, str]], report: IngestReport) 
         payloads = link_payloads(kb.namespace, pairs)
         kb.write(payloads, batch=len(payloads) > 1)
         report.links += len(payloads)
+
+
+def file_mentions(
+    kb: Kredenc, filed: list[tuple[str, list[tuple[str, str]]]], report: IngestReport
+) -> None:
+    """``mentions`` edges from each chunk filed in this run to the lead chunk of every
+    other document of the run whose title it names."""
+    limit = kb.settings.mention_links
+    if limit <= 0 or len(filed) < 2:
+        return
+    leads = [Titled(parts[0][0], title, "") for title, parts in filed if title]
+    chunks = [Titled(cid, title, text) for title, parts in filed for cid, text in parts]
+    pairs = mention_pairs(chunks, targets=leads, max_per_doc=limit)
+    if pairs:
+        kb.write(link_payloads(kb.namespace, pairs, "mentions"), batch=len(pairs) > 1)
+        report.mentions += len(pairs)

@@ -4,7 +4,8 @@ A document is keyed by its source and the hash of its content. Re-ingesting an
 unchanged source writes nothing; a changed one tombstones the old document and its
 chunks and files the new ones in the same batch (the embedding cache means only
 chunks whose text changed are embedded again). Edges: chunk ``part_of`` document,
-chunk ``next`` chunk, document ``links_to`` document (drawn once both are filed).
+chunk ``next`` chunk, document ``links_to`` document and chunk ``mentions`` chunk (drawn
+once both are filed).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class IngestReport:
     unchanged: int = 0
     replaced: int = 0
     links: int = 0
+    mentions: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
     doc_ids: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -37,6 +39,7 @@ class IngestReport:
             "unchanged": self.unchanged,
             "replaced": self.replaced,
             "links": self.links,
+            "mentions": self.mentions,
             "failed": [{"source": s, "error": e} for s, e in self.failed],
             "seconds": round(self.seconds, 3),
         }
@@ -129,6 +132,8 @@ def _edge(ns: str, src: str, dst: str, rel: str, ts: float) -> dict[str, Any]:
     return {"op": "edge", "ns": ns, "src": src, "dst": dst, "rel": rel, "weight": 1.0, "ts": ts}
 
 
-def link_payloads(ns: str, links: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def link_payloads(
+    ns: str, links: list[tuple[str, str]], rel: str = "links_to"
+) -> list[dict[str, Any]]:
     ts = now()
-    return [_edge(ns, a, b, "links_to", ts) for a, b in links if a != b]
+    return [_edge(ns, a, b, rel, ts) for a, b in links if a != b]

@@ -99,21 +99,26 @@ def _run_all(
     c = _ctx()
     configs = _configs(modes, hops)
     results = []
-    with _eval_store(cache) as kb:
-        for cfg in configs:
+    for cfg in configs:
+        # A fresh store per configuration: FTS5's BM25 statistics span the whole
+        # table, so corpora filed earlier in the same store (other namespaces) would
+        # shift this run's lexical scores, and a row would depend on the rows before it.
+        with _eval_store(cache) as kb:
             opts = dict(cfg)
             if rerank:
                 opts["rerank"] = rerank
-            retriever = EngineRetriever(kb, record_type=record_type, **opts)
+            retriever = EngineRetriever(
+                kb, record_type=record_type, mention_links=kb.settings.mention_links, **opts
+            )
             target = None
             if run_file:
                 target = run_file if len(configs) == 1 else _suffixed(run_file, cfg)
             result = run(retriever, dataset, run_file=target)
-            summary = result.summary()
-            summary["config"] = opts
-            results.append(summary)
-            if not c.json:
-                _print_summary(summary)
+        summary = result.summary()
+        summary["config"] = opts
+        results.append(summary)
+        if not c.json:
+            _print_summary(summary)
     if c.json:
         click.echo(json.dumps(results if len(results) > 1 else results[0], ensure_ascii=False))
     return results
@@ -177,11 +182,16 @@ def eval_multihop(
     run_file: str | None,
     cache: str,
 ) -> None:
-    """HotpotQA / MuSiQue: Recall@k and all-gold@k for k = 2, 5, 10."""
+    """HotpotQA / MuSiQue: Recall@k and all-gold@k for k = 2, 5, 10.
+
+    Passages that name another passage's title are linked (``mention_links``), and
+    without ``--hops`` the search walks one hop along those links (``--hops 0`` for
+    the legs alone).
+    """
     from kredenc.eval import load_multihop
 
     dataset = load_multihop(questions, corpus)
-    _run_all(dataset, modes, hops, rerank, run_file, cache, "chunk")
+    _run_all(dataset, modes, hops or (1,), rerank, run_file, cache, "chunk")
 
 
 @eval_group.command("locomo")

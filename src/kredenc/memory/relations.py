@@ -18,7 +18,7 @@ RELATIONS = (
 )
 SYMMETRIC = frozenset({"related_to"})
 # Structural edges written by ingestion (documents, chunks, pages).
-STRUCTURAL = ("part_of", "next", "links_to")
+STRUCTURAL = ("part_of", "next", "links_to", "mentions")
 ALL_RELATIONS = RELATIONS + STRUCTURAL
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from kredenc.errors import InvalidInput
 from kredenc.records import Hit, LegScore
 from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
-from kredenc.retrieve.graph import expand
+from kredenc.retrieve.graph import expand, merge
 from kredenc.retrieve.rerank import Reranker
 from kredenc.retrieve.terms import phrases, query_terms, tokens
 from kredenc.storage.haystack import Haystack
@@ -149,14 +149,15 @@ def search(
     if params.hops > 0:
         seeds = fused[: params.k]
         extra = expand(
-            index, ns, seeds, hops=params.hops, filters=filters, limit=params.neighbors_max
+            index,
+            ns,
+            seeds,
+            hops=params.hops,
+            filters=filters,
+            limit=params.neighbors_max,
+            include_seeds=True,
         )
-        have = {r for r, _ in fused}
-        for e in extra:
-            if e.rowid not in have:
-                fused.append((e.rowid, e.score))
-                via[e.rowid] = e.via
-        fused.sort(key=lambda t: -t[1])
+        fused, via = merge(fused, extra)
     depth = max(params.k, params.rerank_depth) if reranker is not None else params.k
     top = fused[:depth]
     places = index.resolve(ns, [r for r, _ in top])

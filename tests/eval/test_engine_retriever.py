@@ -1,0 +1,72 @@
+"""The engine as an eval retriever: title-mention links between passages, and graph
+expansion walking them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.eval import load_multihop
+from kredenc.eval.datasets import EvalDoc
+from kredenc.eval.engine_retriever import EngineRetriever
+from kredenc.testing.embedders import HashEmbedder
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[Kredenc]:
+    store = Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none")
+    yield store
+    store.close()
+
+
+def _mentions(kb: Kredenc) -> set[tuple[str, str]]:
+    """The 'mentions' edges of the current namespace, as (eval id, eval id)."""
+    rows = kb.index.reader().execute(
+        "SELECT src, dst FROM edges WHERE ns=? AND rel='mentions'", (kb.namespace,)
+    )
+    return {(_eval_id(kb, a), _eval_id(kb, b)) for a, b in rows}
+
+
+def _eval_id(kb: Kredenc, rid: str) -> str:
+    return str(kb.get(rid).meta["eval_id"])
+
+
+def test_passages_that_name_a_title_are_linked(kb: Kredenc, fixtures: Path) -> None:
+    d = fixtures / "multihop"
+    ds = load_multihop(d / "hotpotqa_questions.json", d / "hotpotqa_corpus.json")
+    r = EngineRetriever(kb, mention_links=10)
+    r.reset()
+    r.index(ds.docs)
+    # "Rex is a beagle. He lives in Paris." names Beagle and Paris; "(dog)" is dropped
+    # from Rex's title, but no passage names Rex.
+    assert _mentions(kb) == {("Rex (dog)", "Beagle"), ("Rex (dog)", "Paris")}
+    assert r.links == 2
+    off = EngineRetriever(kb)  # the default files no links
+    off.reset()
+    off.index(ds.docs)
+    assert _mentions(kb) == set() and off.links == 0
+
+
+def test_one_hop_lifts_the_passage_the_best_hit_names(kb: Kredenc) -> None:
+    docs = [
+        EvalDoc(
+            "Q", "Quokka Hotel\nThe Quokka Hotel was designed by Ada Lindqvist.", "Quokka Hotel"
+        ),
+        EvalDoc("A", "Ada Lindqvist\nShe grew up in Tromso.", "Ada Lindqvist"),
+        EvalDoc("H1", "Hotel Alpha\nA hotel that was designed well.", "Hotel Alpha"),
+        EvalDoc("H2", "Hotel Beta\nA hotel designed by committee.", "Hotel Beta"),
+        EvalDoc("H3", "Hotel Gamma\nThe hotel designer.", "Hotel Gamma"),
+    ]
+    query = "Where was the designer of the Quokka Hotel raised?"
+    plain = EngineRetriever(kb, mention_links=10, mode="lexical")
+    plain.reset()
+    plain.index(docs)
+    ranked = plain.search(query, 5)
+    assert ranked[0] == "Q" and "A" not in ranked[:2]
+    walked = EngineRetriever(kb, mention_links=10, mode="lexical", hops=1)
+    walked.reset()
+    walked.index(docs)
+    assert walked.search(query, 5)[:2] == ["Q", "A"]
