@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kredenc.engine import Kredenc
 from kredenc.storage.index import lexical
 from kredenc.storage.index.filters import Filters
-from kredenc.storage.index.lexical import Phrase, Vocabulary, any_of, plan
+from kredenc.storage.index.lexical import Phrase, Plan, Vocabulary, any_of, plan
 from kredenc.testing.embedders import HashEmbedder
 
 # A vocabulary with a skewed (Zipf-like) frequency: a few words are in most cards.
@@ -44,7 +44,7 @@ def corpus_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kredenc]:
 
 
 def brute_force(
-    kb: Kredenc, ns: str, phrases: list[Phrase], k: int, required: list[Phrase]
+    kb: Kredenc, ns: str, phrases: list[Phrase], k: int, held: Plan
 ) -> list[tuple[int, float]]:
     """Every match of the namespace ranked by FTS5 (no bound), cut to the cards that
     hold a required phrase."""
@@ -54,7 +54,7 @@ def brute_force(
         int(r[0])
         for r in conn.execute(
             "SELECT rowid FROM cards WHERE cards MATCH ?",
-            ("{card context} : (" + any_of(required) + ")",),
+            (held.held(),),
         )
     }
     return [(r, s) for r, s in everything if r in holding][:k]
@@ -104,11 +104,22 @@ def test_doc_freqs_are_fts5_counts(corpus_kb: Kredenc) -> None:
 
 def test_plan_drops_what_matches_nothing_and_requires_the_rarest() -> None:
     a, b, c, d = (Phrase(x) for x in "abcd")
-    assert plan([a, b, c], [10, 0, 20], 100) == ([a, c], [])
-    assert plan([a, b, c], [10, 0, 20], 0) == ([a, c], [])  # unbounded
-    assert plan([a, b, c, d], [500, 40, 900, 40], 100) == ([b, d], [a, c])
-    assert plan([a, b], [5000, 4000], 100) == ([b], [a])  # at least one is required
-    assert plan([a], [0], 100) == ([], [])
+    assert plan([a, b, c], [10, 0, 20], 100) == Plan((a, c))
+    assert plan([a, b, c], [10, 0, 20], 0) == Plan((a, c))  # unbounded
+    assert plan([a, b, c, d], [500, 40, 900, 40], 100) == Plan((b, d), (a, c))
+    assert plan([a, b, c], [500, 40, 900], 100) == Plan((b,), (a, c))  # at least one
+    assert plan([a], [0], 100) == Plan(())
+    # Every word common: cards must hold the two rarest together; relaxed step by step.
+    every = plan([a, b, c], [5000, 4000, 9000], 100)
+    assert every == Plan((b, a), (c,), all_of=True)
+    assert every.held() == '{card context} : ("b" AND "a")'
+    assert every.relaxed() == Plan((b,), (a, c))
+    assert Plan((b,), (a, c)).relaxed() == Plan((b, a), (c,))
+    assert Plan((b, a, c)).relaxed() is None
+    assert plan([a], [5000], 100) == Plan((a,))  # one word: nothing to pair it with
+    # A scoring-only word in half the cards or more has FTS5 IDF 1e-6: dropped.
+    assert plan([a, b, c], [5, 600, 150], 100, cards=1000) == Plan((a,), (c,))
+    assert plan([a, b, c], [5, 600, 150], 100, cards=1300) == Plan((a,), (c, b))
 
 
 # -- bounded queries -------------------------------------------------------------------
@@ -117,7 +128,7 @@ def test_plan_drops_what_matches_nothing_and_requires_the_rarest() -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6, unique=True),
-    bound=st.sampled_from([0, 40, 150, 400, 100_000]),
+    bound=st.sampled_from([0, 20, 40, 150, 400, 100_000]),
     k=st.sampled_from([1, 5, 20]),
 )
 def test_bounded_search_is_exact_over_cards_holding_a_required_phrase(
@@ -126,21 +137,22 @@ def test_bounded_search_is_exact_over_cards_holding_a_required_phrase(
     phrases = [Phrase(w) for w in words]
     conn = corpus_kb.index.reader()
     freqs = Vocabulary().doc_freqs(conn, phrases)
-    required, scoring = plan(phrases, freqs, bound)
+    cards = int(conn.execute("SELECT max(rowid) FROM records").fetchone()[0])
+    used = plan(phrases, freqs, bound, cards)
     got = corpus_kb.index.lexical("main", phrases, k, Filters(), max_scored=bound)
-    if not required:
+    if not used.required:
         assert got == []
         return
-    live = [p for p, f in zip(phrases, freqs, strict=True) if f]
-    want = brute_force(corpus_kb, "main", live, k, required)
-    while len(want) < k and scoring:  # fewer than k hold one: the next rarest is required
-        required, scoring = [*required, scoring[0]], scoring[1:]
-        want = brute_force(corpus_kb, "main", live, k, required)
+    scored = [*used.required, *used.scoring]  # what the plan scores with
+    want = brute_force(corpus_kb, "main", scored, k, used)
+    while len(want) < k and (relaxed := used.relaxed()) is not None:  # fewer than k held
+        used = relaxed
+        want = brute_force(corpus_kb, "main", scored, k, used)
     assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want]
     # Equal scores may come in either order; the sets above the last score must agree.
     cut = want[-1][1] if want else 0.0
     assert {r for r, s in got if s > cut + 1e-9} == {r for r, s in want if s > cut + 1e-9}
-    if not scoring:  # within the bound: the unbounded ranking itself
+    if not used.scoring and not used.all_of:  # every match: the unbounded ranking itself
         assert got == corpus_kb.index.lexical("main", phrases, k, Filters(), max_scored=0)
 
 

@@ -18,8 +18,9 @@ tokenizer (see :class:`Vocabulary`):
   match); both carry every phrase, so their BM25 scores share one scale and the
   merge is the exact top ``k`` of the cards that hold a required phrase. Cards that
   hold only common phrases are not ranked: that is the approximation, measured in
-  docs/benchmarks.md. When fewer than ``k`` cards hold a required phrase, the next
-  rarest phrase is required too.
+  docs/benchmarks.md. When every phrase is common (even the rarest is past the
+  bound), a card must hold the two rarest together. When fewer than ``k`` cards are
+  held, the plan is relaxed (:meth:`Plan.relaxed`) until ``k`` are or none is left.
 
 The namespace and the other filters are bound in SQL (a join with ``records``). The
 namespace's and drawer's scope tokens go into the FTS5 expression only when they
@@ -33,8 +34,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from kredenc.storage.index.filters import Filters, record_conditions
 
@@ -44,6 +45,8 @@ MAX_SCORED = 2000
 # A scope token goes into the expression when it keeps at most this share of the cards.
 _SCOPE_SHARE = 0.5
 _STEM_CACHE = 50_000
+# Walking a doclist costs about a tenth of scoring a card (measured at 100k cards).
+_WALK_RATIO = 10
 _TOP = "\U0010ffff"
 
 
@@ -156,27 +159,67 @@ class Vocabulary:
         return found
 
 
-def plan(
-    phrases: Sequence[Phrase], freqs: Sequence[int], max_scored: int
-) -> tuple[list[Phrase], list[Phrase]]:
-    """(required, scoring-only) phrases; phrases that match nothing are dropped.
+_COLS = "{card context}"
 
-    All phrases are required when they match at most ``max_scored`` cards together
-    (or ``max_scored`` is 0); otherwise the rarest are, as many as fit in the bound
-    (at least one). Scoring-only phrases come rarest first.
+
+@dataclass(frozen=True)
+class Plan:
+    """Which cards a query ranks: those holding any of ``required`` (all of them when
+    ``all_of``); each is scored with ``required`` and ``scoring`` (rarest first)."""
+
+    required: tuple[Phrase, ...]
+    scoring: tuple[Phrase, ...] = ()
+    all_of: bool = False
+    freqs: Mapping[Phrase, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def held(self) -> str:
+        """The FTS5 expression for the cards this plan ranks."""
+        joined = (" AND " if self.all_of else " OR ").join(p.fts() for p in self.required)
+        return f"{_COLS} : ({joined})"
+
+    def cards(self, phrases: Sequence[Phrase]) -> int:
+        """How many cards ``phrases`` match together, at most (their counts added)."""
+        return sum(self.freqs.get(p, 0) for p in phrases)
+
+    def relaxed(self) -> Plan | None:
+        """The next plan when fewer than ``k`` cards are held: any of the two rarest
+        instead of both, else the next rarest phrase required too; None at the end."""
+        if self.all_of:
+            return Plan(self.required[:1], (*self.required[1:], *self.scoring), freqs=self.freqs)
+        if not self.scoring:
+            return None
+        return Plan((*self.required, self.scoring[0]), self.scoring[1:], freqs=self.freqs)
+
+
+def plan(phrases: Sequence[Phrase], freqs: Sequence[int], max_scored: int, cards: int = 0) -> Plan:
+    """The plan for ``phrases`` with document frequencies ``freqs`` among ``cards``
+    cards; phrases that match nothing are dropped.
+
+    Every phrase is required when they match at most ``max_scored`` cards together (or
+    ``max_scored`` is 0); otherwise the rarest are, as many as fit in the bound. When
+    even the rarest is past the bound (every word is common), the cards must hold both
+    of the two rarest. A scoring-only phrase in half the cards or more is dropped too:
+    FTS5's BM25 gives it an IDF of 1e-6 (its formula clamps a negative IDF), and
+    walking its doclist would cost more than the rest of the query.
     """
     live = [(p, f) for p, f in zip(phrases, freqs, strict=True) if f > 0]
+    counts = dict(live)
     if max_scored <= 0 or sum(f for _, f in live) <= max_scored:
-        return [p for p, _ in live], []
+        return Plan(tuple(p for p, _ in live), freqs=counts)
     live.sort(key=lambda t: t[1])  # stable: equally rare phrases keep the query's order
-    required: list[Phrase] = []
-    total = 0
-    for phrase, freq in live:
-        if required and total + freq > max_scored:
-            break
-        required.append(phrase)
-        total += freq
-    return required, [p for p, _ in live[len(required) :]]
+    ordered = tuple(p for p, _ in live)
+    if live[0][1] > max_scored and len(live) >= 2:
+        count, all_of = 2, True
+    else:
+        total = count = 0
+        for _, freq in live:
+            if count and total + freq > max_scored:
+                break
+            total += freq
+            count += 1
+        all_of = False
+    scoring = tuple(p for p in ordered[count:] if not (cards and 2 * counts[p] >= cards))
+    return Plan(ordered[:count], scoring, all_of, counts)
 
 
 def search(
@@ -209,38 +252,46 @@ def search(
         for p, f in zip(scope_phrases, scope_freqs, strict=True)
         if f <= total * _SCOPE_SHARE
     ]
-    required, scoring = plan(phrases, freqs, max_scored)
     prefix = f"scope : ({' AND '.join(narrowing)}) AND " if narrowing else ""
     rank = f"bm25(1.0, {float(context_weight)!r}, 0.0)"
-    while True:
-        ranked = _bounded(conn, ns, prefix, required, scoring, rank, k, filters)
-        if len(ranked) >= k or not scoring:
-            return ranked
-        # Fewer than k cards hold a required phrase: require the next rarest too.
-        required, scoring = [*required, scoring[0]], scoring[1:]
+    current: Plan | None = plan(phrases, freqs, max_scored, total)
+    ranked: list[tuple[int, float]] = []
+    while current is not None and current.required:
+        ranked = _bounded(conn, ns, prefix, current, rank, k, filters)
+        if len(ranked) >= k:
+            break
+        current = current.relaxed()  # fewer than k cards are held: hold more
+    return ranked
 
 
 def _bounded(
     conn: sqlite3.Connection,
     ns: str,
     prefix: str,
-    required: list[Phrase],
-    scoring: list[Phrase],
+    plan: Plan,
     rank: str,
     k: int,
     filters: Filters,
 ) -> list[tuple[int, float]]:
-    """The top ``k`` cards holding a required phrase, scored with every phrase."""
-    if not required:
-        return []
-    cols = "{card context}"
-    held = f"{prefix}{cols} : ({any_of(required)})"
-    if not scoring:
+    """The top ``k`` of the cards ``plan`` holds, scored with every phrase."""
+    held = prefix + plan.held()
+    if not plan.scoring:
         return _ranked(conn, ns, held, rank, k, filters)
-    # Two queries that split the cards holding a required phrase: with and without a
-    # scoring phrase. Both carry every phrase, so their scores are on one scale.
-    ranked = _ranked(conn, ns, f"{held} AND {cols} : ({any_of(scoring)})", rank, k, filters)
-    ranked += _ranked(conn, ns, f"{held} NOT {cols} : ({any_of(scoring)})", rank, k, filters)
+    scoring = f"{_COLS} : ({any_of(plan.scoring)})"
+    ranked = _ranked(conn, ns, f"{held} AND {scoring}", rank, k, filters)
+    if plan.cards(plan.scoring) <= _WALK_RATIO * plan.cards(plan.required):
+        # The held cards without a scoring phrase, scored with every phrase: with the
+        # first query, they split the held cards, and the scores share one scale.
+        ranked += _ranked(conn, ns, f"{held} NOT {scoring}", rank, k, filters)
+    else:
+        # Scoring phrases whose doclists are long to walk: rank every held card by the
+        # held phrases alone instead, and keep each card's better score. A card without
+        # a scoring phrase scores the same both ways; one with a scoring phrase that the
+        # first query ranks below its top k is below k cards that score more anyway.
+        best = dict(ranked)
+        for rowid, score in _ranked(conn, ns, held, rank, k, filters):
+            best[rowid] = max(score, best.get(rowid, score))
+        ranked = list(best.items())
     ranked.sort(key=lambda t: (-t[1], t[0]))
     return ranked[:k]
 
