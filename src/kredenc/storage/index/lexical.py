@@ -198,9 +198,8 @@ def plan(phrases: Sequence[Phrase], freqs: Sequence[int], max_scored: int, cards
     Every phrase is required when they match at most ``max_scored`` cards together (or
     ``max_scored`` is 0); otherwise the rarest are, as many as fit in the bound. When
     even the rarest is past the bound (every word is common), the cards must hold both
-    of the two rarest. A scoring-only phrase in half the cards or more is dropped too:
-    FTS5's BM25 gives it an IDF of 1e-6 (its formula clamps a negative IDF), and
-    walking its doclist would cost more than the rest of the query.
+    of the two rarest. (``cards`` is accepted for callers; every live phrase scores:
+    dropping words in half the cards lost records a namespace held only by them.)
     """
     live = [(p, f) for p, f in zip(phrases, freqs, strict=True) if f > 0]
     counts = dict(live)
@@ -218,8 +217,7 @@ def plan(phrases: Sequence[Phrase], freqs: Sequence[int], max_scored: int, cards
             total += freq
             count += 1
         all_of = False
-    scoring = tuple(p for p in ordered[count:] if not (cards and 2 * counts[p] >= cards))
-    return Plan(ordered[:count], scoring, all_of, counts)
+    return Plan(ordered[:count], ordered[count:], all_of, counts)
 
 
 def search(
