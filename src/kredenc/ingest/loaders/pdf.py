@@ -12,19 +12,19 @@ only if they hold the same characters (within 2 %: rotated or overlapping text, 
 figures, is picked up twice by position and stays plain) and halve the share of
 one-word lines.
 
-PDFium (C++) reads the Attention paper's 15 pages in about 0.1 s of CPU, against 0.75 s
-for pypdf's plain mode and 1.1 s with its layout mode tried on the dump pages; see
-docs/benchmarks.md, "Knowledge base ingestion".
+PDFium (C++) extracts the Attention paper's 15 pages in about 0.1 s of CPU, against
+0.75 s for pypdf's plain mode, the parser used before; see docs/benchmarks.md,
+"Knowledge base ingestion".
 
 Clean-up: Unicode NFKC (ligatures such as "ﬁ" become "fi", "ϵ" becomes "ε"), soft
 hyphens and control characters dropped, spaces collapsed, and words hyphenated at a
 line break joined again ("transfor-/mation" -> "transformation") unless the document
-writes the hyphenated compound elsewhere ("source-/target" stays "source-target"); a
-line that starts with closing punctuation (PDFium breaks the line where the baseline
-moves back after a superscript: "10⁻⁹/. We") goes on the line before, and a footnote
-mark PDFium glued to its first word is split off again ("1Preliminary").
+writes the hyphenated compound elsewhere ("source-/target" stays "source-target").
 PDFium marks a hyphen at a line end as U+FFFE and joins the two lines; we turn it back
-into "-" and a line break so that this rule decides.
+into "-" and a line break so that this rule decides. Two more PDFium habits are
+undone: a line that starts with closing punctuation (PDFium breaks the line where the
+baseline moves back after a superscript: "10⁻⁹/. We") goes on the line before, and a
+footnote mark glued to its first word at a line start is split off ("1Preliminary").
 
 Failures are per file: an encrypted, truncated (no ``%%EOF`` marker in its last
 1,024 bytes, where readers look for it; PDFium would otherwise quietly rebuild what it
