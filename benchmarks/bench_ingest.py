@@ -8,7 +8,7 @@ Each run ingests the paper into a fresh store with the real MiniLM embedder (mod
 loaded first and timed apart, as a running service has it loaded) and an empty
 embedding cache, so every chunk is embedded. The embedder is wrapped to time its calls;
 "not the model" is the ingest's wall time minus the time spent inside ``embed``. Parsing
-(pypdf) and chunking are also timed alone, in CPU seconds, which a busy machine inflates
+(PDFium) and chunking are also timed alone, in CPU seconds, which a busy machine inflates
 less than wall time.
 
     .venv/bin/python benchmarks/bench_ingest.py            # 3 runs, medians
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ok": med["not_model_share"] <= TARGET_NOT_MODEL_SHARE,
         },
         {
-            "what": "  parse (pypdf) / chunk alone, CPU",
+            "what": "  parse (PDFium) / chunk alone, CPU",
             "measured": f"{med['parse_cpu_s']:.2f} s / {med['chunk_cpu_s']:.3f} s",
             "target": "",
             "ok": "",

@@ -7,16 +7,20 @@ tests that need them are skipped with the reason when it is not there.
 from __future__ import annotations
 
 import io
+import logging
 import re
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import pypdfium2 as pdfium
 import pytest
 from pypdf import PdfReader, PdfWriter
 
 from kredenc.errors import IngestError
 from kredenc.ingest.chunker import chunk
 from kredenc.ingest.document import Chunk, LoadedDocument
-from kredenc.ingest.loaders.pdf import PdfLoader, clean_pages
+from kredenc.ingest.loaders import pdf as pdf_loader
+from kredenc.ingest.loaders.pdf import PdfLoader, clean_pages, pdf_date, rows_from_runs
 
 PDF_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "documents" / "pdf"
 ATTENTION = PDF_DIR / "attention_is_all_you_need_1706.03762v7.pdf"
@@ -63,6 +67,15 @@ def test_attention_pages_numbered_from_one(attention: LoadedDocument) -> None:
     assert attention.loader == "pdf"
     assert attention.meta["pages"] == 15
     assert "Attention Is All You Need" in attention.sections[0].text
+    assert attention.meta["created"] == "2024-04-10T21:11:43+00:00"
+
+
+@needs_corpus
+def test_attention_figure_pages_stay_plain_text(attention: LoadedDocument) -> None:
+    # Pages 13-15 are attention maps (rotated words, one a line); read by position their
+    # overlapping runs pick up letters twice, so they must not be rebuilt as rows.
+    assert "layout_pages" not in attention.meta
+    assert "The\nLaw\nwill\nnever\nbe\nperfect" in attention.sections[14].text
 
 
 @needs_corpus
@@ -128,10 +141,35 @@ def test_three_column_sentences_are_not_interleaved() -> None:
 def test_table_drawn_column_by_column_is_read_in_rows() -> None:
     doc = _load(TABLES)
     first = doc.sections[0].text
-    assert doc.meta["layout_pages"][0] == 1
+    assert doc.meta["layout_pages"] == list(range(1, 17))
     row = next(line for line in first.splitlines() if "Maxim Integrated" in line)
-    assert row.startswith("06/22/2015 | 03/25/2016 |")
-    assert row.endswith("San Jose | 150 | Closure Permanent")
+    assert row == (
+        "06/22/2015 | 03/25/2016 | 07/01/2015 | Maxim Integrated Product | San Jose | 150 "
+        "| Closure Permanent"
+    )
+    # The summary table on the last page, drawn cell by cell, in rows too.
+    assert "Total | 632 | 53,454 | 295 | 11 | 90 | 212 | 12 | 12" in doc.sections[15].text
+
+
+def test_rows_from_runs_builds_rows_with_cells_and_keeps_superscripts() -> None:
+    # Runs as a table drawer emits them: one column after the other.
+    runs = [
+        (30.0, 100.0, 80.0, 108.0, "Date"),
+        (30.0, 87.0, 80.0, 95.0, "06/22/2015"),
+        (30.0, 74.0, 80.0, 82.0, "06/30/2015"),
+        (100.0, 100.0, 200.0, 108.0, "Company"),
+        (100.0, 87.0, 200.0, 95.0, "Maxim"),
+        (100.0, 74.0, 140.0, 82.0, "McGraw-Hill"),
+        (142.0, 74.0, 190.0, 82.0, "Education"),  # a 2-point gap: same cell
+        # A note with a raised "th" (overlaps its line by more than half its height).
+        (30.0, 50.0, 60.0, 58.0, "the 10"),
+        (60.5, 54.0, 64.0, 59.0, "th"),
+        (65.0, 50.0, 90.0, 58.0, "day"),
+    ]
+    assert rows_from_runs(runs) == (
+        "Date | Company\n06/22/2015 | Maxim\n06/30/2015 | McGraw-Hill Education\nthe 10 th day"
+    )
+    assert rows_from_runs([]) == ""
 
 
 # --- broken and protected files ----------------------------------------------------
@@ -198,6 +236,50 @@ def test_truncated_pdf_is_a_clear_per_file_error(tmp_path: Path, keep: float) ->
         PdfLoader().load(str(path))
 
 
+def test_pdf_without_end_marker_is_truncated(tmp_path: Path) -> None:
+    # PDFium would rebuild such a file silently; a truncated download must say so.
+    data = _small_pdf_bytes()
+    cut = data.rindex(b"%%EOF")
+    path = tmp_path / "cut.pdf"
+    path.write_bytes(data[:cut])
+    with pytest.raises(IngestError, match=r"cut\.pdf: not a readable PDF \(no %%EOF"):
+        PdfLoader().load(str(path))
+    path.write_bytes(data[: cut + 5] + b"\n" * 100)  # trailing blank lines are fine
+    assert PdfLoader().load(str(path))
+
+
+@needs_corpus
+def test_unreadable_page_is_skipped_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    read_page = pdf_loader._read_page
+
+    def failing(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
+        if index == 1:
+            raise pdfium.PdfiumError("Failed to load page.")
+        return read_page(pdf, index)
+
+    monkeypatch.setattr(pdf_loader, "_read_page", failing)
+    with caplog.at_level(logging.WARNING, logger=pdf_loader.__name__):
+        doc = _load(TWO_COLUMN)
+    assert [s.page for s in doc.sections] == [1, 3, 4, 5, 6, 7, 8]
+    assert doc.meta["pages"] == 8
+    assert any("page 2 skipped" in r.getMessage() for r in caplog.records)
+
+
+def test_pdf_whose_pages_all_fail_is_a_per_file_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
+        raise pdfium.PdfiumError("Failed to load page.")
+
+    monkeypatch.setattr(pdf_loader, "_read_page", failing)
+    path = tmp_path / "pages.pdf"
+    path.write_bytes(_small_pdf_bytes())
+    with pytest.raises(IngestError, match=r"pages\.pdf: PDFium could read none of its"):
+        PdfLoader().load(str(path))
+
+
 def test_missing_pdf_is_a_per_file_error(tmp_path: Path) -> None:
     with pytest.raises(IngestError, match="cannot read file"):
         PdfLoader().load(str(tmp_path / "nope.pdf"))
@@ -227,6 +309,37 @@ def test_clean_pages_rejoins_broken_words_but_keeps_compounds() -> None:
     assert "shared source-target vocabulary" in two
     assert "Anglo-Saxon" in two
     assert "sequence-aligned" in two  # "sequence" is a word of its own in the text
+
+
+def test_clean_pages_repairs_pdfium_line_breaks() -> None:
+    (page,) = clean_pages(
+        ["with ε = 10−9\n. We varied\n.NET code\n1Preliminary report\n2020 Report, 3D model"]
+    )
+    assert (
+        page == "with ε = 10−9. We varied\n.NET code\n1 Preliminary report\n2020 Report, 3D model"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("D:20240410211143Z00'00'", datetime(2024, 4, 10, 21, 11, 43, tzinfo=UTC)),
+        (
+            "D:20160325082400-07'00'",
+            datetime(2016, 3, 25, 8, 24, tzinfo=timezone(-timedelta(hours=7))),
+        ),
+        (
+            "D:20220426122857+02'30",
+            datetime(2022, 4, 26, 12, 28, 57, tzinfo=timezone(timedelta(hours=2, minutes=30))),
+        ),
+        ("D:2015", datetime(2015, 1, 1)),
+        ("D:20151399", None),
+        ("yesterday", None),
+        ("", None),
+    ],
+)
+def test_pdf_date(text: str, expected: datetime | None) -> None:
+    assert pdf_date(text) == expected
 
 
 def test_clean_pages_normalises_unicode_and_spaces() -> None:

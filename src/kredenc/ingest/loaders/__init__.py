@@ -1,6 +1,6 @@
 """Loaders: one per kind of source, discovered through the ``kredenc.loaders`` entry points.
 
-The loader modules themselves (and their dependencies, such as pypdf) are imported
+The loader modules themselves (and their dependencies, such as pypdfium2) are imported
 only when :func:`loaders` is first called.
 """
 
