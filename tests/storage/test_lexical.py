@@ -117,7 +117,7 @@ def test_plan_drops_what_matches_nothing_and_requires_the_rarest() -> None:
     assert Plan((b,), (a, c)).relaxed() == Plan((b, a), (c,))
     assert Plan((b, a, c)).relaxed() is None
     assert plan([a], [5000], 100) == Plan((a,))  # one word: nothing to pair it with
-    assert plan([a, b, c], [5, 600, 150], 100, cards=1000) == Plan((a,), (c, b))
+    assert plan([a, b, c], [5, 600, 150], 100) == Plan((a,), (c, b))  # common words score
 
 
 # -- bounded queries -------------------------------------------------------------------
@@ -135,8 +135,7 @@ def test_bounded_search_is_exact_over_cards_holding_a_required_phrase(
     phrases = [Phrase(w) for w in words]
     conn = corpus_kb.index.reader()
     freqs = Vocabulary().doc_freqs(conn, phrases)
-    cards = int(conn.execute("SELECT max(rowid) FROM records").fetchone()[0])
-    used = plan(phrases, freqs, bound, cards)
+    used = plan(phrases, freqs, bound)
     got = corpus_kb.index.lexical("main", phrases, k, Filters(), max_scored=bound)
     if not used.required:
         assert got == []

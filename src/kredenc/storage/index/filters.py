@@ -32,10 +32,10 @@ def record_conditions(filters: Filters) -> tuple[str, list[Any]]:
         where += " AND r.drawer = ?"
         args.append(filters.drawer)
     if filters.types:
-        where += f" AND r.type IN ({','.join('?' * len(filters.types))})"
+        where += _in("r.type", filters.types)
         args.extend(filters.types)
     if filters.kinds:
-        where += f" AND r.kind IN ({','.join('?' * len(filters.kinds))})"
+        where += _in("r.kind", filters.kinds)
         args.extend(filters.kinds)
     if not filters.include_deprecated:
         where += " AND r.status != 'deprecated'"
@@ -43,7 +43,7 @@ def record_conditions(filters: Filters) -> tuple[str, list[Any]]:
         where += " AND r.created_at < ?"
         args.append(filters.older_than)
     if filters.loaders:
-        where += f" AND r.loader IN ({','.join('?' * len(filters.loaders))})"
+        where += _in("r.loader", filters.loaders)
         args.extend(filters.loaders)
     if filters.origin_glob is not None:
         where += " AND r.origin GLOB ?"
@@ -64,3 +64,7 @@ def record_conditions(filters: Filters) -> tuple[str, list[Any]]:
         )
         args.extend([filters.as_of] * 3)
     return where, args
+
+
+def _in(column: str, values: tuple[object, ...]) -> str:
+    return f" AND {column} IN ({','.join('?' * len(values))})"

@@ -198,8 +198,7 @@ def plan(phrases: Sequence[Phrase], freqs: Sequence[int], max_scored: int, cards
     Every phrase is required when they match at most ``max_scored`` cards together (or
     ``max_scored`` is 0); otherwise the rarest are, as many as fit in the bound. When
     even the rarest is past the bound (every word is common), the cards must hold both
-    of the two rarest. (``cards`` is accepted for callers; every live phrase scores:
-    dropping words in half the cards lost records a namespace held only by them.)
+    of the two rarest. Every live phrase scores.
     """
     live = [(p, f) for p, f in zip(phrases, freqs, strict=True) if f > 0]
     counts = dict(live)
@@ -252,7 +251,7 @@ def search(
     ]
     prefix = f"scope : ({' AND '.join(narrowing)}) AND " if narrowing else ""
     rank = f"bm25(1.0, {float(context_weight)!r}, 0.0)"
-    current: Plan | None = plan(phrases, freqs, max_scored, total)
+    current: Plan | None = plan(phrases, freqs, max_scored)
     ranked: list[tuple[int, float]] = []
     while current is not None and current.required:
         ranked = _bounded(conn, ns, prefix, current, rank, k, filters)
