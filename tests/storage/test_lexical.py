@@ -44,20 +44,39 @@ def corpus_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kredenc]:
 
 
 def brute_force(
-    kb: Kredenc, ns: str, phrases: list[Phrase], k: int, held: Plan
+    kb: Kredenc, ns: str, phrases: list[Phrase], k: int, held: Plan, low: int = 0
 ) -> list[tuple[int, float]]:
     """Every match of the namespace ranked by FTS5 (no bound), cut to the cards that
-    hold a required phrase."""
+    hold a required phrase and have a rowid above ``low``."""
     everything = kb.index.lexical(ns, phrases, 100_000, Filters(), max_scored=0)
     conn = kb.index.reader()
     holding = {
         int(r[0])
         for r in conn.execute(
-            "SELECT rowid FROM cards WHERE cards MATCH ?",
-            (held.held(),),
+            "SELECT rowid FROM cards WHERE cards MATCH ? AND rowid > ?",
+            (held.held(), low),
         )
     }
     return [(r, s) for r, s in everything if r in holding][:k]
+
+
+def expected(
+    kb: Kredenc, ns: str, phrases: list[Phrase], k: int, bound: int
+) -> list[tuple[int, float]]:
+    """What a bounded search must return, by brute force: each plan (relaxed while
+    fewer than ``k`` are held) over each of its windows, newest first."""
+    conn = kb.index.reader()
+    used: Plan | None = plan(phrases, Vocabulary().doc_freqs(conn, phrases), bound)
+    total = conn.execute("SELECT max(rowid) FROM records").fetchone()[0]
+    want: list[tuple[int, float]] = []
+    while used is not None and used.required:
+        scored = [*used.required, *used.scoring]  # what the plan scores with
+        for low in lexical.windows(total, used.held_estimate(), bound, k):
+            want = brute_force(kb, ns, scored, k, used, low)
+            if len(want) >= k:
+                return want
+        used = used.relaxed()
+    return want
 
 
 # -- phrases and their counts ----------------------------------------------------------
@@ -133,24 +152,36 @@ def test_bounded_search_is_exact_over_cards_holding_a_required_phrase(
     corpus_kb: Kredenc, words: list[str], bound: int, k: int
 ) -> None:
     phrases = [Phrase(w) for w in words]
-    conn = corpus_kb.index.reader()
-    freqs = Vocabulary().doc_freqs(conn, phrases)
-    used = plan(phrases, freqs, bound)
     got = corpus_kb.index.lexical("main", phrases, k, Filters(), max_scored=bound)
-    if not used.required:
-        assert got == []
-        return
-    scored = [*used.required, *used.scoring]  # what the plan scores with
-    want = brute_force(corpus_kb, "main", scored, k, used)
-    while len(want) < k and (relaxed := used.relaxed()) is not None:  # fewer than k held
-        used = relaxed
-        want = brute_force(corpus_kb, "main", scored, k, used)
+    want = expected(corpus_kb, "main", phrases, k, bound)
     assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want]
     # Equal scores may come in either order; the sets above the last score must agree.
     cut = want[-1][1] if want else 0.0
     assert {r for r, s in got if s > cut + 1e-9} == {r for r, s in want if s > cut + 1e-9}
-    if not used.scoring and not used.all_of:  # every match: the unbounded ranking itself
+    conn = corpus_kb.index.reader()
+    used = plan(phrases, Vocabulary().doc_freqs(conn, phrases), bound)
+    if bound == 0 or (not used.scoring and used.held_estimate() <= bound):
+        # One query over every match, no window: the unbounded ranking itself.
         assert got == corpus_kb.index.lexical("main", phrases, k, Filters(), max_scored=0)
+
+
+def test_windows_go_from_the_newest_cards_to_all_of_them() -> None:
+    assert list(lexical.windows(1000, 50, 100, 10)) == [0]  # within the bound
+    assert list(lexical.windows(1000, 50, 0, 10)) == [0]  # no bound
+    # 500 of 1,000 cards held, 100 may be scored: the newest 200 rowids, then 800, all.
+    assert list(lexical.windows(1000, 500, 100, 10)) == [800, 200, 0]
+    assert list(lexical.windows(1000, 100_000, 100, 10)) == [990, 960, 840, 360, 0]  # >= k
+
+
+def test_a_word_in_most_cards_is_ranked_over_the_newest_first(corpus_kb: Kredenc) -> None:
+    conn = corpus_kb.index.reader()
+    (freq,) = Vocabulary().doc_freqs(conn, [Phrase("w000")])
+    assert freq > 300  # the most common word: far past the bound below
+    got = corpus_kb.index.lexical("main", [Phrase("w000")], 10, Filters(), max_scored=40)
+    total = conn.execute("SELECT max(rowid) FROM records").fetchone()[0]
+    low = next(lexical.windows(total, freq, 40, 10))
+    assert low > 0 and len(got) == 10 and all(r > low for r, _ in got)
+    assert got == brute_force(corpus_kb, "main", [Phrase("w000")], 10, Plan((Phrase("w000"),)), low)
 
 
 def test_bounded_search_keeps_the_namespace_and_filters(corpus_kb: Kredenc) -> None:

@@ -21,6 +21,13 @@ tokenizer (see :class:`Vocabulary`):
   docs/benchmarks.md. When every phrase is common (even the rarest is past the
   bound), a card must hold the two rarest together. When fewer than ``k`` cards are
   held, the plan is relaxed (:meth:`Plan.relaxed`) until ``k`` are or none is left.
+* A plan that still holds more than ``max_scored`` cards (one common word alone, or
+  the two rarest of common words together) is ranked over the newest cards first: a
+  rowid window where about ``max_scored`` of its cards are, widened fourfold until
+  ``k`` come back (:func:`windows`). FTS5 seeks its doclists to the window, so the
+  cost stays bounded (a one-word query whose word is in half of 100,000 cards took
+  ~150 ms unbounded). The ranking inside a window is exact; an older card that would
+  outrank the window's is the approximation, and recency the tie-breaker.
 
 The namespace and the other filters are bound in SQL (a join with ``records``). The
 namespace's and drawer's scope tokens go into the FTS5 expression only when they
@@ -34,7 +41,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kredenc.storage.index.filters import Filters, record_conditions
@@ -177,6 +184,11 @@ class Plan:
         joined = (" AND " if self.all_of else " OR ").join(p.fts() for p in self.required)
         return f"{_COLS} : ({joined})"
 
+    def held_estimate(self) -> int:
+        """At most how many cards this plan holds."""
+        counts = [self.freqs.get(p, 0) for p in self.required]
+        return min(counts) if self.all_of else sum(counts)
+
     def cards(self, phrases: Sequence[Phrase]) -> int:
         """How many cards ``phrases`` match together, at most (their counts added)."""
         return sum(self.freqs.get(p, 0) for p in phrases)
@@ -254,11 +266,26 @@ def search(
     current: Plan | None = plan(phrases, freqs, max_scored)
     ranked: list[tuple[int, float]] = []
     while current is not None and current.required:
-        ranked = _bounded(conn, ns, prefix, current, rank, k, filters)
-        if len(ranked) >= k:
-            break
+        for low in windows(total, current.held_estimate(), max_scored, k):
+            ranked = _bounded(conn, ns, prefix, current, rank, k, filters, low)
+            if len(ranked) >= k:
+                return ranked
         current = current.relaxed()  # fewer than k cards are held: hold more
     return ranked
+
+
+def windows(total: int, held: int, max_scored: int, k: int) -> Iterator[int]:
+    """The rowids a plan holding about ``held`` of ``total`` cards is ranked above,
+    newest window first: all of them (0) when ``held`` is within ``max_scored``; else
+    the newest cards where about ``max_scored`` are held, then four times as many,
+    and so on to all of them, until one has ``k`` results."""
+    span = total
+    if 0 < max_scored < held:
+        span = max(k, total * max_scored // held)
+    while span < total:
+        yield total - span
+        span *= 4
+    yield 0
 
 
 def _bounded(
@@ -269,24 +296,25 @@ def _bounded(
     rank: str,
     k: int,
     filters: Filters,
+    low: int = 0,
 ) -> list[tuple[int, float]]:
     """The top ``k`` of the cards ``plan`` holds, scored with every phrase."""
     held = prefix + plan.held()
     if not plan.scoring:
-        return _ranked(conn, ns, held, rank, k, filters)
+        return _ranked(conn, ns, held, rank, k, filters, low)
     scoring = f"{_COLS} : ({any_of(plan.scoring)})"
-    ranked = _ranked(conn, ns, f"{held} AND {scoring}", rank, k, filters)
+    ranked = _ranked(conn, ns, f"{held} AND {scoring}", rank, k, filters, low)
     if plan.cards(plan.scoring) <= _WALK_RATIO * plan.cards(plan.required):
         # The held cards without a scoring phrase, scored with every phrase: with the
         # first query, they split the held cards, and the scores share one scale.
-        ranked += _ranked(conn, ns, f"{held} NOT {scoring}", rank, k, filters)
+        ranked += _ranked(conn, ns, f"{held} NOT {scoring}", rank, k, filters, low)
     else:
         # Scoring phrases whose doclists are long to walk: rank every held card by the
         # held phrases alone instead, and keep each card's better score. A card without
         # a scoring phrase scores the same both ways; one with a scoring phrase that the
         # first query ranks below its top k is below k cards that score more anyway.
         best = dict(ranked)
-        for rowid, score in _ranked(conn, ns, held, rank, k, filters):
+        for rowid, score in _ranked(conn, ns, held, rank, k, filters, low):
             best[rowid] = max(score, best.get(rowid, score))
         ranked = list(best.items())
     ranked.sort(key=lambda t: (-t[1], t[0]))
@@ -300,7 +328,13 @@ def _cards(conn: sqlite3.Connection) -> int:
 
 
 def _ranked(
-    conn: sqlite3.Connection, ns: str, match: str, rank: str, k: int, filters: Filters
+    conn: sqlite3.Connection,
+    ns: str,
+    match: str,
+    rank: str,
+    k: int,
+    filters: Filters,
+    low: int = 0,
 ) -> list[tuple[int, float]]:
     """The best ``k`` cards for ``match`` that pass the namespace and ``filters``:
     ranked inside FTS5, checked against ``records``, deeper until ``k`` pass."""
@@ -308,9 +342,9 @@ def _ranked(
     limit = 2 * k
     while True:
         rows = conn.execute(
-            "SELECT rowid, rank FROM cards WHERE cards MATCH ? AND rank MATCH ?"
+            "SELECT rowid, rank FROM cards WHERE cards MATCH ? AND rowid > ? AND rank MATCH ?"
             " ORDER BY rank LIMIT ?",
-            (match, rank, limit),
+            (match, low, rank, limit),
         ).fetchall()
         if not rows:
             return []
