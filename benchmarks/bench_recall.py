@@ -372,11 +372,14 @@ def proxy_process(home: Path, upstream: str, threads: int | None) -> Iterator[st
         os.unlink(log.name)
 
 
-def _recall_ms(response: Any) -> float:
-    """The proxy's ``Server-Timing: recall;dur=MS``."""
-    name, _, duration = response.headers["server-timing"].partition(";dur=")
-    assert name == "recall", response.headers["server-timing"]
-    return float(duration)
+def _timings(response: Any) -> dict[str, float]:
+    """The proxy's ``Server-Timing: recall;dur=MS, lexical;dur=MS, ...``."""
+    steps = {}
+    for metric in response.headers["server-timing"].split(","):
+        name, _, duration = metric.strip().partition(";dur=")
+        steps[name] = float(duration)
+    assert "recall" in steps, response.headers["server-timing"]
+    return steps
 
 
 def run_proxy(
@@ -399,6 +402,7 @@ def run_proxy(
             direct: list[float] = []
             proxied: list[float] = []
             recall_ms: list[float] = []
+            steps: dict[str, list[float]] = {"lexical": [], "embed": [], "dense": []}
             load = os.getloadavg()[0]
             for i, q in enumerate(part):
                 body: dict[str, Any] = {
@@ -416,7 +420,11 @@ def run_proxy(
                     if i >= 10:  # the first requests open connections and warm up
                         bucket.append(elapsed)
                         if target == base:
-                            recall_ms.append(_recall_ms(r))
+                            timings = _timings(r)
+                            recall_ms.append(timings["recall"])
+                            for step, values in steps.items():
+                                if step in timings:
+                                    values.append(timings[step])
                 time.sleep(pause_s)  # the proxy files the turn, as between real turns
             paired = [(b - a) * 1000 for a, b in zip(direct, proxied, strict=True)]
             rest = [o - r for o, r in zip(paired, recall_ms, strict=True)]
@@ -427,7 +435,10 @@ def run_proxy(
                 ("overhead", paired),
                 ("recall", recall_ms),
                 ("rest", rest),
+                *steps.items(),
             ):
+                if not values:
+                    continue
                 for pct in (50, 95, 99):
                     row[f"{name}_p{pct}_ms"] = percentile(values, pct)
             row["load_avg_1m"] = (load + os.getloadavg()[0]) / 2
@@ -446,7 +457,8 @@ def print_proxy(results: list[Result]) -> None:
             {"stream": r["stream"], "requests": r["requests"]}
             | {
                 name: " / ".join(f"{r[f'{name}_p{pct}_ms']:.1f}" for pct in (50, 95, 99))
-                for name in ("direct", "proxy", "overhead", "recall", "rest")
+                for name in ("direct", "proxy", "overhead", "recall", "rest", "embed")
+                if f"{name}_p50_ms" in r
             }
             | {"load": round(r["load_avg_1m"], 1), "server": r["server"]}
             for r in results

@@ -18,7 +18,8 @@ Filing is off the response path: when the answer has been sent, the turn is hand
 a :class:`~kredenc.recall.filing.TurnFiler`, which files turns on its own thread in
 the order they came (so a session's turns land in order) and files what is waiting
 when the proxy shuts down. Answers to chat completions carry ``Server-Timing:
-recall;dur=MS``, the milliseconds the recall added before the request went upstream.
+recall;dur=MS``, the milliseconds the recall added before the request went upstream,
+followed by its steps (``lexical``, ``dense``, ``embed``, as they ran).
 
 Headers pass through except hop-by-hop ones (the client's ``Authorization`` reaches
 the upstream; the proxy keeps no key). The session is the ``X-Kredenc-Session``
@@ -207,7 +208,7 @@ def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -
         extra = {
             "X-Kredenc-Session": session,
             "X-Kredenc-Recalled": str(len(result.items)) if result.injected else "0",
-            "Server-Timing": f"recall;dur={recall_ms:.2f}",
+            "Server-Timing": server_timing({"recall": recall_ms, **result.timings_ms}),
         }
         sent = await send(request, "/chat/completions", raw)
         if isinstance(sent, JSONResponse):
@@ -280,6 +281,11 @@ def _filing(
         filer.submit(session, turns, reply)
 
     return BackgroundTask(hand_over)
+
+
+def server_timing(steps: dict[str, float]) -> str:
+    """A ``Server-Timing`` header value: ``name;dur=MS`` for each step, in order."""
+    return ", ".join(f"{name};dur={ms:.2f}" for name, ms in steps.items())
 
 
 def _forward(headers: Any) -> dict[str, str]:
