@@ -65,6 +65,34 @@ def test_lexical_and_dense_modes_use_one_leg(kb: Kredenc) -> None:
     assert all(-1.0 <= h.score <= 1.0 + 1e-6 for h in dense)
 
 
+def test_a_single_leg_is_asked_only_as_deep_as_is_kept(
+    kb: Kredenc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[tuple[str, int]] = []
+    for leg in ("lexical", "dense"):
+        real = getattr(kb.index, leg)
+
+        def spy(*args: object, _leg: str = leg, _real: object = real, **kw: object) -> object:
+            asked.append((_leg, int(args[2])))  # type: ignore[call-overload]
+            return _real(*args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(kb.index, leg, spy)
+    leg_k = kb.settings.leg_k
+    kb.search("budget review", k=5, mode="lexical")
+    kb.search("budget review", k=5, mode="dense")
+    assert asked == [("lexical", 5), ("dense", 5)]
+    asked.clear()
+    kb.search("budget review", k=5, mode="hybrid")  # fused: the normalising window
+    kb.search("budget review", k=5, mode="lexical", hops=1)  # expanded: own scores
+    kb.search("budget review", k=5, mode="dense", per_document=True)  # deduplicated
+    assert asked == [("lexical", leg_k), ("dense", leg_k), ("lexical", leg_k), ("dense", leg_k)]
+    # The first k of a deeper single-leg search are the same hits.
+    assert (
+        view(kb.search("budget review", k=5, mode="lexical"))
+        == view(kb.search("budget review", k=20, mode="lexical"))[:5]
+    )
+
+
 def test_hybrid_hits_report_each_legs_rank_and_score(tmp_path: Path) -> None:
     k = 60  # rrf_k, weights 0.6 dense / 0.4 lexical (already summing to 1)
     kb = open_store(tmp_path / "rrf", fusion="rrf", weight_dense=0.6, weight_lexical=0.4)

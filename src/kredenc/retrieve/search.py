@@ -67,15 +67,18 @@ def run_legs(
     params: SearchParams,
     filters: Filters,
     embed_query: Callable[[str], F32],
+    depth: int | None = None,
 ) -> dict[str, list[tuple[int, float]]]:
-    """Each leg's ranked (rowid, score) list.
+    """Each leg's ranked (rowid, score) list, ``depth`` deep (default: ``leg_k``, the
+    window fusion normalises over, or ``k`` when that is more).
 
     In hybrid mode the query is embedded on a worker thread while the lexical leg runs
     on this one (onnxruntime and SQLite both release the GIL), so a hybrid search costs
     about the longer of the two rather than their sum.
     """
     legs: dict[str, list[tuple[int, float]]] = {}
-    depth = max(params.leg_k, params.k)
+    if depth is None:
+        depth = max(params.leg_k, params.k)
     # A query with no words (only punctuation, operators or spaces) finds nothing in
     # either leg; embedding "* ( )" would return arbitrary nearest neighbours.
     dense = params.mode in ("hybrid", "dense") and bool(tokens(query))
@@ -139,7 +142,11 @@ def search(
     reranker: Reranker | None = None,
 ) -> list[Hit]:
     """Legs, fusion, optional graph expansion, optional reranking; hits from the log."""
-    legs = run_legs(index, ns, query, params, filters, embed_query)
+    depth = max(params.k, params.rerank_depth) if reranker is not None else params.k
+    single = params.mode != "hybrid" and params.hops == 0 and not params.per_document
+    # One leg alone is the ranking: nothing is fused or expanded, so it need not go
+    # deeper than what is kept (a bounded lexical leg then relaxes its plan less often).
+    legs = run_legs(index, ns, query, params, filters, embed_query, depth if single else None)
     if params.mode == "hybrid":
         fused = fuse(legs, params)
     else:
@@ -158,7 +165,6 @@ def search(
             include_seeds=True,
         )
         fused, via = merge(fused, extra)
-    depth = max(params.k, params.rerank_depth) if reranker is not None else params.k
     top = fused[:depth]
     places = index.resolve(ns, [r for r, _ in top])
     per_leg = {
