@@ -212,6 +212,7 @@ class Kredenc:
         layout.drop_index(self.home)
         self.index = self._open_index()
         self._catch_up()
+        self.index.compact()  # one FTS5 segment: what the replay wrote in many
         self.index.shards()  # load vectors and build ANN graphs now, not on first search
         self.index.save_ann()
         self._housekeeper = Housekeeper(self.haystack, self.index, self._embed_many)

@@ -140,6 +140,18 @@ class Housekeeper:
                         req.future.set_exception(_as_store_error(exc))
             if stop:
                 return
+            if self._queue.empty():
+                self._maintain()
+
+    def _maintain(self) -> None:
+        """Index upkeep between writes, when none is waiting: merge the card index once
+        it has grown enough (``SqliteIndex.compaction_due``). A failure only delays it."""
+        try:
+            if self.index.compaction_due():
+                seconds = self.index.compact()
+                log.info("housekeeper: merged the card index in %.2f s", seconds)
+        except (KredencError, sqlite3.Error) as exc:
+            log.warning("housekeeper: could not merge the card index (%s); will retry", exc)
 
     def _write_group(self, group: list[_Request]) -> None:
         hay = self.haystack
