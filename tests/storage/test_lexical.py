@@ -215,3 +215,33 @@ def test_a_small_namespace_beside_a_large_one_still_gets_k(open_store: Any) -> N
         assert len(found) == 10
         info = kb.index.node_info("small", [r for r, _ in found])
         assert len(info) == 10  # every one of them is in "small"
+
+
+def test_a_namespace_of_few_cards_is_ranked_exactly_in_one_query(
+    open_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_store(namespace="big") as kb:
+        kb.remember_many(
+            [{"text": f"kestrel sighting number {i} near the tower"} for i in range(400)]
+        )
+    with open_store(namespace="small") as kb:
+        rng = random.Random(5)
+        kb.remember_many(
+            [
+                {"text": " ".join(rng.choices(["kestrel", "tower", "note", "moss"], k=4))}
+                for _ in range(30)
+            ]
+        )
+        terms = [Phrase("kestrel"), Phrase("tower"), Phrase("moss")]
+        statements: list[str] = []
+        real = lexical._ranked
+
+        def counted(conn: sqlite3.Connection, ns: str, match: str, *rest: Any) -> Any:
+            statements.append(match)
+            return real(conn, ns, match, *rest)
+
+        monkeypatch.setattr(lexical, "_ranked", counted)
+        # "kestrel" is in 430 cards, far past a bound of 40; the namespace holds 30.
+        got = kb.index.lexical("small", terms, 10, Filters(), max_scored=40)
+        assert len(statements) == 1  # one OR query, no plan, no window
+        assert got == kb.index.lexical("small", terms, 10, Filters(), max_scored=0)

@@ -33,8 +33,10 @@ The namespace and the other filters are bound in SQL (a join with ``records``). 
 namespace's and drawer's scope tokens go into the FTS5 expression only when they
 narrow the cards a lot: FTS5 computes every phrase's IDF with a pass over its whole
 doclist, in every query, and a scope token that covers most of the index would cost a
-pass over most of it. Ranking happens inside FTS5 (``ORDER BY rank LIMIT``); the
-filters are applied to what it returns, deeper until ``k`` cards pass or none are left.
+pass over most of it. A scope that narrows to at most ``max_scored`` cards is ranked
+exactly: the query can score no card outside it. Ranking happens inside FTS5
+(``ORDER BY rank LIMIT``); the filters are applied to what it returns, deeper until
+``k`` cards pass or none are left.
 """
 
 from __future__ import annotations
@@ -257,16 +259,20 @@ def search(
         return []  # no card in this namespace (or drawer)
     total = _cards(conn)
     narrowing = [
-        p.fts()
+        (p.fts(), f)
         for p, f in zip(scope_phrases, scope_freqs, strict=True)
         if f <= total * _SCOPE_SHARE
     ]
-    prefix = f"scope : ({' AND '.join(narrowing)}) AND " if narrowing else ""
+    prefix = f"scope : ({' AND '.join(t for t, _ in narrowing)}) AND " if narrowing else ""
+    # A query narrowed to a scope scores only the scope's cards: at most ``inside``.
+    inside = min((f for _, f in narrowing), default=total)
+    if 0 < inside <= max_scored:
+        max_scored = 0  # few enough to rank every match exactly
     rank = f"bm25(1.0, {float(context_weight)!r}, 0.0)"
     current: Plan | None = plan(phrases, freqs, max_scored)
     ranked: list[tuple[int, float]] = []
     while current is not None and current.required:
-        for low in windows(total, current.held_estimate(), max_scored, k):
+        for low in windows(total, min(current.held_estimate(), inside), max_scored, k):
             ranked = _bounded(conn, ns, prefix, current, rank, k, filters, low)
             if len(ranked) >= k:
                 return ranked
