@@ -238,9 +238,10 @@ class SqliteIndex:
         FTS5 keeps the cards of each write in segments of their own and merges them
         only a few at a time (``automerge``); a query walks every segment's doclist for
         each of its words, and ranked lexical queries over 100,000 cards ran 13-18 %
-        faster after a full merge (docs/benchmarks.md). Merging costs about 4 s per
-        million cards, so it waits until the cards have grown by a quarter: each card
-        is merged about five times over the life of the store.
+        faster after a full merge (docs/benchmarks.md). A merge rewrites the whole card
+        index (0.26-0.38 s at 100,000 cards here, so a few seconds at a million), so it
+        waits until the cards have grown by a quarter: each card is merged about five
+        times over the life of the store.
         """
         cards = self._max_rowid()
         if cards < COMPACT_MIN:
