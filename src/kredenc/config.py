@@ -63,7 +63,7 @@ class Settings(BaseSettings):
         description=(
             "Most cards a lexical query scores: past it, only cards holding one of the "
             "query's rarest words are ranked (by all its words), and when even those are "
-            "too many, the newest of them first; 0: rank every match."
+            "more than twice as many, the newest of them first; 0: rank every match."
         ),
     )
     neighbors_max: int = Field(40, ge=0, description="Most graph neighbours added to a search.")

@@ -167,6 +167,7 @@ def test_bounded_search_is_exact_over_cards_holding_a_required_phrase(
 
 def test_windows_go_from_the_newest_cards_to_all_of_them() -> None:
     assert list(lexical.windows(1000, 50, 100, 10)) == [0]  # within the bound
+    assert list(lexical.windows(1000, 200, 100, 10)) == [0]  # within twice the bound
     assert list(lexical.windows(1000, 50, 0, 10)) == [0]  # no bound
     # 500 of 1,000 cards held, 100 may be scored: the newest 200 rowids, then 800, all.
     assert list(lexical.windows(1000, 500, 100, 10)) == [800, 200, 0]
