@@ -24,12 +24,13 @@ tokenizer (see :class:`Vocabulary`):
 * A plan that still holds more than twice ``max_scored`` cards (one common word
   alone, or the two rarest of common words together) is ranked over the newest cards
   first: a rowid window where about ``max_scored`` of its cards are, widened fourfold
-  until ``k`` come back (:func:`windows`). (Up to twice the bound it is ranked whole:
-  a relaxed plan that fills a deep ``k`` lands just past the bound, and SciFact's
-  Recall@100 fell 0.003 when those were windowed.) FTS5 seeks its doclists to the window, so the
-  cost stays bounded (a one-word query whose word is in half of 100,000 cards took
-  ~150 ms unbounded). The ranking inside a window is exact; an older card that would
-  outrank the window's is the approximation, and recency the tie-breaker.
+  until ``k`` come back (:func:`windows`). FTS5 seeks its doclists to the window, so
+  the cost stays bounded (a one-word query whose word is in half of 100,000 cards
+  took ~150 ms unbounded). Up to twice the bound a plan is ranked whole: a relaxed
+  plan that fills a deep ``k`` lands just past the bound, and SciFact's Recall@100
+  fell 0.003 when those were windowed. The ranking inside a window is exact; an
+  older card that would outrank the window's is the approximation, and recency the
+  tie-breaker.
 
 The namespace and the other filters are bound in SQL (a join with ``records``). The
 namespace's and drawer's scope tokens go into the FTS5 expression only when they
@@ -99,11 +100,15 @@ class Vocabulary:
         self._counts: dict[tuple[str, bool], tuple[int, int]] = {}
         self._lock = threading.Lock()
 
-    def doc_freqs(self, conn: sqlite3.Connection, phrases: Sequence[Phrase]) -> list[int]:
+    def doc_freqs(
+        self, conn: sqlite3.Connection, phrases: Sequence[Phrase], cards: int | None = None
+    ) -> list[int]:
         """An upper bound on the cards each phrase matches, up to the growth of the
-        index since a count was kept; 0 means it matches none now."""
+        index since a count was kept; 0 means it matches none now. ``cards``: the
+        caller's :func:`card_count`, if it has one."""
         self._vocab_table(conn)
-        cards = _cards(conn)
+        if cards is None:
+            cards = card_count(conn)
         out: list[int] = []
         for phrase in phrases:
             stems = self.stems(phrase.text)
@@ -209,9 +214,9 @@ class Plan:
         return Plan((*self.required, self.scoring[0]), self.scoring[1:], freqs=self.freqs)
 
 
-def plan(phrases: Sequence[Phrase], freqs: Sequence[int], max_scored: int, cards: int = 0) -> Plan:
-    """The plan for ``phrases`` with document frequencies ``freqs`` among ``cards``
-    cards; phrases that match nothing are dropped.
+def plan(phrases: Sequence[Phrase], freqs: Sequence[int], max_scored: int) -> Plan:
+    """The plan for ``phrases`` with document frequencies ``freqs``; phrases that
+    match nothing are dropped.
 
     Every phrase is required when they match at most ``max_scored`` cards together (or
     ``max_scored`` is 0); otherwise the rarest are, as many as fit in the bound. When
@@ -257,11 +262,11 @@ def search(
     if not phrases or k <= 0:
         return []
     scope_phrases = [Phrase(token) for token in scopes.values()]
-    freqs = vocabulary.doc_freqs(conn, [*scope_phrases, *phrases])
+    total = card_count(conn)
+    freqs = vocabulary.doc_freqs(conn, [*scope_phrases, *phrases], total)
     scope_freqs, freqs = freqs[: len(scope_phrases)], freqs[len(scope_phrases) :]
     if any(f == 0 for f in scope_freqs):
         return []  # no card in this namespace (or drawer)
-    total = _cards(conn)
     narrowing = [
         (p.fts(), f)
         for p, f in zip(scope_phrases, scope_freqs, strict=True)
@@ -331,7 +336,7 @@ def _bounded(
     return ranked[:k]
 
 
-def _cards(conn: sqlite3.Connection) -> int:
+def card_count(conn: sqlite3.Connection) -> int:
     """About how many cards there are (the largest rowid: O(1), never too small)."""
     row = conn.execute("SELECT max(rowid) FROM records").fetchone()
     return int(row[0] or 0)

@@ -171,6 +171,7 @@ class SqliteIndex:
         self._shards: dict[str, VectorShard] | None = None
         self._shards_lock = threading.Lock()
         self._vocabulary = lexical.Vocabulary()
+        self._compacted: int | None = None  # cards at the last merge, read on first use
 
     # -- connections ----------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -243,7 +244,7 @@ class SqliteIndex:
         waits until the cards have grown by a quarter: each card is merged about five
         times over the life of the store.
         """
-        cards = self._max_rowid()
+        cards = lexical.card_count(self._writer)
         if cards < COMPACT_MIN:
             return False
         return cards >= self._compacted_at() * COMPACT_GROWTH
@@ -252,7 +253,7 @@ class SqliteIndex:
         """Merge the card index into one segment (FTS5 ``optimize``); seconds taken."""
         started = time.perf_counter()
         conn = self._writer
-        cards = self._max_rowid()
+        cards = lexical.card_count(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("INSERT INTO cards(cards) VALUES ('optimize')")
@@ -264,15 +265,15 @@ class SqliteIndex:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        self._compacted = cards
         return time.perf_counter() - started
 
-    def _max_rowid(self) -> int:
-        row = self._writer.execute("SELECT max(rowid) FROM records").fetchone()
-        return int(row[0] or 0)
-
     def _compacted_at(self) -> int:
-        row = self._writer.execute("SELECT value FROM meta WHERE key='compacted_at'").fetchone()
-        return int(row[0]) if row else 0
+        """The cards at the last merge (read once; this index's ``compact`` updates it)."""
+        if self._compacted is None:
+            row = self._writer.execute("SELECT value FROM meta WHERE key='compacted_at'").fetchone()
+            self._compacted = int(row[0]) if row else 0
+        return self._compacted
 
     # -- vectors --------------------------------------------------------------
     def shards(self) -> dict[str, VectorShard]:
