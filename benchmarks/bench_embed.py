@@ -1,5 +1,10 @@
 """Speed of the bundled MiniLM embedder: cold start, query latency, chunk throughput.
 
+Query latency is measured for both graphs a query can use (the full model and the 8-bit
+copy of ``providers/embed/quantize.py``), back to back and with a 50 ms pause before
+each query (as turns arrive: an idle CPU runs slower), with the copy's cosine to the
+full model over the benchmark corpus's questions.
+
 Throughput compares ``MiniLMEmbedder.embed`` end to end (tokenise, pad, run, pool,
 normalise) with onnxruntime alone (pre-tokenised, ``session.run`` only, same batch size
 and threads) on 64 chunks of 256 word pieces of English text (stdlib docstrings).
@@ -18,6 +23,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -107,15 +113,43 @@ def cold_start(threads: int, runs: int = 3) -> dict[str, float]:
     return {k: median([s[k] for s in samples]) for k in samples[0]}
 
 
-def query_latency(embedder: MiniLMEmbedder, runs: int = 200) -> list[float]:
+def query_latency(
+    embedder: MiniLMEmbedder, graph: str, pause_s: float = 0.0, runs: int = 200
+) -> list[float]:
+    embed = embedder.embed_query if graph == "8-bit" else embedder.embed_one
     for _ in range(10):
-        embedder.embed_one(QUERY)
+        embed(QUERY)
     times = []
     for _ in range(runs):
+        if pause_s:
+            time.sleep(pause_s)
         start = now()
-        embedder.embed_one(QUERY)
+        embed(QUERY)
         times.append(now() - start)
     return times
+
+
+def query_graphs(embedder: MiniLMEmbedder) -> dict[str, Any]:
+    """Both query graphs, back to back and after a pause; the copy's agreement."""
+    import corpus
+
+    texts = list(dict.fromkeys(q for q, _ in corpus.queries(400, 7, 100_000)))[:300]
+    full = embedder.embed(texts)
+    copy = np.stack([embedder.embed_query(t) for t in texts])
+    assert embedder.query_model == "8-bit", "the 8-bit query graph could not be made"
+    cosines = (full * copy).sum(axis=1)
+    out: dict[str, Any] = {
+        "cosine_to_full": {"min": float(cosines.min()), "mean": float(cosines.mean())},
+        "questions": len(texts),
+    }
+    for graph in ("full", "8-bit"):
+        for label, pause in (("back_to_back", 0.0), ("after_50ms_pause", 0.05)):
+            lat = query_latency(embedder, graph, pause, runs=100 if pause else 200)
+            out[f"{graph}_{label}"] = {
+                "p50": percentile(lat, 50) * 1e3,
+                "p95": percentile(lat, 95) * 1e3,
+            }
+    return out
 
 
 def raw_session(threads: int) -> ort.InferenceSession:
@@ -155,7 +189,8 @@ def main() -> int:
 
     cold = cold_start(args.threads)
     embedder = MiniLMEmbedder(intra_op_num_threads=args.threads, batch_size=BATCH)
-    lat = query_latency(embedder)
+    lat = query_latency(embedder, "full")
+    graphs = query_graphs(embedder)
 
     tokenizer = BertWordPieceTokenizer(read_vocab(), lowercase=True)
     chunks = make_chunks(tokenizer, N_CHUNKS, MAX_TOKENS)
@@ -187,6 +222,7 @@ def main() -> int:
             "runs": len(lat),
             "text": QUERY,
         },
+        "query_graphs": graphs,
         "chunks": {
             "n": N_CHUNKS,
             "tokens": MAX_TOKENS,
@@ -205,6 +241,20 @@ def main() -> int:
             {"measure": "cold: first embed", "value": cold["first_embed_s"], "unit": "s"},
             {"measure": "query p50", "value": results["query_ms"]["p50"], "unit": "ms"},
             {"measure": "query p95", "value": results["query_ms"]["p95"], "unit": "ms"},
+            *(
+                {
+                    "measure": f"query p50, {g}, {w.replace('_', ' ')}",
+                    "value": graphs[f"{g}_{w}"]["p50"],
+                    "unit": "ms",
+                }
+                for g in ("full", "8-bit")
+                for w in ("back_to_back", "after_50ms_pause")
+            ),
+            {
+                "measure": "8-bit query cosine to full, min",
+                "value": graphs["cosine_to_full"]["min"],
+                "unit": "",
+            },
             {"measure": "256-token chunks, raw ORT", "value": raw_rate, "unit": "chunks/s"},
             {"measure": "256-token chunks, MiniLMEmbedder", "value": ours_rate, "unit": "chunks/s"},
             {"measure": "ours / raw", "value": ours_rate / raw_rate, "unit": ""},

@@ -337,7 +337,8 @@ def w_search(spec: Result) -> Result:
     rss_open = rss_mb()
     embedder = kb.embedder
     start = clock()
-    embedder.load()  # type: ignore[attr-defined]
+    # A search process loads only the query graph (the 8-bit copy by default).
+    embedder.embed_query("warm up")
     model_load_s = clock() - start
     rss_model = rss_mb()
     start = clock()
@@ -368,7 +369,7 @@ def w_search(spec: Result) -> Result:
     depth = max(kb.settings.leg_k, K)
     for text in q["parts"]:
         start = clock()
-        vec = embedder.embed([text])[0]
+        vec = embedder.embed_query(text)
         parts["embed"].append(clock() - start)
         start = clock()
         kb.index.lexical(NS, phrases(query_terms(text)), depth, Filters())
@@ -404,6 +405,7 @@ def w_search(spec: Result) -> Result:
         "uses_ann": any(s["uses_ann"] for s in shards),
         **out,
         "query_lru": lru_info,
+        "query_graph": getattr(embedder, "query_model", "full"),
         "parts": {name: latency(v) for name, v in parts.items()},
         "read_hit_ms": read_hit_ms,
         "hits_per_query": len(hits),

@@ -41,6 +41,12 @@ class Settings(BaseSettings):
         "minilm", description="Embedding provider: bundled MiniLM or an OpenAI-compatible API."
     )
     embed_threads: int = Field(2, ge=1, le=64, description="onnxruntime threads for MiniLM.")
+    embed_query_quantized: bool = Field(
+        True,
+        description="Embed search queries with an 8-bit copy of MiniLM where it is faster on "
+        "this CPU (made, checked and raced once, cached in ~/.cache/kredenc/models); stored "
+        "vectors always come from the full model.",
+    )
     embed_url: str = Field("", description="Base URL of an OpenAI-compatible embeddings API.")
     embed_model: str = Field("", description="Model name for the OpenAI-compatible API.")
     embed_api_key: SecretStr = Field(SecretStr(""), description="API key for embed_url.")

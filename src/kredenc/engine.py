@@ -53,7 +53,11 @@ def make_default_embedder(settings: Settings) -> Embedder:
             model=settings.embed_model,
             api_key=settings.embed_api_key,
         )
-    return make_embedder("minilm", intra_op_num_threads=settings.embed_threads)
+    return make_embedder(
+        "minilm",
+        intra_op_num_threads=settings.embed_threads,
+        quantized_queries=settings.embed_query_quantized,
+    )
 
 
 class Kredenc:
@@ -224,7 +228,7 @@ class Kredenc:
         return self.embedder.embed(list(texts))
 
     def _embed_one(self, text: str) -> F32:
-        vec: F32 = self.embedder.embed([text])[0]
+        vec: F32 = self.embedder.embed_query(text)
         return vec
 
     def _vectors_for(self, payloads: Iterable[dict[str, Any]]) -> dict[str, F32]:

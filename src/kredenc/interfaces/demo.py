@@ -40,6 +40,7 @@ def run_demo(store: str | None, namespace: str | None, *, quiet: bool = False) -
     with kb:
         t0 = time.perf_counter()
         kb.embedder.embed(["warm up"])
+        kb.embedder.embed_query("warm up")
         step("load embedding model", time.perf_counter() - t0, kb.embedder.model_id)
         existing = [d for d in kb.stats()["drawers"] if d["drawer"] == DEMO_DRAWER]
         samples = sample_memories()

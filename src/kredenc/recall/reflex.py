@@ -330,10 +330,13 @@ def announce(
     except (KredencError, sqlite3.Error, OSError, AttributeError) as exc:
         store = f"{kb.home} (unreadable: {exc})"
         level = logging.WARNING
+    graph = getattr(kb.embedder, "query_model", None)
+    queries = f" (queries: {graph} graph)" if isinstance(graph, str) else ""
     line = (
         f"recall reflex online: store={store}, budget={plan.budget.describe()}, "
         f"time_budget={plan.time_budget_ms:g} ms, mode={plan.mode}, "
-        f"model={getattr(kb.embedder, 'model_id', '?')}, dry_run={str(plan.dry_run).lower()}"
+        f"model={getattr(kb.embedder, 'model_id', '?')}{queries}, "
+        f"dry_run={str(plan.dry_run).lower()}"
     )
     log.log(level, "%s", line)
     _ANNOUNCED.add(kb)
@@ -344,7 +347,8 @@ def warm_up(kb: Kredenc) -> float:
     """Load the embedding model and the vector shards now (their first use costs up to
     seconds, which a recall would otherwise spend past its time budget). Seconds taken."""
     started = time.perf_counter()
-    kb.embedder.embed(["kredenc recall warm-up"])
+    kb.embedder.embed(["kredenc recall warm-up"])  # the model that files turns
+    kb.embedder.embed_query("kredenc recall warm-up")  # the one that recalls
     kb.index.shards()
     return time.perf_counter() - started
 

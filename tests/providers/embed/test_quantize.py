@@ -1,0 +1,151 @@
+"""The 8-bit query graph: made once, cached, checked against the full model, raced
+against it, and never able to break a query (every failure falls back to the full
+model with a WARNING).
+
+Whether the copy is faster depends on the CPU (int8 arithmetic), so the tests that use
+it set ``MIN_SPEEDUP`` to 0; the race's verdict is tested both ways by forcing it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kredenc.config import Settings
+from kredenc.engine import make_default_embedder
+from kredenc.errors import ProviderError
+from kredenc.providers.embed import quantize
+from kredenc.providers.embed.minilm import MiniLMEmbedder, default_model_path
+
+QUERIES = [
+    "When is the Opal feature freeze?",
+    "How many parallel attention heads does the base Transformer use?",
+    "birthday of Lena Petrov",
+    "Milyen nyelven beszél a felhasználó?",
+    "x",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def always_faster() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(quantize, "MIN_SPEEDUP", 0.0)
+        yield
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="module")
+def embedder(cache: Path) -> MiniLMEmbedder:
+    return MiniLMEmbedder(intra_op_num_threads=1, model_cache=cache)
+
+
+def test_query_vectors_agree_with_the_full_model(embedder: MiniLMEmbedder, cache: Path) -> None:
+    queries = np.stack([embedder.embed_query(q) for q in QUERIES])
+    full = embedder.embed(QUERIES)
+    assert embedder.query_model == "8-bit"
+    cosines = (queries * full).sum(axis=1)
+    assert cosines.min() >= quantize.MIN_COSINE, cosines
+    assert not np.array_equal(queries, full)  # a different graph, not the same one twice
+    np.testing.assert_allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
+    target = quantize.cache_path(default_model_path(), cache)
+    verdict = target.with_suffix(".json")
+    assert sorted(cache.iterdir()) == sorted([target, verdict])
+    seen = json.loads(verdict.read_text())
+    assert seen["used"] and seen["cosine_min"] >= quantize.MIN_COSINE
+    assert seen["full_ms"] > 0 and seen["copy_ms"] > 0
+    # The copy holds a quarter of the matrices' bytes: the file is smaller than the
+    # folded float32 graph (word embeddings, kept in float32, are most of it).
+    assert target.stat().st_size < 70_000_000
+
+
+def test_a_cached_copy_is_reused(embedder: MiniLMEmbedder, cache: Path) -> None:
+    embedder.embed_query("warm")
+    target = quantize.cache_path(default_model_path(), cache)
+    before = target.stat().st_mtime_ns
+    again = MiniLMEmbedder(intra_op_num_threads=1, model_cache=cache)
+    assert again.query_model == "not loaded"
+    np.testing.assert_array_equal(again.embed_query(QUERIES[0]), embedder.embed_query(QUERIES[0]))
+    assert target.stat().st_mtime_ns == before
+    assert len(list(cache.iterdir())) == 2  # the copy and its verdict; no scratch left
+
+
+def test_unwritable_cache_falls_back_to_the_full_model(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")
+    e = MiniLMEmbedder(intra_op_num_threads=1, model_cache=blocker / "models")
+    with caplog.at_level(logging.WARNING, logger="kredenc.providers.embed.minilm"):
+        vec = e.embed_query(QUERIES[0])
+        e.embed_query(QUERIES[1])
+    np.testing.assert_array_equal(vec, e.embed_one(QUERIES[0]))
+    assert e.query_model == "full"
+    warnings = [r for r in caplog.records if "queries use the full MiniLM model" in r.message]
+    assert len(warnings) == 1  # said once, not per query
+
+
+def test_a_copy_that_disagrees_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(quantize, "MIN_COSINE", 1.01)  # no 8-bit graph can pass this
+    with pytest.raises(ProviderError, match="disagrees with the full model"):
+        quantize.query_model(default_model_path(), _open_graph, tmp_path)
+    assert list(tmp_path.iterdir()) == []  # neither the copy nor its scratch is left
+    e = MiniLMEmbedder(intra_op_num_threads=1, model_cache=tmp_path)
+    with caplog.at_level(logging.WARNING):
+        np.testing.assert_array_equal(e.embed_query("ok"), e.embed_one("ok"))
+    assert "disagrees" in caplog.text
+
+
+def test_a_copy_that_is_not_faster_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(quantize, "MIN_SPEEDUP", 100.0)  # no copy is 100x faster
+    assert quantize.query_model(default_model_path(), _open_graph, tmp_path) is None
+    target = quantize.cache_path(default_model_path(), tmp_path)
+    assert list(tmp_path.iterdir()) == [target.with_suffix(".json")]
+    assert json.loads(target.with_suffix(".json").read_text())["used"] is False
+
+    def no_conversion(*_: object) -> None:
+        raise AssertionError("the verdict is cached: nothing is converted again")
+
+    monkeypatch.setattr(quantize, "_convert", no_conversion)
+    e = MiniLMEmbedder(intra_op_num_threads=1, model_cache=tmp_path)
+    with caplog.at_level(logging.INFO):
+        np.testing.assert_array_equal(e.embed_query("ok"), e.embed_one("ok"))
+    assert e.query_model == "full" and not any(r.levelno >= logging.WARNING for r in caplog.records)
+
+
+def test_a_corrupt_cached_copy_falls_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    target = quantize.cache_path(default_model_path(), tmp_path)
+    target.write_bytes(b"not an onnx graph")
+    target.with_suffix(".json").write_text(json.dumps({"used": True}))
+    e = MiniLMEmbedder(intra_op_num_threads=1, model_cache=tmp_path)
+    with caplog.at_level(logging.WARNING):
+        np.testing.assert_array_equal(e.embed_query("ok"), e.embed_one("ok"))
+    assert e.query_model == "full" and "cannot load MiniLM" in caplog.text
+
+
+def test_switched_off_queries_use_the_full_model(tmp_path: Path) -> None:
+    e = MiniLMEmbedder(intra_op_num_threads=1, quantized_queries=False, model_cache=tmp_path)
+    np.testing.assert_array_equal(e.embed_query(QUERIES[0]), e.embed_one(QUERIES[0]))
+    assert list(tmp_path.iterdir()) == [] and e.query_model == "full"
+
+
+def test_setting_reaches_the_embedder() -> None:
+    on = make_default_embedder(Settings())
+    off = make_default_embedder(Settings(embed_query_quantized=False))
+    assert isinstance(on, MiniLMEmbedder) and isinstance(off, MiniLMEmbedder)
+    assert on.quantized_queries and not off.quantized_queries
+
+
+def _open_graph(model: Path) -> Callable[[list[str]], np.ndarray]:
+    return MiniLMEmbedder(intra_op_num_threads=1, model_path=model, quantized_queries=False).embed
