@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -138,6 +140,27 @@ def test_switched_off_queries_use_the_full_model(tmp_path: Path) -> None:
     e = MiniLMEmbedder(intra_op_num_threads=1, quantized_queries=False, model_cache=tmp_path)
     np.testing.assert_array_equal(e.embed_query(QUERIES[0]), e.embed_one(QUERIES[0]))
     assert list(tmp_path.iterdir()) == [] and e.query_model == "full"
+
+
+def test_making_the_copy_leaves_the_root_logger_alone(tmp_path: Path) -> None:
+    """onnxruntime's quantizer configures the root logger when imported; a library must
+    not, so the copy is made in a fresh process and the root logger checked after."""
+    code = (
+        "import logging, sys\n"
+        "from pathlib import Path\n"
+        "from kredenc.providers.embed import quantize\n"
+        "from kredenc.providers.embed.minilm import MiniLMEmbedder\n"
+        "quantize.MIN_SPEEDUP = 0.0\n"
+        f"e = MiniLMEmbedder(intra_op_num_threads=1, model_cache=Path({str(tmp_path)!r}))\n"
+        "e.embed_query('ok')\n"
+        "root = logging.getLogger()\n"
+        "print(e.query_model, len(root.handlers), root.level)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["8-bit", "0", str(logging.WARNING)]
+    assert out.stderr == ""  # nothing logged at INFO to the terminal
 
 
 def test_setting_reaches_the_embedder() -> None:
