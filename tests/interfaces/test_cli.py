@@ -305,3 +305,26 @@ def test_failures_exit_1_with_one_line(
     code, _, err = run_main(["--store", str(tmp_path / "none"), "stats"], capsys, monkeypatch)
     assert code == 1 and "no store at" in one_error_line(err)
     assert log_state(home) == before
+
+
+def test_demo_files_the_samples_finds_them_and_runs_again(tmp_path: Path) -> None:
+    """``kredenc demo``, the README's main job: each sample query finds its memory first,
+    and a second run files nothing twice."""
+    home = tmp_path / "demo-store"
+    first = ok_json("--store", str(home), "demo")
+    steps = {s["step"]: s for s in first["steps"]}
+    assert list(steps) == ["open store", "load embedding model", "file sample memories"]
+    assert steps["file sample memories"]["detail"].startswith("20 memories")
+    assert "queries:" in steps["load embedding model"]["detail"]
+    top = {s["query"]: s["hits"][0]["text"] for s in first["searches"]}
+    assert "Tuesdays and Thursdays" in top["when do we deploy?"]
+    assert "PostgreSQL" in top["which database runs in production"]
+    assert "peanuts" in top["food the user cannot eat"]  # by meaning only (dense)
+    assert "Pogácsa" in top["Pogácsa"]  # by words only (lexical)
+    assert all(len(s["hits"]) == 3 for s in first["searches"] if s["mode"] != "lexical")
+    records = first["stats"]["records"]
+
+    again = ok_json("--store", str(home), "demo")
+    assert again["steps"][2]["detail"] == "already filed earlier; skipped"
+    assert again["stats"]["records"] == records
+    assert [s["hits"] for s in again["searches"]] == [s["hits"] for s in first["searches"]]

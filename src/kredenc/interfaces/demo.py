@@ -41,7 +41,9 @@ def run_demo(store: str | None, namespace: str | None, *, quiet: bool = False) -
         t0 = time.perf_counter()
         kb.embedder.embed(["warm up"])
         kb.embedder.embed_query("warm up")
-        step("load embedding model", time.perf_counter() - t0, kb.embedder.model_id)
+        graph = getattr(kb.embedder, "query_model", None)
+        queries = f" (queries: {graph} graph)" if isinstance(graph, str) else ""
+        step("load embedding model", time.perf_counter() - t0, kb.embedder.model_id + queries)
         existing = [d for d in kb.stats()["drawers"] if d["drawer"] == DEMO_DRAWER]
         samples = sample_memories()
         if existing:
