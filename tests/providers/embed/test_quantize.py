@@ -126,6 +126,26 @@ def test_a_copy_that_is_not_faster_is_not_used(
     assert e.query_model == "full" and not any(r.levelno >= logging.WARNING for r in caplog.records)
 
 
+def test_copies_superseded_for_the_same_model_file_are_deleted(tmp_path: Path) -> None:
+    source = str(default_model_path().resolve())
+    stale = tmp_path / "minilm-q8-0000000000000000aaaa"  # an older onnxruntime's copy
+    stale.with_suffix(".onnx").write_bytes(b"old graph")
+    stale.with_suffix(".json").write_text(json.dumps({"source": source, "used": True}))
+    other = tmp_path / "minilm-q8-0000000000000000bbbb"  # another model file's copy
+    other.with_suffix(".onnx").write_bytes(b"another model's graph")
+    other.with_suffix(".json").write_text(json.dumps({"source": "/elsewhere/model.onnx"}))
+    made = quantize.query_model(default_model_path(), _open_graph, tmp_path)
+    assert made is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [
+            made.name,
+            made.with_suffix(".json").name,
+            *(other.with_suffix(s).name for s in (".json", ".onnx")),
+        ]
+    )
+    assert json.loads(made.with_suffix(".json").read_text())["source"] == source
+
+
 def test_a_corrupt_cached_copy_falls_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     target = quantize.cache_path(default_model_path(), tmp_path)
     target.write_bytes(b"not an onnx graph")

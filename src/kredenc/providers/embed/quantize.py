@@ -98,11 +98,18 @@ def query_model(source: Path, open_graph: Graph, cache_dir: Path | None = None) 
             )
         full_ms, copy_ms = _race(full, copy)
         faster = full_ms >= MIN_SPEEDUP * copy_ms
-        note = {"recipe": RECIPE, "full_ms": full_ms, "copy_ms": copy_ms, "cosine_min": worst}
+        note = {
+            "recipe": RECIPE,
+            "source": str(source.resolve()),
+            "full_ms": full_ms,
+            "copy_ms": copy_ms,
+            "cosine_min": worst,
+        }
         (scratch / "verdict.json").write_text(json.dumps({**note, "used": faster}))
         if faster:
             os.replace(made, target)  # atomic: another process sees all of it or nothing
         os.replace(scratch / "verdict.json", verdict)  # written last: the copy is in place
+    _drop_superseded(verdict, str(source.resolve()))
     log.info(
         "8-bit query model %s: %.2f ms a query against %.2f ms (worst probe cosine %.4f)",
         "made" if faster else "not faster here, not used",
@@ -111,6 +118,22 @@ def query_model(source: Path, open_graph: Graph, cache_dir: Path | None = None) 
         worst,
     )
     return target if faster else None
+
+
+def _drop_superseded(verdict: Path, source: str) -> None:
+    """Delete the copies made earlier from the same model file (before a reinstall or an
+    onnxruntime upgrade changed its key): 60 MB each, never used again. A process that
+    still has one open keeps its graph in memory."""
+    for other in verdict.parent.glob("minilm-q8-*.json"):
+        if other == verdict:
+            continue
+        try:
+            if json.loads(other.read_text(encoding="utf-8")).get("source") != source:
+                continue
+            other.with_suffix(".onnx").unlink(missing_ok=True)
+            other.unlink()
+        except (OSError, ValueError, AttributeError):
+            continue  # another process's file, or not ours: leave it
 
 
 def _race(
