@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from kredenc.recall.budget import Budget
     from kredenc.recall.reflex import RecallResult
 from kredenc.ingest.pipeline import IngestReport
-from kredenc.memory.fields import SCORES, parse_time, validate_fields
+from kredenc.memory.fields import SCORES, parse_time, validate_fields, validate_tags
 from kredenc.memory.relations import check_relation, edge_payloads
-from kredenc.memory.turns import CONTEXT_TURNS, turn_context
+from kredenc.memory.turns import CONTEXT_TURNS, turn_context, turn_tags
 from kredenc.providers.embed.base import Embedder
 from kredenc.records import Appended, ContextGraph, Hit, Memory, new_id, now
 from kredenc.retrieve import context_graph as graphs
@@ -100,7 +100,7 @@ class Kredenc:
             if self._lock is not None:
                 self._lock.release()
             raise
-        self._embed_query = lru_cache(maxsize=1024)(self._embed_one)
+        self._embed_query = lru_cache(maxsize=1024)(self._query_vector)
         self.embed_query = self._embed_query  # public: a query's vector, cached
         self._rerankers: dict[str, Reranker | None] = {}
         self._access: dict[str, dict[str, int]] = {}
@@ -227,7 +227,7 @@ class Kredenc:
     def _embed_many(self, texts: Sequence[str]) -> F32:
         return self.embedder.embed(list(texts))
 
-    def _embed_one(self, text: str) -> F32:
+    def _query_vector(self, text: str) -> F32:
         vec: F32 = self.embedder.embed_query(text)
         return vec
 
@@ -452,7 +452,7 @@ class Kredenc:
         drawer: str = "passages",
         record_type: str = "chunk",
     ) -> list[str]:
-        """File plain passages (``text``, optional ``title``, ``meta``) as one batch.
+        """File plain passages (``text``, optional ``title``, ``meta``, ``tags``) as one batch.
 
         The light path for corpora that need no loader or chunker (evaluation
         sets, pre-split text): no document record, no edges. Returns the new ids.
@@ -478,6 +478,8 @@ class Kredenc:
                 payload["title"] = str(item["title"])
             if item.get("meta"):
                 payload["meta"] = dict(item["meta"])
+            if item.get("tags"):
+                payload["tags"] = validate_tags(item["tags"])
             for key in ("context", "embed_context", "doc_id"):
                 if item.get(key):
                     payload[key] = str(item[key])
@@ -497,8 +499,9 @@ class Kredenc:
         """File conversation turns (``role``, ``content``) of a session as one batch.
 
         Each becomes a ``turn`` record whose index card carries the session, the
-        speaker and the turns just before it (see ``memory.turns``), so recall can
-        find it by words and meaning.
+        speaker and the turns just before it as context, and tags naming the session,
+        the speaker and its extracted terms (see ``memory.turns``), so recall can find
+        it by words and meaning.
         """
         _check_name("session_id", session_id)
         recent = self._recent_turns.pop(session_id, [])
@@ -516,6 +519,7 @@ class Kredenc:
                 {
                     "text": text,
                     "context": turn_context([*recent, text], len(recent), header=header),
+                    "tags": turn_tags(session_id, role, text),
                     "meta": {"session": session_id, "role": role, **dict(turn.get("meta") or {})},
                 }
             )

@@ -129,3 +129,27 @@ def test_a_reply_that_cannot_be_read_still_files_the_user_turn(
         assert filer.close()
     assert filed(kb, session) == [("user", "what I said")]
     assert "stream state lost" in caplog.text
+
+
+def test_a_turn_card_carries_session_speaker_and_terms(open_store: Callable[..., Kredenc]) -> None:
+    """The issue's card: context (session, speaker, turns before) and tags (session,
+    speaker, the terms recall extracts), so a turn is found by what it is about."""
+    with open_store() as kb:
+        first, second = kb.file_turns(
+            "s-42",
+            [
+                {"role": "user", "content": "When is Lena's birthday?"},
+                {
+                    "role": "assistant",
+                    "content": "Lena Petrov's birthday is on 16 May; she likes sushi.",
+                },
+            ],
+        )
+        turn = kb.get(second)
+        assert turn.tags[:2] == ("session:s-42", "speaker:assistant")
+        assert {"lena", "petrov", "birthday", "sushi"} <= set(turn.tags[2:])
+        assert "the" not in turn.tags and len(turn.tags) <= 2 + 8
+        assert kb.get(first).tags[:2] == ("session:s-42", "speaker:user")
+        # The tags are in the card: a word only the tags hold finds the turn.
+        hits = kb.search("speaker", k=5, types=["turn"], mode="lexical")
+        assert {h.id for h in hits} == {first, second}
