@@ -41,9 +41,7 @@ def run_demo(store: str | None, namespace: str | None, *, quiet: bool = False) -
         t0 = time.perf_counter()
         kb.embedder.embed(["warm up"])
         kb.embedder.embed_query("warm up")
-        graph = getattr(kb.embedder, "query_model", None)
-        queries = f" (queries: {graph} graph)" if isinstance(graph, str) else ""
-        step("load embedding model", time.perf_counter() - t0, kb.embedder.model_id + queries)
+        step("load embedding model", time.perf_counter() - t0, kb.embedder.describe())
         existing = [d for d in kb.stats()["drawers"] if d["drawer"] == DEMO_DRAWER]
         samples = sample_memories()
         if existing:

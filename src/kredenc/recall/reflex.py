@@ -330,12 +330,10 @@ def announce(
     except (KredencError, sqlite3.Error, OSError, AttributeError) as exc:
         store = f"{kb.home} (unreadable: {exc})"
         level = logging.WARNING
-    graph = getattr(kb.embedder, "query_model", None)
-    queries = f" (queries: {graph} graph)" if isinstance(graph, str) else ""
     line = (
         f"recall reflex online: store={store}, budget={plan.budget.describe()}, "
         f"time_budget={plan.time_budget_ms:g} ms, mode={plan.mode}, "
-        f"model={getattr(kb.embedder, 'model_id', '?')}{queries}, "
+        f"model={kb.embedder.describe()}, "
         f"dry_run={str(plan.dry_run).lower()}"
     )
     log.log(level, "%s", line)

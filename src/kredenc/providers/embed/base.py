@@ -29,6 +29,10 @@ class Embedder(ABC):
         vec: Vectors = self.embed([text])[0]
         return vec
 
+    def describe(self) -> str:
+        """The model as a startup line names it."""
+        return self.model_id
+
     def embed_query(self, text: str) -> Vectors:
         """A search query's vector. The same as :meth:`embed_one` unless a provider has a
         faster graph for queries that agrees with its documents' (MiniLM's 8-bit copy)."""

@@ -167,6 +167,9 @@ class MiniLMEmbedder(Embedder):
             return "8-bit"
         return "full" if self._query_checked or not self.quantized_queries else "not loaded"
 
+    def describe(self) -> str:
+        return f"{self.model_id} (queries: {self.query_model} graph)"
+
     def _embed_with(self, rt: _Runtime, texts: Sequence[str]) -> Vectors:
         out = np.empty((len(texts), DIM), dtype=np.float32)
         encodings = rt.tokenizer.encode_batch(list(texts), add_special_tokens=True)

@@ -29,8 +29,7 @@ import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +84,8 @@ def query_model(source: Path, open_graph: Graph, cache_dir: Path | None = None) 
     if verdict.is_file():
         return target if target.is_file() else None
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _scratch(target.parent) as scratch:
+    with tempfile.TemporaryDirectory(prefix=".q8-", dir=target.parent) as tmp:
+        scratch = Path(tmp)
         made = scratch / "q8.onnx"
         _convert(source, made, scratch)
         full, copy = open_graph(source), open_graph(made)
@@ -198,9 +198,3 @@ def _convert(source: Path, out: Path, scratch: Path) -> None:
         ) from exc
     finally:
         quiet.setLevel(level)
-
-
-@contextmanager
-def _scratch(parent: Path) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix=".q8-", dir=parent) as tmp:
-        yield Path(tmp)

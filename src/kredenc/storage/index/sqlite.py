@@ -13,7 +13,8 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,6 +233,19 @@ class SqliteIndex:
         rows = dict(self._writer.execute("SELECT key, value FROM meta").fetchall())
         return int(rows["applied_seq"]), int(rows["applied_end"])
 
+    @contextmanager
+    def _write_txn(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the writer connection: committed whole, or rolled
+        back whole on any exception (a half-applied batch never stays)."""
+        conn = self._writer
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
     # -- compaction (the housekeeper's thread, or no writer running) --------------
     def compaction_due(self) -> bool:
         """Whether the card index has grown enough since its last merge to merge it.
@@ -252,19 +266,13 @@ class SqliteIndex:
     def compact(self) -> float:
         """Merge the card index into one segment (FTS5 ``optimize``); seconds taken."""
         started = time.perf_counter()
-        conn = self._writer
-        cards = lexical.card_count(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        cards = lexical.card_count(self._writer)
+        with self._write_txn() as conn:
             conn.execute("INSERT INTO cards(cards) VALUES ('optimize')")
             conn.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('compacted_at', ?)",
                 (str(cards),),
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         self._compacted = cards
         return time.perf_counter() - started
 
@@ -355,20 +363,14 @@ class SqliteIndex:
             return
         vectors = dict(vectors or {})
         self._fill_vectors(entries, vectors, embed)
-        conn = self._writer
         shard_adds: dict[str, tuple[list[int], list[F32]]] = {}
         shard_removes: list[tuple[str, int]] = []
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write_txn() as conn:
             for offset, payload in entries:
                 self._apply_one(conn, offset, payload, vectors, shard_adds, shard_removes)
             last_seq = max(int(entries[-1][1]["seq"]), applied_through or 0)
             conn.execute("UPDATE meta SET value=? WHERE key='applied_seq'", (str(last_seq),))
             conn.execute("UPDATE meta SET value=? WHERE key='applied_end'", (str(end),))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         with self._shards_lock:
             if self._shards is not None:
                 for key, rowid in shard_removes:
