@@ -3,6 +3,7 @@ tombstone removes, what a rebuild reuses, and answers that do not depend on layo
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +90,62 @@ def test_shard_search_is_exact_below_the_ann_threshold() -> None:
     assert [r for r, _ in shard.search(query, 10)] == exact.tolist()
     assert not shard.uses_ann and len(shard) == n
     assert shard.search(query, 0) == []
+
+
+def _recall_at(shard: VectorShard, vecs: np.ndarray, ids: np.ndarray, k: int) -> float:
+    """Mean share of the exact top ``k`` that the shard returns, over 30 queries."""
+    live = np.isin(ids, np.fromiter(shard._pos, dtype=np.int64))
+    found = 0
+    for query in unit(30, vecs.shape[1], 11):
+        scores = np.where(live, vecs @ query, -np.inf)
+        exact = set(ids[np.argsort(-scores)[:k]].tolist())
+        found += len(exact & {r for r, _ in shard.search(query, k)})
+    return found / (30 * k)
+
+
+def test_shard_switches_to_ann_past_the_threshold_and_keeps_recall() -> None:
+    dim, n = 32, 3000
+    vecs = unit(n, dim, 5)
+    ids = np.arange(n, dtype=np.int64) + 1
+    shard = VectorShard(dim, AnnParams(threshold=1000))
+    shard.add(ids[:900], vecs[:900])
+    assert not shard.uses_ann  # below the threshold: exact
+    shard.add(ids[900:], vecs[900:])
+    assert shard.uses_ann and len(shard) == n
+    assert _recall_at(shard, vecs, ids, 10) >= 0.95
+    for rowid in range(1, 301):  # forgotten records never come back from the graph
+        shard.remove(rowid)
+    query = vecs[0]  # rowid 1 itself, now removed
+    assert all(r > 300 for r, _ in shard.search(query, 50))
+    assert _recall_at(shard, vecs, ids, 10) >= 0.95
+
+
+def test_ann_graph_is_saved_and_adopted_only_for_its_log_position(tmp_path: Path) -> None:
+    dim, n = 32, 1500
+    vecs = unit(n, dim, 6)
+    ids = np.arange(n, dtype=np.int64) + 1
+    path = tmp_path / "ann" / "shard.usearch"
+    built = VectorShard(dim, AnnParams(threshold=1000), path)
+    built.add(ids, vecs)
+    built.save(applied_seq=42)
+    assert path.is_file() and json.loads(path.with_suffix(".json").read_text()) == {
+        "applied_seq": 42,
+        "count": n,
+    }
+
+    def reopened(seq: int, rows: int = n) -> VectorShard:
+        shard = VectorShard(dim, AnnParams(threshold=1000), path)
+        shard.add(ids[:rows].copy(), vecs[:rows].copy(), build_ann=False)
+        assert not shard.uses_ann
+        shard.load_ann(seq)
+        return shard
+
+    adopted = reopened(42)
+    assert adopted.uses_ann
+    query = unit(1, dim, 7)[0]
+    assert adopted.search(query, 10) == built.search(query, 10)
+    assert not reopened(43).uses_ann  # the log moved on since the graph was saved
+    assert not reopened(42, rows=n - 1).uses_ann  # a different set of vectors
 
 
 def test_dense_merges_drawers_with_ties_by_rowid(kb: Kredenc) -> None:
@@ -201,3 +258,23 @@ def test_dense_filter_is_not_applied_after_top_k(kb: Kredenc) -> None:
     kb.remember_many([{"text": f"garden plan {i}", "kind": "fact"} for i in range(10)])
     hits = kb.search("kestrel tower", k=10, mode="dense", kinds=["fact"])
     assert len(hits) == 10
+
+
+def test_a_store_past_the_threshold_searches_its_graph_and_reopens_it(tmp_path: Path) -> None:
+    """End to end: a drawer past ``ann_threshold`` is answered by the HNSW graph, which
+    is persisted under ``<store>/ann/`` and adopted on the next open (not rebuilt)."""
+    home = tmp_path / "store"
+    texts = [f"memory number {i} about topic {i % 37}" for i in range(400)]
+    opts: dict[str, object] = {"embedder": HashEmbedder(), "durability": "none"}
+    with Kredenc.open(home, ann_threshold=300, **opts) as kb:  # type: ignore[arg-type]
+        kb.remember_many([{"text": t} for t in texts])
+        first = [h.id for h in kb.search("topic 12", k=10, mode="dense")]
+        assert any(s.uses_ann for s in kb.index.shards().values())
+    saved = list((home / "ann").glob("*.usearch"))
+    assert saved and all(p.with_suffix(".json").is_file() for p in saved)
+    stamps = {p: p.stat().st_mtime_ns for p in saved}
+    with Kredenc.open(home, ann_threshold=300, **opts) as kb:  # type: ignore[arg-type]
+        assert [h.id for h in kb.search("topic 12", k=10, mode="dense")] == first
+        assert any(s.uses_ann for s in kb.index.shards().values())
+    # Adopted, not rebuilt: a rebuilt graph would be saved again on close.
+    assert {p: p.stat().st_mtime_ns for p in saved} == stamps
