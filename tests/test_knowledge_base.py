@@ -5,11 +5,13 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput
 from kredenc.testing.embedders import HashEmbedder
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ingest"
@@ -82,6 +84,27 @@ def test_filters_apply_inside_every_leg(kb: Kredenc, tmp_path: Path) -> None:
         assert txt and all(h.origin.endswith("b.txt") for h in txt)
         assert kb.search("budget review", mode=mode, types=["memory"])[0].type == "memory"
         assert kb.search("budget review", mode=mode, pages=(2, 9)) == []  # no paged chunks
+
+
+def test_since_and_until_keep_what_was_filed_then(kb: Kredenc, tmp_path: Path) -> None:
+    old = kb.remember("budget review of the river project")
+    cut = time.time()
+    time.sleep(0.01)
+    (tmp_path / "b.txt").write_text("beta budget review for the river project\n")
+    kb.ingest(tmp_path / "b.txt")
+    for mode in ("lexical", "dense", "hybrid"):
+        before = kb.search("budget review", mode=mode, until=cut)
+        assert [h.id for h in before] == [old.id]
+        after = kb.search("budget review", mode=mode, since=cut)
+        assert after and all(h.type == "chunk" for h in after)
+        iso = datetime.fromtimestamp(cut, UTC).isoformat()
+        assert [h.id for h in kb.search("budget review", mode=mode, since=iso)] == [
+            h.id for h in after
+        ]
+    with pytest.raises(InvalidInput, match="since must be earlier than until"):
+        kb.search("budget", since=cut, until=cut)
+    with pytest.raises(InvalidInput, match="pages must be"):
+        kb.search("budget", pages=(5, 2))
 
 
 def test_graph_expansion_adds_neighbours(kb: Kredenc) -> None:

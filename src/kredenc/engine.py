@@ -582,6 +582,8 @@ class Kredenc:
         types: Sequence[str] = (),
         older_than: float | None = None,
         per_document: bool = False,
+        since: float | str | None = None,
+        until: float | str | None = None,
     ) -> list[Hit]:
         """Hybrid (or lexical, or dense) search in this namespace.
 
@@ -589,8 +591,10 @@ class Kredenc:
         (Unix seconds or ISO 8601) keeps what was recorded and valid at that time.
         ``hops`` adds graph neighbours of the best hits; ``rerank`` names a reranker
         (default: the ``rerank`` setting). ``loaders``, ``source`` (a glob) and
-        ``pages`` (first, last) filter document chunks, inside SQL. ``per_document``
-        keeps each document's best chunk per leg before fusing (document retrieval).
+        ``pages`` (first, last) filter document chunks, inside SQL; ``since`` and
+        ``until`` (Unix seconds or ISO 8601) keep what was filed in ``[since, until)``.
+        ``per_document`` keeps each document's best chunk per leg before fusing
+        (document retrieval).
         """
         s = self.settings
         params = searching.SearchParams(
@@ -611,6 +615,13 @@ class Kredenc:
         query = searching.validate(query, params)
         if drawer is not None:
             _check_name("drawer", drawer)
+        after, before = parse_time(since, "since"), parse_time(until, "until")
+        if after is not None and before is not None and after >= before:
+            raise InvalidInput("since must be earlier than until")
+        if pages is not None and not (
+            len(pages) == 2 and all(type(p) is int for p in pages) and 1 <= pages[0] <= pages[1]
+        ):
+            raise InvalidInput(f"pages must be (first, last), 1 <= first <= last, not {pages!r}")
         filters = Filters(
             drawer=drawer,
             kinds=tuple(kinds),
@@ -621,6 +632,8 @@ class Kredenc:
             pages=pages,
             types=tuple(types),
             older_than=older_than,
+            created_after=after,
+            created_before=before,
         )
         return searching.search(
             self.index,

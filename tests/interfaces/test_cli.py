@@ -149,6 +149,65 @@ def test_end_to_end(seeded: dict[str, Any], tmp_path: Path) -> None:
     assert stats["log_bytes"] == log_state(home)[0]
 
 
+def test_search_filters_hops_and_provenance(seeded: dict[str, Any], tmp_path: Path) -> None:
+    """`kredenc search` exposes the facade's filters and graph expansion, and shows why
+    each hit ranks: legs, fused score, the edge that added it."""
+    home = copy_of(seeded, tmp_path)
+    store = ("--store", str(home))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    filler = "The tower keeper logged the weather, the visitors and the repairs. " * 12
+    (notes / "tower.md").write_text(
+        "# Tower survey\n\nThe kestrel survey of the old water tower found two nests. "
+        f"{filler}\n\n## Second visit\n\nThe kestrel survey returned in May. {filler}\n"
+    )
+    (notes / "river.txt").write_text("The kestrel survey of the river bend found none.\n")
+    ok_json(*store, "ingest", str(notes))
+
+    def ids(*args: str) -> list[str]:
+        return [h["id"] for h in ok_json(*store, "search", "kestrel survey", *args)["hits"]]
+
+    md = ok_json(*store, "search", "kestrel survey", "--loader", "markdown")["hits"]
+    assert md and {h["source"] for h in md} == {str((notes / "tower.md").resolve())}
+    assert md[0]["title"] == "Tower survey" and md[0]["fused"] > 0
+    txt = ok_json(*store, "search", "kestrel survey", "--source", "*/river.txt")["hits"]
+    assert txt and all(h["source"].endswith("river.txt") for h in txt)
+    assert ids("--pages", "2-5") == []  # text files have no pages
+    everything = ids("-k", "20")
+    assert seeded["first"]["id"] in everything  # the kestrel memory too
+    assert ids("-k", "20", "--since", "2000-01-01T00:00:00Z") == everything
+    assert ids("--until", "2000-01-01") == []
+    assert ids("--kind", "fact", "-k", "20") == [seeded["first"]["id"]]
+    chunks = ok_json(*store, "search", "kestrel survey", "-k", "20")["hits"]
+    tower = [h for h in chunks if h["source"].endswith("tower.md")]
+    assert len(tower) >= 2  # the long page was cut in pieces
+    per_doc = ok_json(*store, "search", "kestrel survey", "-k", "20", "--per-document")["hits"]
+    assert len(per_doc) == len(chunks) - len(tower) + 1  # one piece per document
+
+    lexical = ("search", "two nests", "--mode", "lexical", "--loader", "markdown")
+    plain = ok_json(*store, *lexical)["hits"]
+    assert len(plain) == 1 and plain[0]["graph"] is None  # only the first piece says it
+    expanded = ok_json(*store, *lexical, "--hops", "1")["hits"]
+    assert expanded[0]["id"] == plain[0]["id"] and len(expanded) >= 2
+    assert expanded[1]["graph"] == f"next of {plain[0]['id']}"  # the piece after it
+    human = kredenc(*store, "search", "kestrel survey", "--loader", "markdown")
+    assert human.returncode == 0, human.stderr
+    assert "Tower survey" in human.stdout and "lexical #1" in human.stdout
+    assert "fused" in human.stdout
+
+    for args, message in (
+        (["--pages", "9-2"], "is not a page range"),
+        (["--pages", "two"], "is not a page range"),
+        (["--since", "2030-01-01", "--until", "2029-01-01"], "since must be earlier than until"),
+        (["--since", "last week"], "is not a time"),
+    ):
+        before = log_state(home)
+        bad = kredenc(*store, "search", "kestrel", *args)
+        assert bad.returncode == 2 and bad.stdout == ""
+        assert message in one_error_line(bad.stderr)
+        assert log_state(home) == before
+
+
 def test_invalid_utf8_argument_is_refused(seeded: dict[str, Any], tmp_path: Path) -> None:
     home = copy_of(seeded, tmp_path)
     before = log_state(home)

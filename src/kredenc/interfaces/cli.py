@@ -132,24 +132,100 @@ def init() -> None:
 @click.option(
     "--mode", type=click.Choice(["hybrid", "lexical", "dense"]), default="hybrid", show_default=True
 )
-@click.option("--drawer", default=None)
+@click.option("--drawer", default=None, help="Only this drawer.")
+@click.option("--kind", "kinds", multiple=True, help="Only records of this kind (repeat).")
+@click.option("--loader", "loaders", multiple=True, help="Only chunks from this loader (repeat).")
+@click.option("--source", default=None, metavar="GLOB", help="Only chunks whose source matches.")
+@click.option("--pages", default=None, metavar="N[-M]", help="Only chunks on these pages.")
+@click.option("--since", default=None, metavar="TIME", help="Filed at or after (ISO 8601).")
+@click.option("--until", default=None, metavar="TIME", help="Filed before (ISO 8601).")
+@click.option("--hops", default=0, show_default=True, type=click.IntRange(0, 3), help="Graph hops.")
+@click.option("--rerank", default=None, metavar="NAME", help="Reranker (default: settings).")
+@click.option("--per-document", is_flag=True, help="One hit per document (its best chunk).")
 @json_option
-def search(query: str, k: int, mode: str, drawer: str | None) -> None:
-    """Search memories and documents."""
+def search(
+    query: str,
+    k: int,
+    mode: str,
+    drawer: str | None,
+    kinds: tuple[str, ...],
+    loaders: tuple[str, ...],
+    source: str | None,
+    pages: str | None,
+    since: str | None,
+    until: str | None,
+    hops: int,
+    rerank: str | None,
+    per_document: bool,
+) -> None:
+    """Search memories and documents: each hit shows its legs' ranks and scores, the
+    fused and rerank scores, and the edge that brought it when graph expansion did."""
     c = _ctx()
     query = _check_arg_text(query, "query")
+    page_range = _page_range(pages)
     with c.open() as kb:
-        hits = kb.search(query, k=k, mode=mode, drawer=drawer)
+        hits = kb.search(
+            query,
+            k=k,
+            mode=mode,
+            drawer=drawer,
+            kinds=kinds,
+            loaders=loaders,
+            source=source,
+            pages=page_range,
+            since=since,
+            until=until,
+            hops=hops,
+            rerank=rerank,
+            per_document=per_document,
+        )
     data = {"query": query, "mode": mode, "hits": [_hit_json(h) for h in hits]}
 
     def human() -> None:
         if not hits:
             click.echo("no hits")
         for i, h in enumerate(hits, 1):
-            legs = " ".join(f"{n}#{v.rank}" for n, v in h.legs.items())
-            click.echo(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.kind}] {_short(h.text)}  ({legs})")
+            click.echo(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.kind or h.type}] {_short(h.text)}")
+            click.echo(f"      {_provenance(h)}")
 
     c.emit(data, human)
+
+
+def _page_range(text: str | None) -> tuple[int, int] | None:
+    """``"7"`` → (7, 7), ``"3-9"`` → (3, 9); anything else is refused."""
+    if text is None:
+        return None
+    first, _, last = text.strip().partition("-")
+    try:
+        pages = (int(first), int(last or first))
+    except ValueError:
+        raise InvalidInput(
+            f"--pages {text!r} is not a page range", "use N or N-M, e.g. --pages 3-9"
+        ) from None
+    if not 1 <= pages[0] <= pages[1]:
+        raise InvalidInput(f"--pages {text!r} is not a page range", "use 1 <= N <= M")
+    return pages
+
+
+def _provenance(hit: Any) -> str:
+    """Where a hit came from and why it ranks: source, page or time, each leg's rank and
+    score, the fused and rerank scores, and the graph edge that added it."""
+    parts: list[str] = []
+    if hit.title or hit.origin:
+        where = hit.title or hit.origin
+        if hit.page is not None:
+            where += f" p.{hit.page}"
+        elif hit.start_s is not None:
+            where += f" @{int(hit.start_s) // 60}:{int(hit.start_s) % 60:02d}"
+        parts.append(where)
+    parts += [f"{n} #{v.rank} ({v.score:.3f})" for n, v in hit.legs.items()]
+    if hit.fused:
+        parts.append(f"fused {hit.fused:.3f}")
+    if hit.rerank is not None:
+        parts.append(f"rerank {hit.rerank:.3f}")
+    if hit.graph:
+        parts.append(f"via {hit.graph}")
+    return " · ".join(parts) or "-"
 
 
 def _hit_json(hit: Any) -> dict[str, Any]:
