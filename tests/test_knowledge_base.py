@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, ProviderError
+from kredenc.providers.embed.base import Vectors
 from kredenc.testing.embedders import HashEmbedder
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ingest"
@@ -21,6 +22,26 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ingest"
 def kb(tmp_path: Path) -> Iterator[Kredenc]:
     with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as store:
         yield store
+
+
+class RecordingEmbedder(HashEmbedder):
+    """Keeps every text it embeds; fails (as a provider does) on any text with "poison"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if any("poison" in t for t in texts):
+            raise ProviderError("the embedding service refused a text")
+        self.texts += texts
+        return super().embed(texts)
+
+
+def _sections(*bodies: str) -> str:
+    """A Markdown page of one heading per body, each long enough to be its own chunk."""
+    pad = " The survey logged weather, visitors and repairs on every round." * 10
+    return "".join(f"## Part {i}\n\n{body}{pad}\n\n" for i, body in enumerate(bodies, 1))
 
 
 def _edges(kb: Kredenc, rel: str) -> list[tuple[str, str]]:
@@ -46,6 +67,47 @@ def test_reingest_unchanged_does_nothing_changed_replaces(kb: Kredenc, tmp_path:
     new = kb.search("heron bridge", mode="lexical")
     assert new and new[0].origin == str(doc.resolve()) and new[0].title == "Notes"
     assert kb.index.document(kb.namespace, str(doc.resolve()))[2] == 2  # version 2
+
+
+def test_a_changed_document_re_embeds_only_its_changed_chunks(tmp_path: Path) -> None:
+    embedder = RecordingEmbedder()
+    doc = tmp_path / "survey.md"
+    doc.write_text(_sections("Kestrels nest on the tower.", "Herons fish.", "Owls roost."))
+    with Kredenc.open(tmp_path / "s", embedder=embedder, durability="none") as kb:
+        first = kb.ingest(doc)
+        assert first.chunks == 3 and len(embedder.texts) == 3
+        embedder.texts.clear()
+        doc.write_text(_sections("Kestrels nest on the tower.", "Herons left.", "Owls roost."))
+        again = kb.ingest(doc)
+        assert (again.documents, again.replaced, again.chunks) == (1, 1, 3)
+        assert len(embedder.texts) == 1 and "Herons left." in embedder.texts[0]
+        assert kb.search("herons left", mode="lexical")[0].text.count("Herons left.") == 1
+        assert kb.search("fish", mode="lexical") == []  # the old chunk is gone
+
+
+def test_a_document_that_fails_midway_leaves_nothing_behind(tmp_path: Path) -> None:
+    """One batch per document: a failure while filing one (here its embedding) leaves no
+    record of it, the other documents are filed, and the next run files it whole."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text(_sections("Kestrels nest on the tower."))
+    bad = docs / "bad.md"
+    bad.write_text(_sections("Herons fish below the bridge.", "A poison pill for the embedder."))
+    with Kredenc.open(tmp_path / "s", embedder=RecordingEmbedder(), durability="none") as kb:
+        seq_before = kb.haystack.last_seq
+        report = kb.ingest(docs)
+        assert report.documents == 1 and [s for s, _ in report.failed] == [str(bad)]
+        assert "embedding service refused" in report.failed[0][1]
+        assert kb.index.document(kb.namespace, str(bad.resolve())) is None
+        assert kb.search("herons bridge", mode="lexical") == []  # not even its first chunk
+        puts = [r.payload for r in kb.haystack.iter_from() if r.payload["seq"] > seq_before]
+        assert {p.get("origin") for p in puts if p.get("origin")} == {
+            str((docs / "good.md").resolve())
+        }
+        bad.write_text(_sections("Herons fish below the bridge.", "A fixed second part."))
+        fixed = kb.ingest(docs)
+        assert (fixed.documents, fixed.unchanged, fixed.chunks) == (1, 1, 2)
+        assert kb.search("herons bridge", mode="lexical")
 
 
 def test_structure_edges_and_links(kb: Kredenc, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -206,6 +207,57 @@ def test_search_filters_hops_and_provenance(seeded: dict[str, Any], tmp_path: Pa
         assert bad.returncode == 2 and bad.stdout == ""
         assert message in one_error_line(bad.stderr)
         assert log_state(home) == before
+
+
+def test_ingest_summary_and_a_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    """The summary goes to stdout; the progress bar to stderr, and only when stderr is a
+    terminal (here a pseudo-terminal), so a pipe or a log never gets its escape codes."""
+    home = tmp_path / "store"
+    good = tmp_path / "notes.txt"
+    good.write_text("The kestrel nests on the old water tower.\n")
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"%PDF-1.4 not really a pdf")
+    args = [sys.executable, "-c", ENTRY, "--store", str(home), "ingest", str(good), str(bad)]
+
+    piped = subprocess.run(
+        args, capture_output=True, text=True, env=_env(), timeout=120, check=False
+    )
+    assert piped.returncode == 0, piped.stderr  # one good file: not a failed run
+    summary, failure = piped.stdout.splitlines()
+    assert summary.startswith("1 documents filed (1 chunks), 0 unchanged, 0 replaced, 1 failed")
+    assert failure.startswith(f"  failed: {bad}")
+    assert "\x1b[" not in piped.stderr and "ingesting" not in piped.stderr
+
+    leader, follower = pty.openpty()
+    try:
+        tty = subprocess.run(
+            [*args, str(tmp_path / "missing.md")],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+            env={**_env(), "TERM": "xterm"},
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(follower)
+    screen = b""
+    while True:
+        try:
+            block = os.read(leader, 65536)
+        except OSError:  # the terminal is closed once everything was read
+            break
+        if not block:
+            break
+        screen += block
+    os.close(leader)
+    assert b"sources" in screen and b"\x1b[" in screen  # the bar was drawn on stderr
+    assert tty.stdout.startswith("0 documents filed (0 chunks), 1 unchanged")
+    assert "\x1b[" not in tty.stdout
+
+    all_bad = kredenc("--store", str(home), "ingest", str(bad))
+    assert all_bad.returncode == 1  # nothing filed and nothing unchanged
+    assert "1 failed" in all_bad.stdout
 
 
 def test_invalid_utf8_argument_is_refused(seeded: dict[str, Any], tmp_path: Path) -> None:

@@ -266,6 +266,7 @@ def ingest(
     sources: tuple[str, ...], drawer: str, include: tuple[str, ...], exclude: tuple[str, ...]
 ) -> None:
     """Load files, folders and URLs into the knowledge base."""
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     c = _ctx()
@@ -278,8 +279,9 @@ def ingest(
             BarColumn(),
             TextColumn("{task.completed} sources"),
             TimeElapsedColumn(),
+            # On stderr, and only on a terminal: stdout keeps the summary (or the JSON).
             disable=c.json or not sys.stderr.isatty(),
-            console=None,
+            console=Console(stderr=True),
             transient=True,
         ) as bar,
     ):
