@@ -21,10 +21,10 @@ from kredenc.memory.fields import SCORES, parse_time, validate_fields, validate_
 from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.memory.turns import CONTEXT_TURNS, turn_context, turn_tags
 from kredenc.providers.embed.base import Embedder
+from kredenc.providers.rerank import Reranker, make_reranker
 from kredenc.records import Appended, ContextGraph, Hit, Memory, new_id, now
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import search as searching
-from kredenc.retrieve.rerank import Reranker, make_reranker
 from kredenc.storage import store as layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock

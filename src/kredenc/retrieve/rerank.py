@@ -1,78 +1,23 @@
-"""Reranking behind one interface.
-
-The default is no reranker: ``kredenc eval`` on the dev data decides whether one
-earns its place in the default path. A cross-encoder (sentence-transformers) is
-available as an optional extra, by model name or local path; nothing is downloaded
-unless the user names a model that is not on disk.
-"""
+"""The rerank step of a search: rescore the fused hits with a rerank model
+(``providers.rerank``) and order them by it; each hit keeps its legs' and fused scores
+beside the rerank score."""
 
 from __future__ import annotations
 
-import logging
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
-
-from kredenc.errors import InvalidInput, MissingExtra, ProviderError
-
-log = logging.getLogger(__name__)
+from kredenc.providers.rerank import Reranker
+from kredenc.records import Hit
 
 
-class Reranker(ABC):
-    """Scores (query, passage) pairs; higher is more relevant."""
-
-    name: str
-
-    @abstractmethod
-    def score(self, query: str, passages: Sequence[str]) -> list[float]:
-        """One score per passage, in order."""
-
-
-class CrossEncoderReranker(Reranker):
-    """A sentence-transformers CrossEncoder loaded from a local path (offline)."""
-
-    def __init__(self, model: str, *, max_length: int = 512, batch_size: int = 32) -> None:
-        self.name = f"cross-encoder:{model}"
-        self.model_path = model
-        self.max_length = max_length
-        self.batch_size = batch_size
-        self._model: Any = None
-
-    def _load(self) -> Any:
-        if self._model is None:
-            try:
-                from sentence_transformers import CrossEncoder
-            except ImportError:
-                raise MissingExtra("the cross-encoder reranker", "rerank") from None
-            if not Path(self.model_path).exists():
-                raise InvalidInput(
-                    f"reranker model {self.model_path!r} is not a local path",
-                    "download the model once and pass its directory (kredenc stays offline)",
-                )
-            try:
-                self._model = CrossEncoder(
-                    self.model_path, max_length=self.max_length, local_files_only=True
-                )
-            except (OSError, ValueError) as exc:
-                raise ProviderError(f"cannot load reranker {self.model_path}: {exc}") from exc
-        return self._model
-
-    def score(self, query: str, passages: Sequence[str]) -> list[float]:
-        if not passages:
-            return []
-        model = self._load()
-        scores = model.predict(
-            [(query, p) for p in passages], batch_size=self.batch_size, show_progress_bar=False
-        )
-        return [float(s) for s in scores]
+def rerank(query: str, hits: list[Hit], reranker: Reranker) -> list[Hit]:
+    """``hits`` rescored by ``reranker`` (``hit.rerank``, also ``hit.score``), best first."""
+    if not hits:
+        return hits
+    scores = reranker.score(query, [_text(h) for h in hits])
+    for hit, value in zip(hits, scores, strict=True):
+        hit.rerank = value
+        hit.score = value
+    return sorted(hits, key=lambda h: -(h.rerank or 0.0))
 
 
-def make_reranker(name: str | None) -> Reranker | None:
-    """``None``/``"none"`` → no reranking; anything else is a cross-encoder path."""
-    if name is None or name.strip().lower() in ("", "none"):
-        return None
-    spec = name.strip()
-    if spec.startswith("cross-encoder:"):
-        spec = spec.split(":", 1)[1]
-    return CrossEncoderReranker(spec)
+def _text(hit: Hit) -> str:
+    return f"{hit.title}\n{hit.text}" if hit.title else hit.text

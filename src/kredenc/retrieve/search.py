@@ -11,10 +11,11 @@ from typing import Any, Literal
 import numpy as np
 
 from kredenc.errors import InvalidInput
+from kredenc.providers.rerank import Reranker
 from kredenc.records import Hit, LegScore
 from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
 from kredenc.retrieve.graph import expand, merge
-from kredenc.retrieve.rerank import Reranker
+from kredenc.retrieve.rerank import rerank
 from kredenc.retrieve.terms import phrases, query_terms, tokens
 from kredenc.storage.haystack import Haystack
 from kredenc.storage.index.filters import Filters
@@ -182,12 +183,8 @@ def search(
         hit.fused = float(score) if params.mode == "hybrid" else 0.0
         hit.graph = via.get(rowid)
         hits.append(hit)
-    if reranker is not None and hits:
-        scores = reranker.score(query, [_rerank_text(h) for h in hits])
-        for hit, value in zip(hits, scores, strict=True):
-            hit.rerank = value
-            hit.score = value
-        hits.sort(key=lambda h: -(h.rerank or 0.0))
+    if reranker is not None:
+        hits = rerank(query, hits, reranker)
     return hits[: params.k]
 
 
@@ -199,10 +196,6 @@ def fuse(legs: dict[str, list[tuple[int, float]]], params: SearchParams) -> list
     return weighted_rrf(
         {n: [r for r, _ in ranked] for n, ranked in legs.items()}, weights, k=params.rrf_k
     )
-
-
-def _rerank_text(hit: Hit) -> str:
-    return f"{hit.title}\n{hit.text}" if hit.title else hit.text
 
 
 def hit_from_payload(payload: dict[str, Any], offset: int, score: float) -> Hit:

@@ -9,7 +9,7 @@ import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
-from kredenc.retrieve.rerank import CrossEncoderReranker, make_reranker
+from kredenc.providers.rerank import CrossEncoderReranker, make_reranker
 from kredenc.testing.embedders import HashEmbedder
 
 

@@ -1,0 +1,79 @@
+"""Rerank models behind one interface (the search step that uses them is
+``retrieve.rerank``).
+
+The default is no reranker: ``kredenc eval`` on the dev data decides whether one
+earns its place in the default path (docs/benchmarks.md). A cross-encoder
+(sentence-transformers) is available as an optional extra, from a local path only:
+nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kredenc.errors import InvalidInput, MissingExtra, ProviderError
+
+log = logging.getLogger(__name__)
+
+
+class Reranker(ABC):
+    """Scores (query, passage) pairs; higher is more relevant."""
+
+    name: str
+
+    @abstractmethod
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        """One score per passage, in order."""
+
+
+class CrossEncoderReranker(Reranker):
+    """A sentence-transformers CrossEncoder loaded from a local path (offline)."""
+
+    def __init__(self, model: str, *, max_length: int = 512, batch_size: int = 32) -> None:
+        self.name = f"cross-encoder:{model}"
+        self.model_path = model
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                from sentence_transformers import CrossEncoder
+            except ImportError:
+                raise MissingExtra("the cross-encoder reranker", "rerank") from None
+            if not Path(self.model_path).exists():
+                raise InvalidInput(
+                    f"reranker model {self.model_path!r} is not a local path",
+                    "download the model once and pass its directory (kredenc stays offline)",
+                )
+            try:
+                self._model = CrossEncoder(
+                    self.model_path, max_length=self.max_length, local_files_only=True
+                )
+            except (OSError, ValueError) as exc:
+                raise ProviderError(f"cannot load reranker {self.model_path}: {exc}") from exc
+        return self._model
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        if not passages:
+            return []
+        model = self._load()
+        scores = model.predict(
+            [(query, p) for p in passages], batch_size=self.batch_size, show_progress_bar=False
+        )
+        return [float(s) for s in scores]
+
+
+def make_reranker(name: str | None) -> Reranker | None:
+    """``None``/``"none"`` → no reranking; anything else is a cross-encoder path."""
+    if name is None or name.strip().lower() in ("", "none"):
+        return None
+    spec = name.strip()
+    if spec.startswith("cross-encoder:"):
+        spec = spec.split(":", 1)[1]
+    return CrossEncoderReranker(spec)
