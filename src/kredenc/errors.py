@@ -56,6 +56,10 @@ class FormatError(StoreError):
     code = "format_mismatch"
 
 
+class IndexOutdated(StoreError):
+    """The index was built by another schema version; it is rebuilt from the log."""
+
+
 class CorruptLog(StoreError):
     """The haystack holds a damaged record that is not a torn tail."""
 

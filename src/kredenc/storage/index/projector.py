@@ -1,0 +1,198 @@
+"""The log-to-index projector: how each log record changes the index's tables.
+
+``put`` adds a record (its row, card and vector; a document's row in ``documents``),
+``tombstone`` marks it deleted and drops its card, vector and edges, ``edge`` and
+``unedge`` add and remove edges, ``score``/``status`` update the current scores and
+state, ``access`` adds to access counts. Everything runs inside the caller's
+transaction; the vector shards in memory are changed by the caller after it commits,
+from the adds and removes collected here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from kredenc.errors import StoreError
+from kredenc.storage.index.cards import card_of, context_of, embed_text_of, scope_token, text_hash
+from kredenc.storage.index.schema import INDEXED_TYPES, SCORE_FIELDS, shard_key
+from kredenc.storage.index.vectors import F32
+
+EmbedFn = Callable[[Sequence[str]], F32]
+#: Per shard key: the rowids and vectors added by one transaction.
+ShardAdds = dict[str, tuple[list[int], list[F32]]]
+#: (shard key, rowid) of each vector removed by one transaction.
+ShardRemoves = list[tuple[str, int]]
+
+
+class EmbeddingCache(Protocol):
+    """Vectors by text hash, for the index's embedding model."""
+
+    def cached_vectors(self, hashes: Sequence[bytes]) -> dict[bytes, F32]: ...
+
+    def cache_vectors(self, items: dict[bytes, F32]) -> None: ...
+
+
+def fill_vectors(
+    entries: list[tuple[int, dict[str, Any]]],
+    vectors: dict[str, F32],
+    embed: EmbedFn | None,
+    cache: EmbeddingCache,
+) -> None:
+    """Vectors for every indexed put: given, cached by text hash, or embedded now.
+
+    Given vectors (embedded by the caller) go into the cache too, so that a
+    rebuild finds every vector there and re-embeds nothing.
+    """
+    wanted: dict[bytes, str] = {}
+    given: dict[bytes, F32] = {}
+    for _, p in entries:
+        if p.get("op") == "put" and p.get("type") in INDEXED_TYPES:
+            text = embed_text_of(p)
+            if p["id"] in vectors:
+                given[text_hash(text)] = vectors[p["id"]]
+            else:
+                wanted[text_hash(text)] = text
+    if given:
+        cache.cache_vectors(given)  # INSERT OR IGNORE: a cached text keeps its vector
+    cached = cache.cached_vectors(list(wanted))
+    missing = [h for h in wanted if h not in cached]
+    if missing:
+        if embed is None:
+            raise StoreError("index needs embeddings that are not cached", "pass an embedder")
+        fresh = embed([wanted[h] for h in missing])
+        cache.cache_vectors({h: fresh[i] for i, h in enumerate(missing)})
+        cached.update({h: fresh[i] for i, h in enumerate(missing)})
+    for _, p in entries:
+        if p.get("op") == "put" and p.get("type") in INDEXED_TYPES and p["id"] not in vectors:
+            vectors[p["id"]] = cached[text_hash(embed_text_of(p))]
+
+
+def apply_one(
+    conn: sqlite3.Connection,
+    offset: int,
+    p: dict[str, Any],
+    vectors: dict[str, F32],
+    dim: int,
+    shard_adds: ShardAdds,
+    shard_removes: ShardRemoves,
+) -> None:
+    """Apply one log record (written at ``offset``) on ``conn``."""
+    op = p.get("op")
+    if op == "put":
+        put(conn, offset, p, vectors, dim, shard_adds)
+    elif op == "tombstone":
+        tombstone(conn, p["id"], p["ns"], shard_removes)
+    elif op == "edge":
+        conn.execute(
+            "INSERT OR REPLACE INTO edges(src, dst, rel, weight, ns, seq) VALUES (?,?,?,?,?,?)",
+            (p["src"], p["dst"], p["rel"], float(p.get("weight", 1.0)), p["ns"], p["seq"]),
+        )
+    elif op == "unedge":
+        conn.execute(
+            "DELETE FROM edges WHERE src=? AND dst=? AND rel=?", (p["src"], p["dst"], p["rel"])
+        )
+    elif op in ("score", "status"):
+        fields = {k: p[k] for k in SCORE_FIELDS if k in p}
+        if fields:
+            sets = ", ".join(f"{k}=?" for k in fields)
+            conn.execute(
+                f"UPDATE records SET {sets} WHERE id=? AND ns=?",
+                (*fields.values(), p["id"], p["ns"]),
+            )
+    elif op == "access":
+        at = float(p.get("ts", 0.0))
+        conn.executemany(
+            "INSERT INTO access(id, count, last_at) VALUES (?, ?, ?) ON CONFLICT(id) DO "
+            "UPDATE SET count=count+excluded.count, last_at=max(last_at, excluded.last_at)",
+            [(rid, int(n), at) for rid, n in (p.get("counts") or {}).items()],
+        )
+
+
+def put(
+    conn: sqlite3.Connection,
+    offset: int,
+    p: dict[str, Any],
+    vectors: dict[str, F32],
+    dim: int,
+    shard_adds: ShardAdds,
+) -> None:
+    scores = p.get("scores") or {}
+    cur = conn.execute(
+        "INSERT INTO records(id, ns, drawer, type, kind, seq, offset, created_at, valid_from,"
+        " valid_to, status, importance, confidence, stability, source, doc_id, episode_id,"
+        " task_status, read_only, origin, loader, page)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            p["id"],
+            p["ns"],
+            p["drawer"],
+            p["type"],
+            p.get("kind", ""),
+            p["seq"],
+            offset,
+            float(p.get("ts", 0.0)),
+            p.get("valid_from"),
+            p.get("valid_to"),
+            p.get("status", "unvalidated"),
+            float(scores.get("importance", 0.5)),
+            float(scores.get("confidence", 0.5)),
+            float(scores.get("stability", 0.5)),
+            p.get("source"),
+            p.get("doc_id"),
+            p.get("episode_id"),
+            p.get("task_status"),
+            int(bool(p.get("read_only", False))),
+            p.get("origin"),
+            p.get("loader"),
+            p.get("page"),
+        ),
+    )
+    rowid = int(cur.lastrowid or 0)
+    if p["type"] == "document":
+        conn.execute(
+            "INSERT OR REPLACE INTO documents(ns, source, drawer, doc_id, content_hash,"
+            " version) VALUES (?,?,?,?,?,?)",
+            (
+                p["ns"],
+                p.get("origin", ""),
+                p["drawer"],
+                p["id"],
+                p.get("content_hash", ""),
+                int(p.get("version", 1)),
+            ),
+        )
+    if p["type"] not in INDEXED_TYPES:
+        return
+    scope = f"{scope_token('n', p['ns'])} {scope_token('d', p['drawer'])}"
+    conn.execute(
+        "INSERT INTO cards(rowid, card, context, scope) VALUES (?,?,?,?)",
+        (rowid, card_of(p), context_of(p), scope),
+    )
+    vec = np.asarray(vectors[p["id"]], dtype=np.float32)
+    if vec.shape != (dim,):
+        raise StoreError(f"vector of shape {vec.shape} for {p['id']}, expected ({dim},)")
+    key = shard_key(p["ns"], p["drawer"])
+    conn.execute(
+        "INSERT INTO vectors(rowid, shard, vec) VALUES (?,?,?)", (rowid, key, vec.tobytes())
+    )
+    ids, vecs = shard_adds.setdefault(key, ([], []))
+    ids.append(rowid)
+    vecs.append(vec)
+
+
+def tombstone(conn: sqlite3.Connection, rid: str, ns: str, shard_removes: ShardRemoves) -> None:
+    row = conn.execute("SELECT rowid FROM records WHERE id=? AND ns=?", (rid, ns)).fetchone()
+    if row is None:
+        return
+    rowid = int(row[0])
+    conn.execute("UPDATE records SET deleted=1 WHERE rowid=?", (rowid,))
+    conn.execute("DELETE FROM cards WHERE rowid=?", (rowid,))
+    vrow = conn.execute("SELECT shard FROM vectors WHERE rowid=?", (rowid,)).fetchone()
+    if vrow is not None:
+        conn.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
+        shard_removes.append((str(vrow[0]), rowid))
+    conn.execute("DELETE FROM edges WHERE src=? OR dst=?", (rid, rid))

@@ -1,0 +1,261 @@
+"""Reads of the index: records, documents, edges, scores, vectors and stats.
+
+Each function runs on the connection it is given (a reading thread's own); every
+query binds the namespace inside the SQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kredenc.storage.index.filters import Filters, record_conditions
+from kredenc.storage.index.schema import STATE_COLUMNS
+from kredenc.storage.index.vectors import F32, I64
+
+
+@dataclass(frozen=True)
+class IndexedRecord:
+    rowid: int
+    id: str
+    offset: int
+    deleted: bool
+    state: dict[str, Any]
+
+
+def lookup(conn: sqlite3.Connection, ns: str, rid: str) -> IndexedRecord | None:
+    """The record's place and current state (scores, status, validity)."""
+    cols = ", ".join(STATE_COLUMNS)
+    row = conn.execute(
+        f"SELECT rowid, id, offset, deleted, {cols} FROM records WHERE ns=? AND id=?",
+        (ns, rid),
+    ).fetchone()
+    if row is None:
+        return None
+    state = dict(zip(STATE_COLUMNS, row[4:], strict=True))
+    state["read_only"] = bool(state["read_only"])
+    return IndexedRecord(row[0], row[1], row[2], bool(row[3]), state)
+
+
+def document(conn: sqlite3.Connection, ns: str, origin: str) -> tuple[str, str, int] | None:
+    """The live document filed from ``origin``: (doc id, content hash, version)."""
+    row = conn.execute(
+        "SELECT d.doc_id, d.content_hash, d.version FROM documents d JOIN records r"
+        " ON r.id = d.doc_id WHERE d.ns=? AND d.source=? AND r.deleted=0",
+        (ns, origin),
+    ).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]), int(row[2]))
+
+
+def parts_of(conn: sqlite3.Connection, ns: str, doc_id: str) -> list[str]:
+    """Ids of the live chunks of a document, in filing order."""
+    rows = conn.execute(
+        "SELECT id FROM records WHERE ns=? AND doc_id=? AND deleted=0 ORDER BY seq",
+        (ns, doc_id),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def neighbours(
+    conn: sqlite3.Connection, ns: str, ids: Sequence[str]
+) -> list[tuple[str, str, str, float]]:
+    """Edges touching ``ids`` as (seed id, neighbour id, relation, weight), both ways."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    out = [
+        (str(a), str(b), str(rel), float(w))
+        for a, b, rel, w in conn.execute(
+            f"SELECT src, dst, rel, weight FROM edges WHERE ns=? AND src IN ({marks})",
+            (ns, *ids),
+        )
+    ]
+    out.extend(
+        (str(b), str(a), str(rel), float(w))
+        for a, b, rel, w in conn.execute(
+            f"SELECT src, dst, rel, weight FROM edges WHERE ns=? AND dst IN ({marks})",
+            (ns, *ids),
+        )
+    )
+    return out
+
+
+def rowids_for(
+    conn: sqlite3.Connection, ns: str, ids: Sequence[str], filters: Filters
+) -> dict[str, int]:
+    """id -> rowid for live, searchable records of ``ns`` that pass ``filters``."""
+    if not ids:
+        return {}
+    where, args = record_conditions(filters)
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT r.id, r.rowid FROM records r WHERE r.id IN ({marks}) AND +r.ns = ?"
+        f" AND r.type IN ('memory', 'chunk', 'turn')" + where,
+        (*ids, ns, *args),
+    ).fetchall()
+    return {str(i): int(r) for i, r in rows}
+
+
+def node_info(
+    conn: sqlite3.Connection, ns: str, rowids: Sequence[int]
+) -> dict[int, dict[str, Any]]:
+    """Current state of live records for ranking: ids, offsets, scores, access."""
+    if not rowids:
+        return {}
+    marks = ",".join("?" * len(rowids))
+    rows = conn.execute(
+        "SELECT r.rowid, r.id, r.offset, r.type, r.kind, r.importance, r.created_at,"
+        " r.status, coalesce(a.count, 0), a.last_at FROM records r"
+        f" LEFT JOIN access a ON a.id = r.id WHERE r.rowid IN ({marks})"
+        " AND +r.ns=? AND r.deleted=0",
+        (*rowids, ns),
+    ).fetchall()
+    keys = (
+        "id",
+        "offset",
+        "type",
+        "kind",
+        "importance",
+        "created_at",
+        "status",
+        "access_count",
+        "last_accessed_at",
+    )
+    return {int(r[0]): dict(zip(keys, r[1:], strict=True)) for r in rows}
+
+
+def doc_ids(conn: sqlite3.Connection, ns: str, rowids: Sequence[int]) -> dict[int, str]:
+    """rowid -> the document a chunk belongs to (only for records that have one)."""
+    if not rowids:
+        return {}
+    marks = ",".join("?" * len(rowids))
+    rows = conn.execute(
+        f"SELECT rowid, doc_id FROM records WHERE rowid IN ({marks}) AND +ns=?"
+        " AND doc_id IS NOT NULL",
+        (*rowids, ns),
+    )
+    return {int(r): str(d) for r, d in rows}
+
+
+def vectors_of(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, F32]:
+    if not rowids:
+        return {}
+    marks = ",".join("?" * len(rowids))
+    rows = conn.execute(f"SELECT rowid, vec FROM vectors WHERE rowid IN ({marks})", tuple(rowids))
+    return {int(r): np.frombuffer(v, dtype=np.float32) for r, v in rows}
+
+
+def edges_among(
+    conn: sqlite3.Connection, ns: str, ids: Sequence[str]
+) -> list[tuple[str, str, str, float]]:
+    """Edges whose both ends are in ``ids``."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT src, dst, rel, weight FROM edges WHERE ns=? AND src IN ({marks})"
+        f" AND dst IN ({marks}) ORDER BY seq",
+        (ns, *ids, *ids),
+    )
+    return [(str(a), str(b), str(r), float(w)) for a, b, r, w in rows]
+
+
+def sources_of(conn: sqlite3.Connection, ns: str, dst: str, rel: str) -> list[str]:
+    """Ids of live records with an edge ``rel`` pointing at ``dst``."""
+    rows = conn.execute(
+        "SELECT e.src FROM edges e JOIN records r ON r.id = e.src"
+        " WHERE e.ns=? AND e.dst=? AND e.rel=? AND r.deleted=0 ORDER BY e.seq",
+        (ns, dst, rel),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def keep(
+    conn: sqlite3.Connection, ns: str, found: list[tuple[int, float]], k: int, filters: Filters
+) -> list[tuple[int, float]]:
+    """Drop candidates that fail the namespace or filters (checked in SQL)."""
+    if not found:
+        return []
+    where, args = record_conditions(filters)
+    ok: set[int] = set()
+    for start in range(0, len(found), 5000):
+        ids = [r for r, _ in found[start : start + 5000]]
+        marks = ",".join("?" * len(ids))
+        rows = conn.execute(
+            f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks}) AND +r.ns = ?" + where,
+            (*ids, ns, *args),
+        )
+        ok.update(int(r[0]) for r in rows)
+        if len(ok) >= k:
+            break
+    return [(r, s) for r, s in found if r in ok][:k]
+
+
+def resolve(conn: sqlite3.Connection, ns: str, rowids: Sequence[int]) -> dict[int, tuple[str, int]]:
+    """rowid -> (id, offset) for live records of ``ns``."""
+    if not rowids:
+        return {}
+    marks = ",".join("?" * len(rowids))
+    rows = conn.execute(
+        f"SELECT rowid, id, offset FROM records WHERE rowid IN ({marks}) AND +ns=? AND deleted=0",
+        (*rowids, ns),
+    ).fetchall()
+    return {int(r): (i, int(o)) for r, i, o in rows}
+
+
+def stats(conn: sqlite3.Connection, ns: str) -> dict[str, Any]:
+    by_drawer = conn.execute(
+        "SELECT drawer, type, count(*) FROM records WHERE ns=? AND deleted=0"
+        " GROUP BY drawer, type ORDER BY drawer, type",
+        (ns,),
+    ).fetchall()
+    return {
+        "records": sum(n for _, _, n in by_drawer),
+        "drawers": [{"drawer": d, "type": t, "records": n} for d, t, n in by_drawer],
+        "edges": conn.execute("SELECT count(*) FROM edges WHERE ns=?", (ns,)).fetchone()[0],
+    }
+
+
+def read_vectors(conn: sqlite3.Connection, dim: int) -> dict[str, tuple[I64, F32]]:
+    """Every stored vector, per shard key, in rowid order.
+
+    Rows are copied one by one into arrays sized from a count, so no list of
+    100,000 blobs is held and joined (that took the first search's peak memory
+    150 MB higher and left the heap fragmented).
+    """
+    counts = dict(conn.execute("SELECT shard, count(*) FROM vectors GROUP BY shard"))
+    ids = {key: np.empty(n, dtype=np.int64) for key, n in counts.items()}
+    mats = {key: np.empty((n, dim), dtype=np.float32) for key, n in counts.items()}
+    fill = dict.fromkeys(counts, 0)
+    for rowid, key, vec in conn.execute("SELECT rowid, shard, vec FROM vectors ORDER BY rowid"):
+        i = fill.get(key, 0)
+        if key not in ids or i == len(ids[key]):  # rows written since the count
+            more_ids = np.empty(2 * i + 64, dtype=np.int64)
+            more = np.empty((2 * i + 64, dim), dtype=np.float32)
+            if i:
+                more_ids[:i], more[:i] = ids[key][:i], mats[key][:i]
+            ids[key], mats[key] = more_ids, more
+        ids[key][i] = rowid
+        mats[key][i] = np.frombuffer(vec, dtype=np.float32)
+        fill[key] = i + 1
+    return {key: (ids[key][:n], mats[key][:n]) for key, n in fill.items() if n}
+
+
+def cached_vectors(
+    conn: sqlite3.Connection, model_id: str, hashes: Sequence[bytes]
+) -> dict[bytes, F32]:
+    out: dict[bytes, F32] = {}
+    for start in range(0, len(hashes), 500):
+        part = hashes[start : start + 500]
+        marks = ",".join("?" * len(part))
+        rows = conn.execute(
+            f"SELECT hash, vec FROM cache.embeddings WHERE model=? AND hash IN ({marks})",
+            (model_id, *part),
+        )
+        for h, vec in rows:
+            out[h] = np.frombuffer(vec, dtype=np.float32)
+    return out
