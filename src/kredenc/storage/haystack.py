@@ -246,7 +246,8 @@ def scan(data: bytes, path: Path) -> Recovery:
 
 
 class Haystack:
-    """An open haystack file. Appends are serialised by the caller (the housekeeper).
+    """An open haystack file: the file :class:`~kredenc.storage.base.Log`. Appends are
+    serialised by the caller (the housekeeper).
 
     Reads (``read``) are safe from any thread: they use ``os.pread`` on their own
     descriptor and only ever read bytes below the durable end.
@@ -382,6 +383,10 @@ class Haystack:
             nxt = pos + RECORD_HEADER_SIZE + length
             yield LogRecord(pos, payload, nxt)
             pos = nxt
+
+    def check(self) -> tuple[bool, list[str]]:
+        """Verify the whole file without changing it (see :func:`check_file`)."""
+        return check_file(self.path)
 
     def close(self) -> None:
         for fd in (self._fd, self._rfd):

@@ -1,0 +1,230 @@
+"""The backend seams: what a log and an index must do, as ``typing.Protocol``s.
+
+A store is a :class:`Log` (the truth: an append-only sequence of JSON payloads, each
+at an address that stays valid for the life of the log) and an :class:`Index`
+derived from it (rebuilt from the log at any time). The file haystack
+(:class:`~kredenc.storage.haystack.Haystack`) and the SQLite index
+(:class:`~kredenc.storage.index.sqlite.SqliteIndex`) implement them; another backend
+(PostgreSQL) implements the same methods and proves it with the conformance suites
+in :mod:`kredenc.testing.conformance` (docs/storage.md).
+
+Neither protocol exposes a database connection: everything above ``storage/`` asks
+the index through these methods. Addresses (``offset``) are integers whose meaning
+belongs to the log; the index stores them and hands them back. Rowids are the
+index's own integer keys for searchable records: the legs return them, and
+``resolve``/``node_info`` turn them into ids and addresses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from kredenc.storage.haystack import Durability, LogRecord, Recovery
+    from kredenc.storage.index.filters import Filters
+    from kredenc.storage.index.lexical import Phrase
+    from kredenc.storage.index.projector import EmbedFn
+    from kredenc.storage.index.reads import IndexedRecord
+    from kredenc.storage.index.vectors import F32
+
+__all__ = ["Index", "Log"]
+
+
+class Log(Protocol):
+    """The append-only log: the truth of a store.
+
+    Payloads are JSON objects carrying ``op`` (and ``ns`` etc., which the log does not
+    read). The log assigns ``seq`` (1, 2, 3, ... with no gaps) in append order and
+    returns each record's address. Opening a log recovers it: a torn tail (a record
+    cut short by a crash) and an uncommitted batch at the tail are cut; a damaged
+    record that valid records follow raises :class:`~kredenc.errors.CorruptLog` with
+    its offset and nothing is cut.
+    """
+
+    @property
+    def log_id(self) -> bytes:
+        """The identity of this log generation (an index remembers which it follows)."""
+        ...
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last committed record (0 for an empty log)."""
+        ...
+
+    @property
+    def end(self) -> int:
+        """The address just past the last committed record (where the next goes)."""
+        ...
+
+    @property
+    def durability(self) -> Durability:
+        """When appends are made durable: each ``append``, each ``sync``, or never."""
+        ...
+
+    @property
+    def recovery(self) -> Recovery:
+        """What opening the log found and cut."""
+        ...
+
+    def append(
+        self, payloads: Sequence[dict[str, Any]], *, batch: bool = False, sync: bool = True
+    ) -> list[tuple[int, int]]:
+        """Append payloads in order; (seq, address) for each. With ``batch`` (and
+        more than one payload) recovery keeps all of them or none."""
+        ...
+
+    def sync(self) -> None:
+        """Make every append so far durable (per ``durability``)."""
+        ...
+
+    def read(self, offset: int) -> dict[str, Any]:
+        """The payload of the record at ``offset`` (verified)."""
+        ...
+
+    def iter_from(self, offset: int = ...) -> Iterator[LogRecord]:
+        """Records from ``offset`` (default: the first) up to the end at the call."""
+        ...
+
+    def check(self) -> tuple[bool, list[str]]:
+        """Verify the whole log without changing it: (sound, findings)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Index(Protocol):
+    """The index derived from a log: records, full text, vectors, edges, documents.
+
+    Every query takes the namespace and never returns another namespace's records.
+    ``apply`` is the log-to-index projector: only one thread applies (the store's
+    housekeeper); any number of threads read while it does.
+    """
+
+    # -- projecting the log -------------------------------------------------
+    def apply(
+        self,
+        entries: Iterable[tuple[int, dict[str, Any]]],
+        vectors: dict[str, F32] | None,
+        embed: EmbedFn | None,
+        end: int,
+        applied_through: int | None = None,
+    ) -> None:
+        """Apply log records (address, payload) atomically and record the position
+        (the last seq, at least ``applied_through``, and the log's ``end``). Vectors
+        not given come from the embedding cache or ``embed``."""
+        ...
+
+    def applied(self) -> tuple[int, int]:
+        """(last applied seq, log end address after it)."""
+        ...
+
+    # -- the legs -----------------------------------------------------------
+    def lexical(
+        self,
+        ns: str,
+        phrases: Sequence[Phrase],
+        k: int,
+        filters: Filters,
+        *,
+        context_weight: float = ...,
+        max_scored: int = ...,
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` (rowid, score) by BM25, best first (scores > 0)."""
+        ...
+
+    def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
+        """Top ``k`` (rowid, cosine), best first (ties by rowid)."""
+        ...
+
+    # -- records and documents ------------------------------------------------
+    def lookup(self, ns: str, rid: str) -> IndexedRecord | None:
+        """The record's address and current state, tombstoned ones included."""
+        ...
+
+    def resolve(self, ns: str, rowids: Sequence[int]) -> dict[int, tuple[str, int]]:
+        """rowid -> (id, address) for live records of ``ns``."""
+        ...
+
+    def rowids_for(self, ns: str, ids: Sequence[str], filters: Filters) -> dict[str, int]:
+        """id -> rowid for live, searchable records of ``ns`` that pass ``filters``."""
+        ...
+
+    def node_info(self, ns: str, rowids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """Current state of live records for ranking: ids, addresses, scores, access."""
+        ...
+
+    def doc_ids(self, ns: str, rowids: Sequence[int]) -> dict[int, str]:
+        """rowid -> the document a chunk belongs to (only for records that have one)."""
+        ...
+
+    def vectors_of(self, rowids: Sequence[int]) -> dict[int, F32]:
+        """The stored vectors of searchable records."""
+        ...
+
+    def document(self, ns: str, origin: str) -> tuple[str, str, int] | None:
+        """The live document filed from ``origin``: (doc id, content hash, version)."""
+        ...
+
+    def parts_of(self, ns: str, doc_id: str) -> list[str]:
+        """Ids of the live chunks of a document, in filing order."""
+        ...
+
+    # -- edges ----------------------------------------------------------------
+    def neighbours(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        """Edges touching ``ids`` as (seed id, neighbour id, relation, weight), both ways."""
+        ...
+
+    def edges_among(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
+        """Edges whose both ends are in ``ids``, in the order they were written."""
+        ...
+
+    def sources_of(self, ns: str, dst: str, rel: str) -> list[str]:
+        """Ids of live records with an edge ``rel`` pointing at ``dst``."""
+        ...
+
+    # -- counts ---------------------------------------------------------------
+    def stats(self, ns: str) -> dict[str, Any]:
+        """Live records per drawer and type, and the namespace's edge count."""
+        ...
+
+    def fingerprint(self) -> dict[str, Any]:
+        """A content summary of every namespace, to compare an index with its rebuild."""
+        ...
+
+    # -- embedding cache --------------------------------------------------------
+    def cached_vectors(self, hashes: Sequence[bytes]) -> dict[bytes, F32]:
+        """Cached vectors by text hash (``cards.text_hash``), for this index's model."""
+        ...
+
+    def cache_vectors(self, items: dict[bytes, F32]) -> None:
+        """Cache vectors by text hash; a text already cached keeps its vector."""
+        ...
+
+    # -- maintenance ------------------------------------------------------------
+    def compaction_due(self) -> bool:
+        """Whether ``compact`` would pay off now."""
+        ...
+
+    def compact(self) -> float:
+        """Merge the lexical index; seconds taken."""
+        ...
+
+    def shards(self) -> Mapping[str, Sized]:
+        """Load the dense leg's vectors (and ANN graphs) now; its shards by key."""
+        ...
+
+    def save_ann(self) -> None:
+        """Persist the ANN graphs (so the next open need not build them)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+if TYPE_CHECKING:
+    # The shipped backends implement the protocols (checked by mypy, never run).
+    from kredenc.storage.haystack import Haystack
+    from kredenc.storage.index.sqlite import SqliteIndex
+
+    _log: type[Log] = Haystack
+    _index: type[Index] = SqliteIndex
