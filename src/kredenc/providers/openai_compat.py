@@ -153,7 +153,8 @@ class OpenAICompatClient:
                     continue
                 raise self.fail(
                     path,
-                    f"cannot connect{_after(tries)} ({_one_line(str(exc)) or type(exc).__name__})",
+                    f"cannot connect{' ' if tries > 1 else ''}{_after(tries)} "
+                    f"({_one_line(str(exc)) or type(exc).__name__})",
                     "is the server running? check base_url",
                 ) from exc
             except httpx.TimeoutException as exc:
@@ -183,7 +184,7 @@ class OpenAICompatClient:
                 continue
             raise self.fail(
                 path,
-                f"HTTP {status}: {message}{_after(tries)}",
+                f"HTTP {status}: {message}" + (f" ({_after(tries)})" if tries > 1 else ""),
                 self.hints.get(status, "check the server's logs"),
             )
 
@@ -267,7 +268,7 @@ def _one_line(text: str) -> str:
 
 
 def _after(tries: int) -> str:
-    return f" (after {tries} tries)" if tries > 1 else ""
+    return f"after {tries} tries" if tries > 1 else ""
 
 
 def _check_base_url(base_url: object) -> str:
