@@ -23,7 +23,7 @@ from _common import print_table, write_results
 from kredenc.eval.beir import load_beir
 from kredenc.eval.metrics import ndcg_at_k
 from kredenc.eval.runner import read_run
-from kredenc.providers.embed.factory import make_embedder
+from kredenc.providers.embed.minilm import MiniLMEmbedder
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 
@@ -45,7 +45,7 @@ def main() -> None:
     docs = {d.id: d for d in data.docs}
     texts = {q.qid: q.text for q in data.queries}
     run = read_run(args.run)
-    embedder = make_embedder("minilm")
+    embedder = MiniLMEmbedder()
     cache: dict[str, np.ndarray] = {}
     orders: dict[str, dict[str, list[str]]] = {"run": {}, "windows": {}, "fused": {}}
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -20,6 +20,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from kredenc import plugins
 from kredenc.errors import InvalidInput
 
 DEFAULT_HOME = Path(".kredenc")
@@ -37,8 +38,10 @@ class Settings(BaseSettings):
         "append",
         description="fsync per append ('append'), per batch only ('batch'), or never ('none').",
     )
-    embed_provider: Literal["minilm", "openai"] = Field(
-        "minilm", description="Embedding provider: bundled MiniLM or an OpenAI-compatible API."
+    embed_provider: str = Field(
+        "minilm",
+        description="Embedding provider, a name in the kredenc.embedders plugin group: "
+        "'minilm' (bundled), 'openai' (an OpenAI-compatible API) or an installed plugin's.",
     )
     embed_threads: int = Field(2, ge=1, le=64, description="onnxruntime threads for MiniLM.")
     embed_query_quantized: bool = Field(
@@ -80,7 +83,11 @@ class Settings(BaseSettings):
         description="Most 'mentions' edges a chunk gets to documents (of the same ingest"
         " run or eval corpus) whose title it names; 0 files none.",
     )
-    rerank: str = Field("none", description="Reranker: 'none' or a local cross-encoder path.")
+    rerank: str = Field(
+        "none",
+        description="Reranker: 'none', a kredenc.rerankers plugin as NAME or NAME:ARGUMENT "
+        "('cross-encoder:PATH'), or a local cross-encoder path.",
+    )
     rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
     rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")
     rank_importance: float = Field(0.3, ge=0, description="ContextGraph weight of importance.")
@@ -136,6 +143,15 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )
+
+    @field_validator("embed_provider")
+    @classmethod
+    def _known_embedder(cls, value: str) -> str:
+        # Built-in names answer without reading the entry points (kredenc.plugins).
+        if not plugins.is_known(plugins.EMBEDDERS, value):
+            known = ", ".join(plugins.names(plugins.EMBEDDERS))
+            raise ValueError(f"unknown embedder {value!r}; available: {known}")
+        return value
 
     @model_validator(mode="after")
     def _weights(self) -> Settings:

@@ -44,20 +44,9 @@ _REPLAY_CHUNK = 2000
 
 
 def make_default_embedder(settings: Settings) -> Embedder:
-    from kredenc.providers.embed.factory import make_embedder
+    from kredenc import plugins
 
-    if settings.embed_provider == "openai":
-        return make_embedder(
-            "openai",
-            base_url=settings.embed_url,
-            model=settings.embed_model,
-            api_key=settings.embed_api_key,
-        )
-    return make_embedder(
-        "minilm",
-        intra_op_num_threads=settings.embed_threads,
-        quantized_queries=settings.embed_query_quantized,
-    )
+    return plugins.build(plugins.EMBEDDERS, settings.embed_provider, settings, Embedder)
 
 
 class Kredenc:

@@ -3,82 +3,105 @@
 from __future__ import annotations
 
 import sys
-import types
-from collections.abc import Iterator
-from importlib.metadata import EntryPoint, entry_points
+from collections.abc import Callable, Iterator
+from importlib.metadata import EntryPoints
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
+from conftest import OpenStore
+from kredenc import plugins
 from kredenc.errors import IngestError
-from kredenc.ingest.document import LoadedDocument, Section
 from kredenc.ingest.loaders import registry
-from kredenc.ingest.loaders.base import Loader
+from kredenc.testing.distributions import write_distribution
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "ingest"
 
+EPUB = '''
+from kredenc.ingest.document import LoadedDocument, Section
+from kredenc.ingest.loaders.base import Loader, read_text_file
+
 
 class EpubLoader(Loader):
-    """A third-party loader, as a plugin package would ship it."""
+    """A third-party loader, as a plugin package ships it (reads the file as text)."""
 
-    name: ClassVar[str] = "epub"
-    suffixes: ClassVar[tuple[str, ...]] = (".epub",)
+    name = "epub"
+    suffixes = (".epub",)
 
-    def load(self, source: str) -> list[LoadedDocument]:
-        return [LoadedDocument(source, "book", self.name, [Section("chapter one")])]
+    def load(self, source):
+        from pathlib import Path
+
+        text = read_text_file(Path(source))
+        return [LoadedDocument(source, "book", self.name, [Section(text)])]
+
+
+NotALoader = dict
+'''
+
+Install = Callable[[dict[str, str]], None]
 
 
 @pytest.fixture
-def plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[EntryPoint]]:
-    """Extra entry points in the loader group, on top of the installed ones."""
-    module = types.ModuleType("kredenc_test_plugin")
-    module.EpubLoader = EpubLoader  # type: ignore[attr-defined]
-    module.NotALoader = dict  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "kredenc_test_plugin", module)
-    installed = list(entry_points(group=registry.GROUP))
-    extra: list[EntryPoint] = []
-    monkeypatch.setattr(registry, "entry_points", lambda group: [*installed, *extra])
-    registry.loaders.cache_clear()
-    yield extra
-    registry.loaders.cache_clear()
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install]:
+    """``install(loaders)``: a package declaring ``loaders`` (name to ``module:attr``),
+    with the module ``kredenc_epub``, on sys.path for this test only."""
+
+    def _install(loaders: dict[str, str]) -> None:
+        site = write_distribution(
+            tmp_path / "site", "kredenc-epub", {plugins.LOADERS: loaders}, {"kredenc_epub": EPUB}
+        )
+        monkeypatch.syspath_prepend(str(site))
+        plugins.refresh()
+
+    yield _install
+    sys.modules.pop("kredenc_epub", None)
+    plugins.refresh()
 
 
-def test_builtins_are_registered_as_entry_points() -> None:
-    installed = {ep.name: ep.value for ep in entry_points(group=registry.GROUP)}
-    for name, value in registry.BUILTINS.items():
-        assert installed.get(name) == value, f"pyproject.toml lacks the {name!r} entry point"
+def test_builtins_are_asked_in_priority_order() -> None:
     names = [loader.name for loader in registry.loaders()]
-    assert {"pdf", "markdown", "notion", "text", "jsonl"} <= set(names)
+    assert set(plugins.BUILTINS[plugins.LOADERS]) <= set(names)
     assert names[0] == "notion"  # highest priority: asked before the markdown loader
 
 
 def test_builtins_are_found_without_package_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "entry_points", lambda group: [])
-    registry.loaders.cache_clear()
+    monkeypatch.setattr(plugins, "entry_points", lambda: EntryPoints(()))
+    plugins.refresh()
     try:
         assert {"pdf", "markdown", "notion", "text", "jsonl"} <= {
             loader.name for loader in registry.loaders()
         }
     finally:
-        registry.loaders.cache_clear()
+        monkeypatch.undo()
+        plugins.refresh()
 
 
-def test_a_plugin_adds_a_loader(plugins: list[EntryPoint]) -> None:
-    plugins.append(EntryPoint("epub", "kredenc_test_plugin:EpubLoader", registry.GROUP))
+def test_a_package_adds_a_loader(install: Install, open_store: OpenStore, tmp_path: Path) -> None:
+    assert ".epub" not in registry.supported_suffixes()
+    install({"epub": "kredenc_epub:EpubLoader"})
     assert registry.loader_for("/books/dune.EPUB").name == "epub"
     assert ".epub" in registry.supported_suffixes()
+    book = tmp_path / "books" / "dune.epub"
+    book.parent.mkdir()
+    book.write_text("The spice must flow across the desert planet Arrakis.")
+    assert list(registry.iter_sources([book.parent])) == [str(book.resolve())]
+    with open_store() as kb:
+        report = kb.ingest(book.parent)
+        assert (report.documents, report.failed) == (1, [])
+        [hit] = kb.search("spice desert planet", k=1, loaders=["epub"])  # stored as its loader
+        assert "Arrakis" in hit.text and hit.title == "book"
+        assert kb.search("spice desert planet", loaders=["pdf"]) == []
 
 
 def test_a_broken_plugin_is_skipped_with_a_warning(
-    plugins: list[EntryPoint], caplog: pytest.LogCaptureFixture
+    install: Install, caplog: pytest.LogCaptureFixture
 ) -> None:
-    plugins.append(EntryPoint("gone", "kredenc_no_such_module:Loader", registry.GROUP))
-    plugins.append(EntryPoint("odd", "kredenc_test_plugin:NotALoader", registry.GROUP))
+    install({"gone": "kredenc_no_such_module:Loader", "odd": "kredenc_epub:NotALoader"})
     names = {loader.name for loader in registry.loaders()}
-    assert "pdf" in names and "gone" not in names
-    assert "'gone'" in caplog.text and "cannot import" in caplog.text
-    assert "'odd'" in caplog.text and "not a kredenc Loader" in caplog.text
+    assert "pdf" in names and "gone" not in names and "odd" not in names
+    assert "loader 'gone' skipped" in caplog.text and "cannot be imported" in caplog.text
+    assert "kredenc-epub" in caplog.text
+    assert "loader 'odd'" in caplog.text and "not a kredenc Loader" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,8 @@
 """Speech to text: the seam, and a client for any OpenAI-compatible
 ``/audio/transcriptions`` endpoint (OpenAI, faster-whisper servers such as speaches,
-whisper.cpp's server, LocalAI, vLLM), over a synchronous ``httpx`` client.
+whisper.cpp's server, LocalAI, vLLM). The wire (auth, time limits, retries, error
+mapping) is :mod:`kredenc.providers.openai_compat`'s; this module keeps the request
+shape and the parsing of the reply.
 
 The request is OpenAI's: ``POST {base_url}/audio/transcriptions`` as
 ``multipart/form-data`` with ``file``, ``model`` and ``response_format=verbose_json``,
@@ -25,18 +27,15 @@ import httpx
 from pydantic import SecretStr
 
 from kredenc.errors import InvalidInput, ProviderError
-from kredenc.providers.http_errors import one_line, server_message
+from kredenc.providers.openai_compat import FORMAT_HINT, OpenAICompatClient
 
 log = logging.getLogger(__name__)
 
+PATH = "/audio/transcriptions"
 _HINTS = {
     400: "check the model name and that the file is audio the server can decode",
-    401: "check the API key",
-    403: "check the API key and its permissions",
-    404: "check base_url (it usually ends in /v1) and the model name",
     413: "the file is too large for the server: cut or compress the audio",
     415: "the server does not read this audio format: convert it (e.g. to mp3 or wav)",
-    429: "the server is rate limiting: try again later",
 }
 
 
@@ -85,27 +84,26 @@ class OpenAITranscriber(Transcriber):
         api_key: str | SecretStr | None = None,
         language: str | None = None,
         timeout: float = 600.0,
+        max_retries: int = 2,
     ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise InvalidInput(
-                f"base_url must start with http:// or https://, got {base_url!r}",
-                "e.g. http://127.0.0.1:8000/v1",
-            )
         if not model:
             raise InvalidInput("model must be a non-empty model name", "e.g. whisper-1")
         if timeout <= 0:
             raise InvalidInput(f"timeout must be positive, got {timeout}")
-        self.base_url = base_url.rstrip("/")
-        self.url = f"{self.base_url}/audio/transcriptions"
+        self._http = OpenAICompatClient(
+            base_url,
+            api_key=api_key,
+            label="speech-to-text endpoint",
+            timeout=timeout,
+            hints=_HINTS,
+            timeout_hint="raise the timeout for long audio",
+            max_retries=max_retries,
+        )
+        self.url = self._http.url(PATH)
         self.model = model
         self.model_id = f"openai:{model}"
         self.language = language
         self.timeout = timeout
-        self.api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
-        headers = {"Accept": "application/json"}
-        if self.api_key is not None and self.api_key.get_secret_value():
-            headers["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
-        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout))
 
     def __repr__(self) -> str:
         return f"OpenAITranscriber(url={self.url!r}, model={self.model!r})"
@@ -121,29 +119,15 @@ class OpenAITranscriber(Transcriber):
         log.info("transcribing %s with %s at %s", path, self.model, self.url)
         try:
             with path.open("rb") as handle:
-                response = self._client.post(
-                    self.url, data=fields, files={"file": (path.name, handle, mime)}
+                # A transcription is safe to repeat; the client re-reads the file on a retry.
+                response = self._http.post(
+                    PATH,
+                    data=fields,
+                    files={"file": (path.name, handle, mime)},
+                    safe_to_repeat=True,
                 )
         except OSError as exc:
             raise InvalidInput(f"{path}: cannot read audio file: {exc.strerror or exc}") from exc
-        except httpx.TimeoutException as exc:
-            raise self._fail(
-                f"no answer within {self.timeout:g} s", "raise the timeout for long audio"
-            ) from exc
-        except httpx.ConnectError as exc:
-            raise self._fail(
-                f"cannot connect ({one_line(str(exc))})", "is the server running? check base_url"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise self._fail(
-                f"request failed: {type(exc).__name__}: {one_line(str(exc))}",
-                "check base_url and the server's logs",
-            ) from exc
-        if not response.is_success:
-            raise self._fail(
-                f"HTTP {response.status_code}: {server_message(response)}",
-                _HINTS.get(response.status_code, "check the server's logs"),
-            )
         return self._parse(response)
 
     def _parse(self, response: httpx.Response) -> Transcription:
@@ -152,12 +136,10 @@ class OpenAITranscriber(Transcriber):
         except (json.JSONDecodeError, UnicodeDecodeError):
             text = response.text.strip()  # response_format ignored: plain text
             if not text:
-                raise self._fail(
-                    "empty response", "is base_url an OpenAI-compatible API?"
-                ) from None
+                raise self._fail("empty response", FORMAT_HINT) from None
             return Transcription(text=text, segments=(Segment(0.0, 0.0, text),))
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-            raise self._fail("response has no 'text'", "is base_url an OpenAI-compatible API?")
+            raise self._fail("response has no 'text'", FORMAT_HINT)
         text = body["text"].strip()
         duration = _number(body.get("duration"))
         segments = tuple(_segments(body.get("segments")))
@@ -173,7 +155,7 @@ class OpenAITranscriber(Transcriber):
         )
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def __enter__(self) -> OpenAITranscriber:
         return self
@@ -187,7 +169,7 @@ class OpenAITranscriber(Transcriber):
         self.close()
 
     def _fail(self, what: str, hint: str) -> ProviderError:
-        return ProviderError(f"speech-to-text endpoint {self.url}: {what}", hint)
+        return self._http.fail(PATH, what, hint)
 
 
 def _segments(raw: Any) -> list[Segment]:

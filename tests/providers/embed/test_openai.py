@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from kredenc.config import Settings
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.providers.embed.openai import OpenAIEmbedder
 from kredenc.testing.openai_server import (
@@ -54,7 +55,7 @@ def test_embeds_normalises_and_keeps_order(server: LoopbackServer) -> None:
 def test_api_key_sent_but_never_printed(server: LoopbackServer) -> None:
     with make(server, api_key="sk-secret-123") as emb:
         emb.embed(["x"])
-        assert "sk-secret-123" not in repr(emb) + str(emb.api_key) + repr(vars(emb))
+        assert "sk-secret-123" not in repr(emb) + repr(vars(emb)) + repr(vars(emb._http))
     assert server.requests[0].headers["authorization"] == "Bearer sk-secret-123"
 
 
@@ -126,7 +127,7 @@ def test_closed_port() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    emb = OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", timeout=2.0)
+    emb = OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", timeout=2.0, max_retries=0)
     with emb, pytest.raises(ProviderError, match="cannot connect") as info:
         emb.embed(["x"])
     assert f"127.0.0.1:{port}" in str(info.value) and "server running" in info.value.hint
@@ -138,8 +139,9 @@ def test_timeout(server: LoopbackServer) -> None:
         return Reply(reply.status, reply.body, delay=0.5)
 
     server.route(*EMBEDDINGS, slow)
-    with make(server, timeout=0.1) as emb, pytest.raises(ProviderError, match="timed out"):
+    with make(server, timeout=0.1) as emb, pytest.raises(ProviderError, match="no answer within"):
         emb.embed(["x"])
+    assert len(server.requests) == 1  # a slow server is not asked again
 
 
 def test_closed_embedder(server: LoopbackServer) -> None:
@@ -164,3 +166,28 @@ def test_unknown_route_is_404_from_the_test_server(server: LoopbackServer) -> No
     emb = OpenAIEmbedder(server.base_url + "/wrong", "m", timeout=5.0)
     with emb, pytest.raises(ProviderError, match="HTTP 404: no route"):
         emb.embed(["x"])
+
+
+def test_a_503_is_retried_because_embeddings_are_safe_to_repeat(server: LoopbackServer) -> None:
+    replies = [Reply.error(503, "loading model"), Reply.error(502, "bad gateway")]
+    route = embeddings_route(dim=8)
+    server.route(*EMBEDDINGS, lambda req: replies.pop(0) if replies else route(req))
+    with make(server) as emb:
+        emb._http.backoff_s = 0.01
+        np.testing.assert_allclose(emb.embed(["x"])[0], expected("x"), atol=1e-6)
+    assert len(server.requests) == 3
+
+
+def test_from_settings_reads_the_embed_settings(server: LoopbackServer) -> None:
+    settings = Settings(
+        embed_provider="openai",
+        embed_url=server.base_url,
+        embed_model="m",
+        embed_api_key="sk-from-settings",
+    )
+    with OpenAIEmbedder.from_settings(settings) as emb:
+        assert emb.model_id == "openai:m" and emb.dim == 8
+    assert server.requests[0].headers["authorization"] == "Bearer sk-from-settings"
+    with pytest.raises(InvalidInput, match="needs embed_url and embed_model") as info:
+        OpenAIEmbedder.from_settings(Settings(embed_provider="openai"))
+    assert "KREDENC_EMBED_URL" in info.value.hint

@@ -2,21 +2,78 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
+from kredenc import plugins
+from kredenc.config import Settings
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.providers.rerank import CrossEncoderReranker, make_reranker
+from kredenc.testing.distributions import write_distribution
 from kredenc.testing.embedders import HashEmbedder
+
+LONGEST = '''
+from kredenc.providers.rerank import Reranker
+
+
+class LongestFirst(Reranker):
+    """A third-party reranker: ``rerank = "longest:<bonus word>"``."""
+
+    def __init__(self, bonus):
+        self.name = f"longest:{bonus}"
+        self.bonus = bonus
+
+    @classmethod
+    def from_settings(cls, settings):
+        return cls(settings.rerank.partition(":")[2])
+
+    def score(self, query, passages):
+        return [len(p) + (1000.0 if self.bonus in p else 0.0) for p in passages]
+'''
 
 
 def test_no_reranker_by_default() -> None:
     assert make_reranker(None) is None
     assert make_reranker("none") is None
-    assert isinstance(make_reranker("cross-encoder:/some/path"), CrossEncoderReranker)
+    assert Settings().rerank == "none"
+
+
+def test_the_cross_encoder_is_the_builtin_plugin() -> None:
+    assert plugins.names(plugins.RERANKERS) == ["cross-encoder"]
+    named = make_reranker("cross-encoder:/some/path")
+    bare = make_reranker(" /some/other/path ")
+    assert isinstance(named, CrossEncoderReranker) and named.model_path == "/some/path"
+    assert isinstance(bare, CrossEncoderReranker) and bare.model_path == "/some/other/path"
+    with pytest.raises(InvalidInput, match="needs a local model path"):
+        make_reranker("cross-encoder")
+
+
+def test_a_reranker_from_a_package_is_used_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = write_distribution(
+        tmp_path / "site",
+        "kredenc-longest",
+        {plugins.RERANKERS: {"longest": "kredenc_longest:LongestFirst"}},
+        {"kredenc_longest": LONGEST},
+    )
+    monkeypatch.syspath_prepend(str(site))
+    plugins.refresh()
+    try:
+        texts = ["kestrel", "kestrel over the river", "kestrel budget", "a kestrel, a heron"]
+        with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+            kb.remember_many([{"text": t} for t in texts])
+            hits = kb.search("kestrel", k=4, rerank="longest:heron")
+        assert [h.text for h in hits][:2] == ["a kestrel, a heron", "kestrel over the river"]
+        assert hits[0].rerank == 1000.0 + len("a kestrel, a heron")
+    finally:
+        sys.modules.pop("kredenc_longest", None)
+        monkeypatch.undo()
+        plugins.refresh()
 
 
 def test_a_model_that_is_not_on_disk_is_refused(tmp_path: Path) -> None:

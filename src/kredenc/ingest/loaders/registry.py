@@ -1,15 +1,15 @@
 """Finding loaders: entry points, the loader for a source, the sources under a folder.
 
-Loaders are classes registered in the ``kredenc.loaders`` entry point group; the
-built-ins are registered there too, in kredenc's own ``pyproject.toml``. A third-party
-package adds a loader by declaring, in its own metadata::
+Loaders are classes registered in the ``kredenc.loaders`` entry point group of the
+plugin registry (:mod:`kredenc.plugins`); the built-ins are registered there too, in
+kredenc's own ``pyproject.toml``. A third-party package adds a loader by declaring, in
+its own metadata::
 
     [project.entry-points."kredenc.loaders"]
     epub = "kredenc_epub:EpubLoader"
 
 A plugin that fails to import is logged and skipped, never fatal; an entry point with
-a built-in's name replaces the built-in. Where the package metadata is missing (a
-source checkout run without installing), the built-ins are used from a list here.
+a built-in's name replaces the built-in.
 """
 
 from __future__ import annotations
@@ -18,56 +18,34 @@ import fnmatch
 import logging
 import os
 from collections.abc import Iterable, Iterator
-from functools import cache
-from importlib import import_module
-from importlib.metadata import entry_points
+from functools import lru_cache
 from pathlib import Path
 
+from kredenc import plugins
 from kredenc.config import Settings
 from kredenc.errors import IngestError
 from kredenc.ingest.loaders.base import Loader, is_url
 
 logger = logging.getLogger(__name__)
 
-GROUP = "kredenc.loaders"
 
-#: The built-in loaders, as ``module:Class`` (the same values as the entry points).
-BUILTINS: dict[str, str] = {
-    "pdf": "kredenc.ingest.loaders.pdf:PdfLoader",
-    "markdown": "kredenc.ingest.loaders.markdown:MarkdownLoader",
-    "notion": "kredenc.ingest.loaders.notion:NotionLoader",
-    "text": "kredenc.ingest.loaders.text:TextLoader",
-    "jsonl": "kredenc.ingest.loaders.jsonl:JsonLoader",
-    "html": "kredenc.ingest.loaders.html:HtmlLoader",
-    "youtube": "kredenc.ingest.loaders.youtube:YoutubeLoader",
-}
-
-
-@cache
 def loaders() -> tuple[Loader, ...]:
     """Every available loader, in the order :func:`loader_for` asks them."""
-    specs: dict[str, str] = dict(BUILTINS)
-    for ep in entry_points(group=GROUP):
-        specs[ep.name] = ep.value
+    return _loaders(plugins.generation())
+
+
+@lru_cache(maxsize=1)
+def _loaders(generation: int) -> tuple[Loader, ...]:
+    """The loaders of one reading of the registry (``generation``: its refresh count)."""
     found: list[Loader] = []
-    for name, spec in specs.items():
-        loader = _instantiate(name, spec)
-        if loader is not None:
-            found.append(loader)
+    for plugin, obj in plugins.load_all(plugins.LOADERS):
+        if not (isinstance(obj, type) and issubclass(obj, Loader)):
+            logger.warning(
+                "%s (%s) skipped: not a kredenc Loader subclass", plugin.what, plugin.value
+            )
+            continue
+        found.append(obj())
     return tuple(sorted(found, key=lambda ldr: (-ldr.priority, ldr.name)))
-
-
-def _instantiate(name: str, spec: str) -> Loader | None:
-    module_name, _, attr = spec.partition(":")
-    try:
-        obj = getattr(import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        logger.warning("loader %r (%s) skipped: cannot import it: %s", name, spec, exc)
-        return None
-    if not (isinstance(obj, type) and issubclass(obj, Loader)):
-        logger.warning("loader %r (%s) skipped: not a kredenc Loader subclass", name, spec)
-        return None
-    return obj()
 
 
 def supported_suffixes() -> list[str]:
@@ -180,4 +158,4 @@ def _is_export(path: Path) -> bool:
     return any(loader.can_load(source) for loader in loaders() if not loader.suffixes)
 
 
-__all__ = ["BUILTINS", "GROUP", "iter_sources", "loader_for", "loaders", "supported_suffixes"]
+__all__ = ["iter_sources", "loader_for", "loaders", "supported_suffixes"]

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kredenc.config import Settings
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.providers.embed.base import Embedder, Vectors, l2_normalise
 
@@ -122,6 +123,14 @@ class MiniLMEmbedder(Embedder):
         self._query: _Runtime | None = None
         self._query_checked = False
         self._query_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MiniLMEmbedder:
+        """The ``minilm`` plugin: threads and the 8-bit query copy as configured."""
+        return cls(
+            intra_op_num_threads=settings.embed_threads,
+            quantized_queries=settings.embed_query_quantized,
+        )
 
     def __repr__(self) -> str:
         return (

@@ -5,6 +5,11 @@ The default is no reranker: ``kredenc eval`` on the dev data decides whether one
 earns its place in the default path (docs/benchmarks.md). A cross-encoder
 (sentence-transformers) is available as an optional extra, from a local path only:
 nothing is ever downloaded.
+
+Rerankers are plugins of the ``kredenc.rerankers`` group (:mod:`kredenc.plugins`); the
+cross-encoder is the built-in ``cross-encoder``. A reranker is named as ``NAME`` or
+``NAME:ARGUMENT`` (``cross-encoder:/models/ms-marco``); a name no plugin has is taken
+for a cross-encoder's model path.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kredenc import plugins
+from kredenc.config import Settings
 from kredenc.errors import InvalidInput, MissingExtra, ProviderError
 
 log = logging.getLogger(__name__)
@@ -39,6 +46,18 @@ class CrossEncoderReranker(Reranker):
         self.max_length = max_length
         self.batch_size = batch_size
         self._model: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CrossEncoderReranker:
+        """The ``cross-encoder`` plugin: ``rerank = "cross-encoder:PATH"`` (or a bare path)."""
+        name, colon, path = settings.rerank.strip().partition(":")
+        path = path.strip() if colon and name == "cross-encoder" else settings.rerank.strip()
+        if not path or path == "cross-encoder":
+            raise InvalidInput(
+                "the cross-encoder reranker needs a local model path",
+                "rerank = 'cross-encoder:/path/to/model'",
+            )
+        return cls(path)
 
     def _load(self) -> Any:
         if self._model is None:
@@ -69,11 +88,17 @@ class CrossEncoderReranker(Reranker):
         return [float(s) for s in scores]
 
 
-def make_reranker(name: str | None) -> Reranker | None:
-    """``None``/``"none"`` → no reranking; anything else is a cross-encoder path."""
-    if name is None or name.strip().lower() in ("", "none"):
+def make_reranker(spec: str | None, settings: Settings | None = None) -> Reranker | None:
+    """The reranker ``spec`` names (see the module's docstring); ``None``/``"none"``: none.
+
+    The plugin builds itself from ``settings`` with ``rerank`` set to ``spec``.
+    """
+    if spec is None or spec.strip().lower() in ("", "none"):
         return None
-    spec = name.strip()
-    if spec.startswith("cross-encoder:"):
-        spec = spec.split(":", 1)[1]
-    return CrossEncoderReranker(spec)
+    spec = spec.strip()
+    name = spec.partition(":")[0]
+    if not plugins.is_known(plugins.RERANKERS, name):
+        name = "cross-encoder"  # a bare model path, the shorthand of the built-in
+    base = settings if settings is not None else Settings.model_construct()
+    configured = base.model_copy(update={"rerank": spec})
+    return plugins.build(plugins.RERANKERS, name, configured, Reranker)
