@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -50,3 +51,28 @@ def test_exit_codes_are_documented() -> None:
     text = (DOCS / "cli.md").read_text()
     for code in ("0", "1", "2", "130"):
         assert f"| {code} |" in text, code
+
+
+def _slug(heading: str) -> str:
+    # GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens.
+    kept = "".join(ch for ch in heading.strip().lower() if ch.isalnum() or ch in " -_")
+    return kept.replace(" ", "-")
+
+
+def test_relative_links_resolve() -> None:
+    # The map and the pages link each other; a moved page or renamed heading breaks them.
+    pages = [DOCS.parent / "README.md", *sorted(DOCS.glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.MULTILINE)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{page.name}: {target}")
+    assert not broken, broken
