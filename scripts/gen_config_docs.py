@@ -12,13 +12,14 @@ One `Settings` object (`kredenc.config`) holds every setting. Sources, lowest to
 highest precedence:
 
 1. the defaults below;
-2. `kredenc.toml` in the store directory (keys as below, e.g. `durability = "batch"`);
+2. `kredenc.toml` in the store directory (keys as below but `home`, e.g. `durability = "batch"`);
 3. environment variables `KREDENC_<KEY>` (e.g. `KREDENC_LEG_K=100`);
 4. explicit arguments (`Kredenc.open(path, leg_k=100)`, CLI options).
 
-The store directory itself comes from `--store DIR`, else `KREDENC_HOME`, else
-`./.kredenc`. No other module reads the environment. Secrets (`*_api_key`) never
-print or serialise.
+The store directory itself comes from `--store DIR` (or `Kredenc.open(path)`), else
+`KREDENC_HOME`, else `./.kredenc`. `kredenc.toml` is read from inside it, so it cannot
+move it: a `home` key there is refused with exit 2. No other module reads the
+environment. Secrets (`*_api_key`) never print or serialise.
 
 | key | default | meaning |
 |---|---|---|

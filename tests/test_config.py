@@ -175,3 +175,19 @@ def test_api_key_is_never_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_every_setting_has_a_description() -> None:
     for name, field in Settings.model_fields.items():
         assert field.description, name
+
+
+def test_home_in_the_store_toml_is_refused(tmp_path: Path) -> None:
+    # The file lives inside the store directory, so it cannot choose that directory: a
+    # `home` there would be silently ignored. Refused, with the ways that do work.
+    home = tmp_path / "s"
+    elsewhere = tmp_path / "elsewhere"
+    write_toml(home, f'home = "{elsewhere}"\nleg_k = 12\n')
+    with pytest.raises(InvalidInput, match="cannot set home") as info:
+        load_settings(home)
+    assert str(home / "kredenc.toml") in info.value.message
+    assert "--store" in info.value.hint and "KREDENC_HOME" in info.value.hint
+    with pytest.raises(InvalidInput, match="cannot set home"):
+        Kredenc.open(home, embedder=HashEmbedder())
+    assert sorted(p.name for p in home.iterdir()) == ["kredenc.toml"]
+    assert not elsewhere.exists()

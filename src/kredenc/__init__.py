@@ -1,21 +1,89 @@
-"""kredenc: a local-first memory and retrieval engine for LLM agents."""
+"""kredenc: a local-first memory and retrieval engine for LLM agents.
 
-from kredenc.errors import KredencError
-from kredenc.records import Hit, Memory
+The public API is what ``__all__`` names (pinned by ``tests/test_public_api.py``):
+the facade :class:`Kredenc` and :func:`wrap`, the records and results it hands back,
+and the exception tree. Everything else is internal and may change.
 
-__all__ = ["Hit", "Kredenc", "KredencError", "Memory", "wrap"]
+``import kredenc`` stays light: the records and errors load now, the facade and the
+result types that live beside the machinery (recall, ingest) on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from kredenc.errors import (
+    CorruptLog,
+    FetchRefused,
+    FormatError,
+    IngestError,
+    InvalidInput,
+    KredencError,
+    MissingExtra,
+    NotFound,
+    ProviderError,
+    ReadOnlyRecord,
+    StoreError,
+    StoreLocked,
+)
+from kredenc.records import ContextGraph, GraphEdge, GraphNode, Hit, LegScore, Memory
+
+if TYPE_CHECKING:
+    from kredenc.engine import Kredenc
+    from kredenc.ingest.pipeline import IngestReport
+    from kredenc.recall.budget import Budget
+    from kredenc.recall.reflex import RecallItem, RecallResult
+    from kredenc.recall.wrap import wrap
+
+__all__ = [
+    "Budget",
+    "ContextGraph",
+    "CorruptLog",
+    "FetchRefused",
+    "FormatError",
+    "GraphEdge",
+    "GraphNode",
+    "Hit",
+    "IngestError",
+    "IngestReport",
+    "InvalidInput",
+    "Kredenc",
+    "KredencError",
+    "LegScore",
+    "Memory",
+    "MissingExtra",
+    "NotFound",
+    "ProviderError",
+    "ReadOnlyRecord",
+    "RecallItem",
+    "RecallResult",
+    "StoreError",
+    "StoreLocked",
+    "wrap",
+]
 __version__ = "0.1.0"
+
+# Names whose modules pull in storage, providers or the recall machinery: imported on
+# first use (``kredenc.Kredenc``, ``from kredenc import wrap``), then cached here.
+_LAZY = {
+    "Kredenc": "kredenc.engine",
+    "IngestReport": "kredenc.ingest.pipeline",
+    "Budget": "kredenc.recall.budget",
+    "RecallItem": "kredenc.recall.reflex",
+    "RecallResult": "kredenc.recall.reflex",
+    "wrap": "kredenc.recall.wrap",
+}
 
 
 def __getattr__(name: str) -> object:
-    # The facade pulls in storage and providers; import it on first use so that
-    # ``import kredenc`` stays light.
-    if name == "Kredenc":
-        from kredenc.engine import Kredenc
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kredenc' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return Kredenc
-    if name == "wrap":
-        from kredenc.recall.wrap import wrap
 
-        return wrap
-    raise AttributeError(name)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -32,7 +32,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="KREDENC_", extra="forbid")
 
-    home: Path = Field(DEFAULT_HOME, description="Store directory.")
+    home: Path = Field(
+        DEFAULT_HOME,
+        description="Store directory: --store DIR (or Kredenc.open's path), else KREDENC_HOME, "
+        "else ./.kredenc. Not a kredenc.toml key: the file lives in it, and refuses it.",
+    )
     namespace: str = Field("default", description="Default namespace (tenant).")
     durability: Literal["append", "batch", "none"] = Field(
         "append",
@@ -169,7 +173,14 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Precedence: explicit arguments, then environment, then the store's toml.
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+        toml = TomlConfigSettingsSource(settings_cls)
+        if "home" in toml.toml_data:
+            # The file is read from inside the store, so it cannot choose the store.
+            raise InvalidInput(
+                f"{toml.toml_file_path} cannot set home (the file lives in the store directory)",
+                "remove home from it; choose the store with --store DIR or KREDENC_HOME",
+            )
+        return (init_settings, env_settings, toml)
 
 
 def resolve_home(store: str | Path | None) -> Path:

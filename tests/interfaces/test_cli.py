@@ -418,6 +418,30 @@ def test_failures_exit_1_with_one_line(
     assert log_state(home) == before
 
 
+class _CtrlC(io.RawIOBase):
+    """Standard input that is interrupted (Ctrl-C) while a command reads it."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, _buffer: Any) -> int:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_exits_130_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/cli.md: an abort exits 130 (not 1 or 2), with one error line and no traceback.
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(_CtrlC())))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--store", str(tmp_path / "store"), "remember", "-"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 130
+    assert out == ""
+    assert err.strip() == "error: aborted"
+    assert not (tmp_path / "store").exists()
+
+
 def test_demo_files_the_samples_finds_them_and_runs_again(tmp_path: Path) -> None:
     """``kredenc demo``, the README's main job: each sample query finds its memory first,
     and a second run files nothing twice."""

@@ -1,8 +1,13 @@
-"""The command line: ``kredenc …``.
+"""The command line: ``kredenc …``; the group, the core commands and the entry point.
 
-Every command takes ``--json`` for machine-readable output with stable field names.
-Errors are one line on stderr and a non-zero exit (2 for usage, 1 for failures);
-this module maps the exception tree in exactly one place (:func:`main`).
+Every command but ``proxy`` takes ``--json`` for machine-readable output with stable
+field names. Errors are one line on stderr and a non-zero exit (2 for bad input or
+usage, 1 for failures, 130 when aborted); this module maps the exception tree in
+exactly one place (:func:`main`).
+
+Command modules (``cli_*.py``) import what they share from :mod:`.cli_common`, never
+from here, and list their commands in ``COMMANDS``; :data:`COMMAND_MODULES` registers
+them on the group.
 """
 
 from __future__ import annotations
@@ -10,51 +15,24 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Any
 
 import click
 
 from kredenc.errors import InvalidInput, KredencError
-
-F = TypeVar("F", bound=Callable[..., Any])
+from kredenc.interfaces import cli_eval, cli_memory, cli_recall
+from kredenc.interfaces.cli_common import (
+    Context,
+    check_arg_text,
+    context,
+    json_option,
+    memory_json,
+    short,
+)
 
 log = logging.getLogger("kredenc.cli")
-
-
-class Context:
-    def __init__(self, store: str | None, namespace: str | None, as_json: bool) -> None:
-        self.store = store
-        self.namespace = namespace
-        self.json = as_json
-
-    def open(self, *, read_only: bool = False) -> Any:
-        from kredenc.engine import Kredenc
-
-        return Kredenc.open(self.store, self.namespace, read_only=read_only)
-
-    def emit(self, data: Any, human: Callable[[], None]) -> None:
-        if self.json:
-            click.echo(json.dumps(data, ensure_ascii=False, default=str))
-        else:
-            human()
-
-
-def json_option(func: F) -> F:
-    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.meta["kredenc.json"] = True
-
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=False,
-        callback=callback,
-        help="Print JSON.",
-    )(func)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,44 +61,11 @@ def cli(
     ctx.obj = Context(store, namespace, as_json)
 
 
-def _ctx() -> Context:
-    ctx = click.get_current_context()
-    obj = ctx.find_object(Context)
-    assert obj is not None
-    if ctx.meta.get("kredenc.json"):
-        obj.json = True
-    return obj
-
-
-def _check_arg_text(text: str, what: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{what} is not valid UTF-8", f"pass the {what} as UTF-8") from None
-    return text
-
-
-def _read_stdin_text() -> str:
-    data = sys.stdin.buffer.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"standard input is not valid UTF-8 (byte {exc.start})", "pass UTF-8 text"
-        ) from None
-
-
-def _memory_json(mem: Any) -> dict[str, Any]:
-    data = asdict(mem)
-    data["tags"] = list(mem.tags)
-    return data
-
-
 @cli.command()
 @json_option
 def init() -> None:
     """Create a store (a directory) if it does not exist."""
-    c = _ctx()
+    c = context()
     with c.open() as kb:
         stats = kb.stats()
     c.emit(stats, lambda: click.echo(f"store ready at {stats['store']} ({stats['model']})"))
@@ -160,8 +105,8 @@ def search(
 ) -> None:
     """Search memories and documents: each hit shows its legs' ranks and scores, the
     fused and rerank scores, and the edge that brought it when graph expansion did."""
-    c = _ctx()
-    query = _check_arg_text(query, "query")
+    c = context()
+    query = check_arg_text(query, "query")
     page_range = _page_range(pages)
     with c.open() as kb:
         hits = kb.search(
@@ -185,7 +130,7 @@ def search(
         if not hits:
             click.echo("no hits")
         for i, h in enumerate(hits, 1):
-            click.echo(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.kind or h.type}] {_short(h.text)}")
+            click.echo(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.kind or h.type}] {short(h.text)}")
             click.echo(f"      {_provenance(h)}")
 
     c.emit(data, human)
@@ -251,11 +196,6 @@ def _hit_json(hit: Any) -> dict[str, Any]:
     }
 
 
-def _short(text: str, width: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 @cli.command()
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--drawer", default="documents", show_default=True)
@@ -269,9 +209,9 @@ def ingest(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    c = _ctx()
+    c = context()
     for source in sources:
-        _check_arg_text(source, "source")
+        check_arg_text(source, "source")
     with (
         c.open() as kb,
         Progress(
@@ -288,7 +228,7 @@ def ingest(
         task = bar.add_task("ingesting", total=None)
 
         def progress(source: str, _report: Any) -> None:
-            bar.update(task, advance=1, description=_short(source, 50))
+            bar.update(task, advance=1, description=short(source, 50))
 
         report = kb.ingest(
             list(sources),
@@ -318,10 +258,10 @@ def ingest(
 @json_option
 def get(record_id: str) -> None:
     """Show one record."""
-    c = _ctx()
+    c = context()
     with c.open(read_only=True) as kb:
         mem = kb.get(record_id)
-    c.emit(_memory_json(mem), lambda: click.echo(f"{mem.id} [{mem.kind}] {mem.text}"))
+    c.emit(memory_json(mem), lambda: click.echo(f"{mem.id} [{mem.kind}] {mem.text}"))
 
 
 @cli.command()
@@ -329,7 +269,7 @@ def get(record_id: str) -> None:
 @json_option
 def forget(record_id: str) -> None:
     """Hide a record everywhere (appends a tombstone)."""
-    c = _ctx()
+    c = context()
     with c.open() as kb:
         kb.forget(record_id)
     c.emit({"id": record_id, "forgotten": True}, lambda: click.echo(f"forgot {record_id}"))
@@ -341,7 +281,7 @@ def check() -> None:
     """Verify the store; exit 0 when sound, 1 when not."""
     from kredenc.storage.verify import verify_store
 
-    c = _ctx()
+    c = context()
     report = verify_store(_home(c))
     c.emit(report, lambda: click.echo("\n".join(report["findings"])))
     if not report["sound"]:
@@ -354,7 +294,7 @@ def rebuild() -> None:
     """Drop the index and rebuild it from the log."""
     import time
 
-    c = _ctx()
+    c = context()
     with c.open() as kb:
         t0 = time.perf_counter()
         out = kb.rebuild()
@@ -366,7 +306,7 @@ def rebuild() -> None:
 @json_option
 def stats() -> None:
     """Counts per drawer, log size, model."""
-    c = _ctx()
+    c = context()
     with c.open(read_only=True) as kb:
         data = kb.stats()
 
@@ -385,7 +325,7 @@ def demo() -> None:
     """File sample memories into the store, search them, and show the timings."""
     from kredenc.interfaces.demo import run_demo
 
-    c = _ctx()
+    c = context()
     report = run_demo(c.store, c.namespace, quiet=c.json)
     if c.json:
         click.echo(json.dumps(report, ensure_ascii=False))
@@ -451,9 +391,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
 
 
-def _register_subcommands() -> None:
-    # Command groups living in their own modules register on ``cli`` when imported.
-    from kredenc.interfaces import cli_eval, cli_memory, cli_recall  # noqa: F401
-
-
-_register_subcommands()
+# Command modules: one import above and one entry here each.
+COMMAND_MODULES: tuple[ModuleType, ...] = (cli_eval, cli_memory, cli_recall)
+for _module in COMMAND_MODULES:
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)

@@ -12,12 +12,12 @@ from typing import Any
 
 import click
 
-from kredenc.interfaces.cli import _ctx, cli, json_option
+from kredenc.interfaces.cli_common import context, json_option
 
 DEFAULT_CACHE = Path("~/.cache/kredenc/eval-embeddings.db")
 
 
-@cli.group(name="eval")
+@click.group(name="eval")
 def eval_group() -> None:
     """Measure retrieval quality on public datasets (BEIR, multihop, LoCoMo, LongMemEval)."""
 
@@ -56,7 +56,7 @@ def eval_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def _eval_store(cache: str) -> Iterator[Any]:
     from kredenc.engine import Kredenc
 
-    c = _ctx()
+    c = context()
     tmp = None
     store = c.store
     if store is None:
@@ -96,7 +96,7 @@ def _run_all(
     from kredenc.eval import run
     from kredenc.eval.engine_retriever import EngineRetriever
 
-    c = _ctx()
+    c = context()
     configs = _configs(modes, hops)
     results = []
     for cfg in configs:
@@ -231,3 +231,6 @@ def eval_longmemeval(
 
     dataset = load_longmemeval(file, granularity=granularity)  # type: ignore[arg-type]
     _run_all(dataset, modes, hops, rerank, run_file, cache, "turn")
+
+
+COMMANDS: tuple[click.Command, ...] = (eval_group,)

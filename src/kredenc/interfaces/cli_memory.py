@@ -1,6 +1,6 @@
 """``kredenc remember | score | relate | graph | jobs run``: memories and their lifecycle.
 
-Registered on the ``cli`` group when imported (see ``cli._register_subcommands``).
+``cli.py`` registers :data:`COMMANDS` on the ``kredenc`` group.
 ``remember`` here is the full command, with the memory's scores and state as flags.
 """
 
@@ -11,14 +11,13 @@ from typing import Any
 
 import click
 
-from kredenc.interfaces.cli import (
-    _check_arg_text,
-    _ctx,
-    _memory_json,
-    _read_stdin_text,
-    _short,
-    cli,
+from kredenc.interfaces.cli_common import (
+    check_arg_text,
+    context,
     json_option,
+    memory_json,
+    read_stdin_text,
+    short,
 )
 from kredenc.memory.lifecycle.scheduler import JOBS, run_jobs
 
@@ -27,7 +26,7 @@ def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-@cli.command()
+@click.command()
 @click.argument("text")
 @click.option("--kind", default="note", show_default=True, help="Memory kind.")
 @click.option("--drawer", default="memories", show_default=True)
@@ -52,8 +51,8 @@ def remember(
     **fields: Any,
 ) -> None:
     """File a memory (TEXT, or - to read it from standard input)."""
-    c = _ctx()
-    text = _read_stdin_text() if text == "-" else _check_arg_text(text, "text")
+    c = context()
+    text = read_stdin_text() if text == "-" else check_arg_text(text, "text")
     tag_list = [t.strip() for t in tags.split(",") if t.strip()]
     values = _drop_none(fields)
     if read_only:
@@ -61,12 +60,12 @@ def remember(
     with c.open() as kb:
         mem = kb.remember(text, kind=kind, drawer=drawer, tags=tag_list, **values)
     c.emit(
-        _memory_json(mem),
+        memory_json(mem),
         lambda: click.echo(f"{mem.id}  (seq {mem.seq}, offset {mem.offset})"),
     )
 
 
-@cli.command()
+@click.command()
 @click.argument("record_id")
 @click.option("--importance", type=float, help="Importance in [0, 1].")
 @click.option("--confidence", type=float, help="Confidence in [0, 1].")
@@ -80,11 +79,11 @@ def remember(
 @json_option
 def score(record_id: str, reason: str | None, **fields: Any) -> None:
     """Change a memory's scores or state; only the fields given change."""
-    c = _ctx()
+    c = context()
     values = _drop_none(fields)
     with c.open() as kb:
         mem = kb.score(record_id, reason=reason, **values)
-    data = _memory_json(mem)
+    data = memory_json(mem)
 
     def human() -> None:
         shown = ", ".join(f"{k} {data[k]}" for k in values)
@@ -93,7 +92,7 @@ def score(record_id: str, reason: str | None, **fields: Any) -> None:
     c.emit(data, human)
 
 
-@cli.command()
+@click.command()
 @click.argument("src", metavar="FROM")
 @click.argument("dst", metavar="TO")
 @click.argument("rel", metavar="TYPE")
@@ -103,7 +102,7 @@ def score(record_id: str, reason: str | None, **fields: Any) -> None:
 def relate(src: str, dst: str, rel: str, weight: float, remove: bool) -> None:
     """Relate two records: TYPE is supports, contradicts, depends_on, derived_from,
     related_to, precedes or follows."""
-    c = _ctx()
+    c = context()
     with c.open() as kb:
         kb.relate(src, dst, rel, weight=weight, remove=remove)
     data = {"src": src, "dst": dst, "rel": rel, "weight": weight, "removed": remove}
@@ -111,7 +110,7 @@ def relate(src: str, dst: str, rel: str, weight: float, remove: bool) -> None:
     c.emit(data, lambda: click.echo(f"{'removed' if remove else 'related'} {src} {arrow} {dst}"))
 
 
-@cli.command()
+@click.command()
 @click.argument("query")
 @click.option("--hops", default=2, show_default=True, type=click.IntRange(0, 3))
 @click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
@@ -122,8 +121,8 @@ def relate(src: str, dst: str, rel: str, weight: float, remove: bool) -> None:
 @json_option
 def graph(query: str, hops: int, k: int, neighbors_max: int, budget: int) -> None:
     """The context graph of QUERY: ranked records and the typed edges between them."""
-    c = _ctx()
-    query = _check_arg_text(query, "query")
+    c = context()
+    query = check_arg_text(query, "query")
     with c.open() as kb:
         found = kb.context_graph(query, hops=hops, k=k, neighbors_max=neighbors_max)
     prompt = found.to_prompt_text(budget)
@@ -139,14 +138,14 @@ def graph(query: str, hops: int, k: int, neighbors_max: int, budget: int) -> Non
             click.echo("no records")
         for n in found.nodes:
             via = f"  via {n.via}" if n.via else ""
-            click.echo(f"{n.score:.3f}  {n.id}  [{n.kind or n.type}] {_short(n.text)}{via}")
+            click.echo(f"{n.score:.3f}  {n.id}  [{n.kind or n.type}] {short(n.text)}{via}")
         for e in found.edges:
             click.echo(f"  {e.src} -[{e.rel}]-> {e.dst}")
 
     c.emit(data, human)
 
 
-@cli.group(name="jobs")
+@click.group(name="jobs")
 def jobs_group() -> None:
     """Lifecycle jobs: decay, episodes, contradictions, reflect."""
 
@@ -156,8 +155,11 @@ def jobs_group() -> None:
 @json_option
 def jobs_run(names: tuple[str, ...]) -> None:
     """Run lifecycle jobs now (all of them when none is named)."""
-    c = _ctx()
+    c = context()
     with c.open() as kb:
         reports = run_jobs(kb, names)
     data = {"jobs": [r.to_json() for r in reports]}
     c.emit(data, lambda: click.echo("\n".join(r.summary() for r in reports)))
+
+
+COMMANDS: tuple[click.Command, ...] = (remember, score, relate, graph, jobs_group)

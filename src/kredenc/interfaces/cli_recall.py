@@ -8,10 +8,10 @@ import sys
 import click
 
 from kredenc.errors import InvalidInput
-from kredenc.interfaces.cli import _check_arg_text, _ctx, _read_stdin_text, cli, json_option
+from kredenc.interfaces.cli_common import check_arg_text, context, json_option, read_stdin_text
 
 
-@cli.command("recall")
+@click.command("recall")
 @click.argument("text")
 @click.option("--session", "session_id", default="cli", show_default=True, help="Session id.")
 @click.option("--items", type=click.IntRange(0, 100), help="Most memories (default: settings).")
@@ -38,8 +38,8 @@ def recall_command(
     """
     from kredenc.recall import Budget, recall, warm_up
 
-    c = _ctx()
-    text = _read_stdin_text() if text == "-" else _check_arg_text(text, "text")
+    c = context()
+    text = read_stdin_text() if text == "-" else check_arg_text(text, "text")
     with c.open(read_only=True) as kb:
         base = Budget.from_settings(kb.settings)
         budget = Budget(
@@ -79,7 +79,7 @@ def recall_command(
         sys.exit(1)
 
 
-@cli.command("proxy")
+@click.command("proxy")
 @click.option("--upstream", required=True, metavar="URL", help="The upstream's base URL (…/v1).")
 @click.option("--port", default=8766, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -98,7 +98,7 @@ def proxy_command(
     """Serve an OpenAI-compatible proxy that adds recall and filing to chat completions."""
     from kredenc.interfaces.proxy import ProxyConfig, serve
 
-    c = _ctx()
+    c = context()
     if not upstream.strip():
         raise InvalidInput("--upstream is empty", "pass the base URL, e.g. http://host:8000/v1")
     config = ProxyConfig(upstream, timeout_s=timeout, dry_run=dry_run, file_turns=not no_filing)
@@ -106,3 +106,6 @@ def proxy_command(
     logging.getLogger("kredenc").setLevel(logging.INFO)
     with c.open() as kb:
         serve(kb, config, host=host, port=port)
+
+
+COMMANDS: tuple[click.Command, ...] = (recall_command, proxy_command)

@@ -1,4 +1,10 @@
-"""Hybrid search: lexical and dense legs fused by weighted RRF, hits read from the log."""
+"""Hybrid search: lexical and dense legs, fused, hits read from the log.
+
+Each leg returns ``leg_k`` (50) candidates. Fusion follows the ``fusion`` setting: by
+default ``minmax``, a weighted sum of each leg's min-max normalised scores (dense 0.4,
+lexical 0.6); ``rrf`` is weighted reciprocal rank fusion (``rrf_k`` 60). Then optional
+graph expansion (``hops``) and reranking.
+"""
 
 from __future__ import annotations
 
