@@ -32,8 +32,12 @@ def test_decay_is_idempotent_and_carries_day_fractions(kb: Kredenc, clock: Clock
     after_three = kb.get(m.id).importance
     assert after_three == pytest.approx(0.8 * 0.98**3)
     end = kb.haystack.end
-    assert run_decay(kb.store, kb.namespace, now=T0 + 3.5 * DAY).changed == 0  # twice in a row: once
-    assert run_decay(kb.store, kb.namespace, now=T0 + 3.9 * DAY).changed == 0  # still no whole day since
+    assert (
+        run_decay(kb.store, kb.namespace, now=T0 + 3.5 * DAY).changed == 0
+    )  # twice in a row: once
+    assert (
+        run_decay(kb.store, kb.namespace, now=T0 + 3.9 * DAY).changed == 0
+    )  # still no whole day since
     assert kb.haystack.end == end  # nothing was written
     assert run_decay(kb.store, kb.namespace, now=T0 + 4.0 * DAY).changed == 1
     assert kb.get(m.id).importance == pytest.approx(0.8 * 0.98**4)
@@ -45,7 +49,9 @@ def test_decay_state_survives_reopening(kb: Kredenc, clock: Clock) -> None:
     home = kb.home
     kb.close()
     with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as again:
-        assert run_decay(again.store, again.namespace, now=T0 + 5 * DAY).changed == 0  # the base is in the log
+        assert (
+            run_decay(again.store, again.namespace, now=T0 + 5 * DAY).changed == 0
+        )  # the base is in the log
         assert run_decay(again.store, again.namespace, now=T0 + 6 * DAY).changed == 1
         assert again.get(m.id).importance == pytest.approx(0.8 * 0.98**6)
 
@@ -90,7 +96,9 @@ def test_no_time_no_rate_no_memories(kb: Kredenc, clock: Clock) -> None:
     assert run_decay(kb.store, kb.namespace, now=T0).changed == 0
     kb.remember("a fact")
     assert run_decay(kb.store, kb.namespace, now=T0 + 0.99 * DAY).changed == 0
-    assert run_decay(kb.store, kb.namespace, now=T0 - DAY).changed == 0  # a clock behind the filing time
+    assert (
+        run_decay(kb.store, kb.namespace, now=T0 - DAY).changed == 0
+    )  # a clock behind the filing time
     assert run_decay(kb.store, kb.namespace, now=T0 + 9 * DAY, rate=0.0).changed == 0
 
 

@@ -125,7 +125,15 @@ def test_default_jobs_on_a_real_store(kb: Kredenc) -> None:
 
 
 def test_run_jobs_by_name(kb: Kredenc) -> None:
-    assert [r.job for r in run_jobs(kb.store, kb.namespace)] == ["episodes", "contradictions", "reflect", "decay"]
-    assert [r.job for r in run_jobs(kb.store, kb.namespace, ["decay", "episodes"])] == ["episodes", "decay"]
+    assert [r.job for r in run_jobs(kb.store, kb.namespace)] == [
+        "episodes",
+        "contradictions",
+        "reflect",
+        "decay",
+    ]
+    assert [r.job for r in run_jobs(kb.store, kb.namespace, ["decay", "episodes"])] == [
+        "episodes",
+        "decay",
+    ]
     with pytest.raises(InvalidInput, match="unknown job"):
         run_jobs(kb.store, kb.namespace, ["sleep"])

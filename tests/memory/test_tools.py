@@ -28,17 +28,25 @@ def test_search(kb: Kredenc, two: tuple[str, str]) -> None:
     assert memory_search(kb.store, kb.namespace, "zebra") == "no memories match 'zebra'"
     kb.use_namespace("default")
     kb.score(two[0], status="validated")
-    assert "validated" in memory_search(kb.store, kb.namespace, "kestrel nests old water tower", k=1)
+    assert "validated" in memory_search(
+        kb.store, kb.namespace, "kestrel nests old water tower", k=1
+    )
 
 
 def test_relate_and_score(kb: Kredenc, two: tuple[str, str]) -> None:
     a, b = two
-    assert memory_relate(kb.store, kb.namespace, b, a, "supports", 0.5) == f"related {b} -[supports 0.5]-> {a}"
-    assert kb.index.edges_among(kb.namespace, [a, b]) == [(b, a, "supports", 0.5)]
-    assert memory_relate(kb.store, kb.namespace, b, a, "supports", remove=True) == f"removed {b} -[supports]-> {a}"
-    assert memory_score(kb.store, kb.namespace, a, importance=0.9, status="validated", reason="seen it") == (
-        f"{a}: importance 0.9, status validated"
+    assert (
+        memory_relate(kb.store, kb.namespace, b, a, "supports", 0.5)
+        == f"related {b} -[supports 0.5]-> {a}"
     )
+    assert kb.index.edges_among(kb.namespace, [a, b]) == [(b, a, "supports", 0.5)]
+    assert (
+        memory_relate(kb.store, kb.namespace, b, a, "supports", remove=True)
+        == f"removed {b} -[supports]-> {a}"
+    )
+    assert memory_score(
+        kb.store, kb.namespace, a, importance=0.9, status="validated", reason="seen it"
+    ) == (f"{a}: importance 0.9, status validated")
     assert kb.get(a).importance == 0.9
 
 
@@ -92,14 +100,24 @@ def test_reflect(kb: Kredenc) -> None:
         kb.remember(text, episode_id="camp")
     out = memory_reflect(kb.store, kb.namespace, "camp")
     assert out.startswith("reflected camp -> m") and "from 3 memories" in out
-    assert memory_reflect(kb.store, kb.namespace, "camp") == "nothing to reflect: episode camp already up to date"
-    assert memory_reflect(kb.store, kb.namespace) == "nothing to reflect: 1 episode(s) already up to date"
+    assert (
+        memory_reflect(kb.store, kb.namespace, "camp")
+        == "nothing to reflect: episode camp already up to date"
+    )
+    assert (
+        memory_reflect(kb.store, kb.namespace)
+        == "nothing to reflect: 1 episode(s) already up to date"
+    )
 
 
 def test_a_read_only_store_is_a_message(kb: Kredenc, two: tuple[str, str]) -> None:
     home = kb.home
     kb.close()
     with Kredenc.open(home, embedder=HashEmbedder(), read_only=True) as ro:
-        assert memory_score(ro.store, ro.namespace, two[0], importance=0.1).startswith("error: the store is open")
-        assert memory_relate(ro.store, ro.namespace, *two, "supports").startswith("error: the store is open")
+        assert memory_score(ro.store, ro.namespace, two[0], importance=0.1).startswith(
+            "error: the store is open"
+        )
+        assert memory_relate(ro.store, ro.namespace, *two, "supports").startswith(
+            "error: the store is open"
+        )
         assert memory_reflect(ro.store, ro.namespace).startswith("nothing to reflect")
