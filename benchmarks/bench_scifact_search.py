@@ -54,9 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with Kredenc.open(home, "eval", durability="none", embed_cache=EVAL_CACHE) as kb:
             start = time.perf_counter()
-            retriever = EngineRetriever(kb, mention_links=kb.settings.mention_links)
+            retriever = EngineRetriever(kb.store, mention_links=kb.settings.mention_links)
             retriever.reset()
             retriever.index(dataset.docs)
+            kb.use_namespace(retriever.namespace)  # search where the corpus was filed
             index_s = time.perf_counter() - start
             queries = [q.text for q in dataset.queries]
             for mode in MODES:  # warm: model, shards, statement caches

@@ -202,7 +202,7 @@ def w_reindex(spec: Result) -> Result:
     """Drop the derived index and replay the log (embeddings from the cache)."""
     from kredenc import Kredenc
     from kredenc.providers.embed.minilm import MiniLMEmbedder
-    from kredenc.storage import store as layout
+    from kredenc.storage import layout
 
     home = Path(spec["store"])
     layout.drop_index(home)
@@ -362,7 +362,7 @@ def w_search(spec: Result) -> Result:
         # CPU time of the whole process (all threads): less sensitive to other load than
         # wall time; for the single-threaded lexical leg it approximates an idle machine.
         out[mode] = {**latency(walls), "cpu_p50_ms": percentile(cpus, 50) * 1000}
-    lru = getattr(kb, "_embed_query", None)
+    lru = kb.embed_query
     lru_info = lru.cache_info()._asdict() if hasattr(lru, "cache_info") else None
     # Where a hybrid query's time goes: each step alone, on other distinct queries.
     parts: dict[str, list[float]] = {"embed": [], "lexical_sql": [], "dense_index": []}

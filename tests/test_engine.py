@@ -270,3 +270,49 @@ def test_lone_surrogates_in_names_are_invalid_input(
     with pytest.raises(InvalidInput, match="UTF-8"):
         call(kb)
     assert log_state(home) == before
+
+
+# -- scoped views: one open store, several namespaces ---------------------------------
+
+
+def test_a_scoped_view_shares_the_store_and_keeps_its_namespace(kb: Kredenc) -> None:
+    view = kb.scoped("tenant-b")
+    assert view.store is kb.store and view.index is kb.index  # no second open
+    assert view.namespace == "tenant-b" and kb.namespace == "default"
+    mem = view.remember("tenant b's plan")
+    assert view.get(mem.id).text == "tenant b's plan"
+    with pytest.raises(NotFound, match="in namespace 'default'"):
+        kb.get(mem.id)
+    assert [h.id for h in view.search("plan")] == [mem.id]
+    assert view.stats()["records"] == 1 and kb.stats()["records"] == 2
+    with pytest.raises(InvalidInput, match="namespace must be"):
+        kb.scoped(" ")
+
+
+def test_closing_a_view_leaves_the_store_open_closing_the_owner_closes_it(
+    kb: Kredenc, home: Path
+) -> None:
+    view = kb.scoped("b")
+    view.close()
+    with view:
+        pass  # leaving a with block closes too: still nothing
+    view.remember("written after the view was closed")
+    kb.remember("and through the owner")
+    kb.close()
+    with pytest.raises(StoreError, match="read-only or closed"):
+        view.remember("the owner closed the store")
+    with open_store(home) as again:  # the lock was released
+        assert again.scoped("b").stats()["records"] == 1
+
+
+def _context(kb: Kredenc, record_id: str) -> str:
+    return str(kb.haystack.read(kb.get(record_id).offset).get("context", ""))
+
+
+def test_a_view_keeps_its_own_turn_context(kb: Kredenc) -> None:
+    kb.file_turns("s1", [{"role": "user", "content": "I bought a red bicycle"}])
+    view = kb.scoped("default")  # same namespace, fresh context
+    (seen,) = kb.file_turns("s1", [{"role": "user", "content": "It has a basket"}])
+    (fresh,) = view.file_turns("s1", [{"role": "user", "content": "It has a bell"}])
+    assert "red bicycle" in _context(kb, seen)
+    assert "red bicycle" not in _context(kb, fresh) and "session s1" in _context(kb, fresh)

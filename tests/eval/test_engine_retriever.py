@@ -22,12 +22,11 @@ def kb(tmp_path: Path) -> Iterator[Kredenc]:
     store.close()
 
 
-def _mentions(kb: Kredenc) -> set[tuple[str, str]]:
-    """The 'mentions' edges of the current namespace, as (eval id, eval id)."""
-    rows = kb.index.reader().execute(
-        "SELECT src, dst FROM edges WHERE ns=? AND rel='mentions'", (kb.namespace,)
-    )
-    return {(_eval_id(kb, a), _eval_id(kb, b)) for a, b in rows}
+def _mentions(kb: Kredenc, r: EngineRetriever) -> set[tuple[str, str]]:
+    """The 'mentions' edges of the retriever's namespace, as (eval id, eval id)."""
+    kb.use_namespace(r.namespace)
+    pairs = kb.index.edge_pairs(r.namespace, "mentions")
+    return {(_eval_id(kb, a), _eval_id(kb, b)) for a, b in pairs}
 
 
 def _eval_id(kb: Kredenc, rid: str) -> str:
@@ -37,17 +36,17 @@ def _eval_id(kb: Kredenc, rid: str) -> str:
 def test_passages_that_name_a_title_are_linked(kb: Kredenc, fixtures: Path) -> None:
     d = fixtures / "multihop"
     ds = load_multihop(d / "hotpotqa_questions.json", d / "hotpotqa_corpus.json")
-    r = EngineRetriever(kb, mention_links=10)
+    r = EngineRetriever(kb.store, mention_links=10)
     r.reset()
     r.index(ds.docs)
     # "Rex is a beagle. He lives in Paris." names Beagle and Paris; "(dog)" is dropped
     # from Rex's title, but no passage names Rex.
-    assert _mentions(kb) == {("Rex (dog)", "Beagle"), ("Rex (dog)", "Paris")}
+    assert _mentions(kb, r) == {("Rex (dog)", "Beagle"), ("Rex (dog)", "Paris")}
     assert r.links == 2
-    off = EngineRetriever(kb)  # the default files no links
+    off = EngineRetriever(kb.store)  # the default files no links
     off.reset()
     off.index(ds.docs)
-    assert _mentions(kb) == set() and off.links == 0
+    assert _mentions(kb, off) == set() and off.links == 0
 
 
 def test_one_hop_lifts_the_passage_the_best_hit_names(kb: Kredenc) -> None:
@@ -61,12 +60,12 @@ def test_one_hop_lifts_the_passage_the_best_hit_names(kb: Kredenc) -> None:
         EvalDoc("H3", "Hotel Gamma\nThe hotel designer.", "Hotel Gamma"),
     ]
     query = "Where was the designer of the Quokka Hotel raised?"
-    plain = EngineRetriever(kb, mention_links=10, mode="lexical")
+    plain = EngineRetriever(kb.store, mention_links=10, mode="lexical")
     plain.reset()
     plain.index(docs)
     ranked = plain.search(query, 5)
     assert ranked[0] == "Q" and "A" not in ranked[:2]
-    walked = EngineRetriever(kb, mention_links=10, mode="lexical", hops=1)
+    walked = EngineRetriever(kb.store, mention_links=10, mode="lexical", hops=1)
     walked.reset()
     walked.index(docs)
     assert walked.search(query, 5)[:2] == ["Q", "A"]

@@ -8,7 +8,7 @@ DAY = 86_400.0
 
 
 class Clock:
-    """The engine's wall clock, set by the test (records are filed at ``clock.t``)."""
+    """The store's clock, set by the test (records are filed at ``clock.t``)."""
 
     def __init__(self, t: float = T0) -> None:
         self.t = t

@@ -14,9 +14,10 @@ from ._support import Clock
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+def clock(kb: Kredenc) -> Clock:
+    """The ``kb`` store's clock, set by the test: memories are filed at ``clock.t``."""
     fake = Clock()
-    monkeypatch.setattr("kredenc.engine.now", fake)
+    kb.store.clock = fake
     return fake
 
 

@@ -40,7 +40,7 @@ def test_older_is_disputed_and_newer_points_at_it(kb: Kredenc, clock: Clock) -> 
     no_tea = file(kb, clock, NO_TEA)
     ten = file(kb, clock, TEN)
 
-    report = run_contradictions(kb)
+    report = run_contradictions(kb.store, kb.namespace)
     assert report.examined == 7 and report.changed == 3
     found = {(d["older"], d["newer"]): d["kind"] for d in report.details}
     assert found == {(open_, closed): "antonym", (tea, no_tea): "negation", (nine, ten): "number"}
@@ -54,22 +54,22 @@ def test_older_is_disputed_and_newer_points_at_it(kb: Kredenc, clock: Clock) -> 
     assert reasons[nine] == f"contradicted by {ten}: different numbers (9 vs 10)"
 
     end = kb.haystack.end
-    again = run_contradictions(kb)
+    again = run_contradictions(kb.store, kb.namespace)
     assert again.changed == 0 and kb.haystack.end == end  # no duplicate edges or records
 
 
 def test_holiday_elaboration_is_not_a_contradiction(kb: Kredenc, clock: Clock) -> None:
     a = file(kb, clock, PHARMACY_OPEN)
     b = file(kb, clock, HOLIDAYS)
-    assert run_contradictions(kb).changed == 0
+    assert run_contradictions(kb.store, kb.namespace).changed == 0
     assert kb.get(a).status == kb.get(b).status == "unvalidated"
 
 
 def test_threshold_limits_candidates(kb: Kredenc, clock: Clock) -> None:
     file(kb, clock, TEA)
     file(kb, clock, NO_TEA)  # cosine about 0.85 with the hash embedder
-    assert run_contradictions(kb, min_similarity=0.9).changed == 0
-    assert run_contradictions(kb, min_similarity=0.8).changed == 1
+    assert run_contradictions(kb.store, kb.namespace, min_similarity=0.9).changed == 0
+    assert run_contradictions(kb.store, kb.namespace, min_similarity=0.8).changed == 1
 
 
 def test_validated_or_read_only_older_keeps_its_status(kb: Kredenc, clock: Clock) -> None:
@@ -77,7 +77,7 @@ def test_validated_or_read_only_older_keeps_its_status(kb: Kredenc, clock: Clock
     doubt = file(kb, clock, PHARMACY_CLOSED)
     rule = file(kb, clock, NINE, read_only=True)
     other = file(kb, clock, TEN)
-    run_contradictions(kb)
+    run_contradictions(kb.store, kb.namespace)
     assert kb.get(checked).status == "validated"
     assert kb.get(doubt).status == "disputed"
     assert kb.get(rule).status == "unvalidated"
@@ -95,7 +95,7 @@ def test_already_related_pairs_and_deprecated_memories_are_skipped(
     kb.relate(a, b, "contradicts")  # a person said so already, the other way round
     c = file(kb, clock, NINE, status="deprecated")
     file(kb, clock, TEN)
-    report = run_contradictions(kb)
+    report = run_contradictions(kb.store, kb.namespace)
     assert report.changed == 0
     assert kb.get(a).status == "unvalidated"
     assert kb.get(c).status == "deprecated"
@@ -111,7 +111,7 @@ def test_the_detector_is_a_seam(kb: Kredenc, clock: Clock) -> None:
 
     first = file(kb, clock, PHARMACY_OPEN)
     second = file(kb, clock, HOLIDAYS)
-    report = run_contradictions(kb, detector=Everything())
+    report = run_contradictions(kb.store, kb.namespace, detector=Everything())
     assert calls == [(PHARMACY_OPEN, HOLIDAYS)]  # older first
     assert report.details[0]["kind"] == "model"
     assert kb.get(first).status == "disputed" and kb.get(second).status == "unvalidated"
@@ -122,13 +122,13 @@ def test_one_dispute_record_per_memory_per_run(kb: Kredenc, clock: Clock) -> Non
     a = file(kb, clock, PHARMACY_OPEN)
     file(kb, clock, PHARMACY_CLOSED)
     file(kb, clock, "The pharmacy on Main Street near the old station is shut on Sundays")
-    run_contradictions(kb)
+    run_contradictions(kb.store, kb.namespace)
     assert [r["id"] for r in score_records(kb)].count(a) == 1
     assert len(kb.index.sources_of(kb.namespace, a, "contradicts")) == 2
 
 
 def test_bad_parameters(kb: Kredenc) -> None:
     with pytest.raises(InvalidInput):
-        run_contradictions(kb, min_similarity=2.0)
+        run_contradictions(kb.store, kb.namespace, min_similarity=2.0)
     with pytest.raises(InvalidInput):
-        run_contradictions(kb, neighbours=0)
+        run_contradictions(kb.store, kb.namespace, neighbours=0)

@@ -26,14 +26,14 @@ def file_episode(kb: Kredenc, episode: str, texts: Sequence[str]) -> list[str]:
 
 def live_reflections(kb: Kredenc, episode: str) -> list[str]:
     rows = live_memories(
-        kb, "source = 'reflection' AND episode_id = ? AND status != 'deprecated'", (episode,)
+        kb.store, kb.namespace, reflections=True, episode_id=episode, not_status="deprecated"
     )
     return [r.id for r in rows]
 
 
 def test_reflection_content_fields_and_edges(kb: Kredenc) -> None:
     sources = file_episode(kb, "trip", TRIP)
-    report = run_reflect(kb)
+    report = run_reflect(kb.store, kb.namespace)
     assert (report.examined, report.changed) == (1, 1)
     (detail,) = report.details
     mem = kb.get(detail["id"])
@@ -49,31 +49,31 @@ def test_reflection_content_fields_and_edges(kb: Kredenc) -> None:
 
 def test_reflecting_again_never_duplicates(kb: Kredenc) -> None:
     file_episode(kb, "trip", TRIP[:3])
-    first = run_reflect(kb).details[0]["id"]
+    first = run_reflect(kb.store, kb.namespace).details[0]["id"]
     end = kb.haystack.end
-    assert run_reflect(kb).changed == 0  # up to date: nothing written
+    assert run_reflect(kb.store, kb.namespace).changed == 0  # up to date: nothing written
     assert kb.haystack.end == end
     assert live_reflections(kb, "trip") == [first]
 
     kb.remember(TRIP[3], episode_id="trip")  # the episode grew: supersede
-    again = run_reflect(kb)
+    again = run_reflect(kb.store, kb.namespace)
     second = again.details[0]["id"]
     assert again.details[0]["superseded"] == [first]
     assert live_reflections(kb, "trip") == [second]
     assert kb.get(first).status == "deprecated"
     assert first not in [h.id for h in kb.search("sailing boat Balaton", k=20)]
 
-    forced = run_reflect(kb, episode_id="trip", force=True).details[0]
+    forced = run_reflect(kb.store, kb.namespace, episode_id="trip", force=True).details[0]
     assert forced["superseded"] == [second]
     assert live_reflections(kb, "trip") == [forced["id"]]
 
 
 def test_forgetting_a_source_disputes_the_reflection(kb: Kredenc) -> None:
     sources = file_episode(kb, "trip", TRIP)
-    reflection = run_reflect(kb).details[0]["id"]
+    reflection = run_reflect(kb.store, kb.namespace).details[0]["id"]
     kb.forget(sources[2])
     assert kb.get(reflection).status == "disputed"  # the engine does this
-    redo = run_reflect(kb).details[0]
+    redo = run_reflect(kb.store, kb.namespace).details[0]
     assert redo["superseded"] == [reflection] and redo["sources"] == 3
     assert live_reflections(kb, "trip") == [redo["id"]]
 
@@ -84,14 +84,14 @@ def test_small_unknown_and_several_episodes(kb: Kredenc) -> None:
     file_episode(
         kb, "work", ["Planning the Q3 roadmap.", "Roadmap review with Anna.", "Roadmap sent."]
     )
-    report = run_reflect(kb)
+    report = run_reflect(kb.store, kb.namespace)
     assert sorted(d["episode_id"] for d in report.details) == ["trip", "work"]
     with pytest.raises(InvalidInput, match="at least 3"):
-        run_reflect(kb, episode_id="pair")
+        run_reflect(kb.store, kb.namespace, episode_id="pair")
     with pytest.raises(NotFound):
-        run_reflect(kb, episode_id="nope")
+        run_reflect(kb.store, kb.namespace, episode_id="nope")
     with pytest.raises(InvalidInput):
-        run_reflect(kb, max_chars=10)
+        run_reflect(kb.store, kb.namespace, max_chars=10)
 
 
 def test_the_summariser_is_a_seam(kb: Kredenc) -> None:
@@ -103,6 +103,6 @@ def test_the_summariser_is_a_seam(kb: Kredenc) -> None:
             return "A weekend of sailing."
 
     file_episode(kb, "trip", TRIP)
-    detail: dict[str, Any] = run_reflect(kb, summariser=Scripted()).details[0]
+    detail: dict[str, Any] = run_reflect(kb.store, kb.namespace, summariser=Scripted()).details[0]
     assert seen == [TRIP]  # sources in filing order
     assert kb.get(detail["id"]).text == "A weekend of sailing."

@@ -35,7 +35,7 @@ class Counting:
         self.calls = 0
         self.ran = threading.Event()
 
-    def __call__(self, kb: Any) -> JobReport:
+    def __call__(self, store: Any, ns: str) -> JobReport:
         self.calls += 1
         self.ran.set()
         return JobReport(self.name).done()
@@ -44,7 +44,7 @@ class Counting:
 def test_only_due_jobs_run_and_idle_ticks_do_nothing() -> None:
     clock = FakeClock()
     fast, slow = Counting("fast"), Counting("slow")
-    sched = Scheduler(Untouchable(), {"fast": (10, fast), "slow": (60, slow)}, clock=clock)  # type: ignore[arg-type]
+    sched = Scheduler(Untouchable(), "ns", {"fast": (10, fast), "slow": (60, slow)}, clock=clock)  # type: ignore[arg-type]
     assert sched.tick() == ["fast", "slow"]  # both are due at start
     for step in (1, 5, 9.9):
         clock.t = 1000 + step
@@ -61,7 +61,7 @@ def test_only_due_jobs_run_and_idle_ticks_do_nothing() -> None:
 def test_initial_delay() -> None:
     clock = FakeClock()
     job = Counting("j")
-    sched = Scheduler(Untouchable(), {"j": (10, job)}, clock=clock, initial_delay_s=30)  # type: ignore[arg-type]
+    sched = Scheduler(Untouchable(), "ns", {"j": (10, job)}, clock=clock, initial_delay_s=30)  # type: ignore[arg-type]
     assert sched.tick() == []
     clock.t += 30
     assert sched.tick() == ["j"]
@@ -72,15 +72,15 @@ def test_a_failing_job_is_logged_and_retried(caplog: pytest.LogCaptureFixture) -
     good = Counting("good")
     attempts = {"n": 0}
 
-    def broken(kb: Any) -> JobReport:
+    def broken(store: Any, ns: str) -> JobReport:
         attempts["n"] += 1
         raise StoreError("disk is full", "free some space")
 
-    def buggy(kb: Any) -> JobReport:
+    def buggy(store: Any, ns: str) -> JobReport:
         raise RuntimeError("a bug")
 
     jobs = {"broken": (5, broken), "buggy": (5, buggy), "good": (5, good)}
-    sched = Scheduler(Untouchable(), jobs, clock=clock)  # type: ignore[arg-type]
+    sched = Scheduler(Untouchable(), "ns", jobs, clock=clock)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="kredenc.memory.lifecycle.scheduler"):
         assert sched.tick() == ["broken", "buggy", "good"]
     assert good.calls == 1
@@ -95,7 +95,7 @@ def test_a_failing_job_is_logged_and_retried(caplog: pytest.LogCaptureFixture) -
 
 def test_background_thread_starts_and_stops() -> None:
     job = Counting("j")
-    with Scheduler(Untouchable(), {"j": (3600, job)}) as sched:  # type: ignore[arg-type]
+    with Scheduler(Untouchable(), "ns", {"j": (3600, job)}) as sched:  # type: ignore[arg-type]
         sched.start(throttle_s=0.01)
         assert job.ran.wait(5)
     assert sched._thread is None and job.calls == 1
@@ -103,8 +103,8 @@ def test_background_thread_starts_and_stops() -> None:
 
 def test_bad_intervals_and_throttle() -> None:
     with pytest.raises(InvalidInput):
-        Scheduler(Untouchable(), {"j": (0, Counting("j"))})  # type: ignore[arg-type]
-    sched = Scheduler(Untouchable(), {"j": (1, Counting("j"))})  # type: ignore[arg-type]
+        Scheduler(Untouchable(), "ns", {"j": (0, Counting("j"))})  # type: ignore[arg-type]
+    sched = Scheduler(Untouchable(), "ns", {"j": (1, Counting("j"))})  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
         sched.start(throttle_s=0)
 
@@ -115,7 +115,7 @@ def test_default_jobs_on_a_real_store(kb: Kredenc) -> None:
     for text in ("one note", "two notes", "three notes"):
         kb.remember(text)
     clock = FakeClock()
-    sched = Scheduler(kb, jobs, clock=clock)
+    sched = Scheduler(kb.store, kb.namespace, jobs, clock=clock)
     assert sched.tick() == list(JOBS)
     assert sched.failures == dict.fromkeys(JOBS, 0)
     assert sched.last_reports["episodes"].changed == 3
@@ -125,7 +125,15 @@ def test_default_jobs_on_a_real_store(kb: Kredenc) -> None:
 
 
 def test_run_jobs_by_name(kb: Kredenc) -> None:
-    assert [r.job for r in run_jobs(kb)] == ["episodes", "contradictions", "reflect", "decay"]
-    assert [r.job for r in run_jobs(kb, ["decay", "episodes"])] == ["episodes", "decay"]
+    assert [r.job for r in run_jobs(kb.store, kb.namespace)] == [
+        "episodes",
+        "contradictions",
+        "reflect",
+        "decay",
+    ]
+    assert [r.job for r in run_jobs(kb.store, kb.namespace, ["decay", "episodes"])] == [
+        "episodes",
+        "decay",
+    ]
     with pytest.raises(InvalidInput, match="unknown job"):
-        run_jobs(kb, ["sleep"])
+        run_jobs(kb.store, kb.namespace, ["sleep"])

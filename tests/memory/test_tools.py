@@ -20,25 +20,33 @@ def two(kb: Kredenc) -> tuple[str, str]:
 
 
 def test_search(kb: Kredenc, two: tuple[str, str]) -> None:
-    out = memory_search(kb, "kestrel water tower", k=2)
+    out = memory_search(kb.store, kb.namespace, "kestrel water tower", k=2)
     lines = out.splitlines()
     assert lines[0] == "2 memories for 'kestrel water tower':"
     assert lines[1].startswith("1. [m") and "(fact, importance 0.50)" in lines[1]
     kb.use_namespace("empty")
-    assert memory_search(kb, "zebra") == "no memories match 'zebra'"
+    assert memory_search(kb.store, kb.namespace, "zebra") == "no memories match 'zebra'"
     kb.use_namespace("default")
     kb.score(two[0], status="validated")
-    assert "validated" in memory_search(kb, "kestrel nests old water tower", k=1)
+    assert "validated" in memory_search(
+        kb.store, kb.namespace, "kestrel nests old water tower", k=1
+    )
 
 
 def test_relate_and_score(kb: Kredenc, two: tuple[str, str]) -> None:
     a, b = two
-    assert memory_relate(kb, b, a, "supports", 0.5) == f"related {b} -[supports 0.5]-> {a}"
-    assert kb.index.edges_among(kb.namespace, [a, b]) == [(b, a, "supports", 0.5)]
-    assert memory_relate(kb, b, a, "supports", remove=True) == f"removed {b} -[supports]-> {a}"
-    assert memory_score(kb, a, importance=0.9, status="validated", reason="seen it") == (
-        f"{a}: importance 0.9, status validated"
+    assert (
+        memory_relate(kb.store, kb.namespace, b, a, "supports", 0.5)
+        == f"related {b} -[supports 0.5]-> {a}"
     )
+    assert kb.index.edges_among(kb.namespace, [a, b]) == [(b, a, "supports", 0.5)]
+    assert (
+        memory_relate(kb.store, kb.namespace, b, a, "supports", remove=True)
+        == f"removed {b} -[supports]-> {a}"
+    )
+    assert memory_score(
+        kb.store, kb.namespace, a, importance=0.9, status="validated", reason="seen it"
+    ) == (f"{a}: importance 0.9, status validated")
     assert kb.get(a).importance == 0.9
 
 
@@ -81,7 +89,7 @@ def test_bad_calls_become_messages(
     ids = {"A": two[0], "B": two[1], "R": kb.remember("a rule", read_only=True).id}
     args = {k: ids.get(v, v) if isinstance(v, str) else v for k, v in args.items()}
     end = kb.haystack.end
-    out = TOOLS[tool](kb, **args)
+    out = TOOLS[tool](kb.store, kb.namespace, **args)
     assert out.startswith("error: ") and "\n" not in out
     assert expected in out
     assert kb.haystack.end == end  # nothing was written
@@ -90,16 +98,26 @@ def test_bad_calls_become_messages(
 def test_reflect(kb: Kredenc) -> None:
     for text in ("Packed the tent.", "Pitched the tent by the lake.", "Took the tent down."):
         kb.remember(text, episode_id="camp")
-    out = memory_reflect(kb, "camp")
+    out = memory_reflect(kb.store, kb.namespace, "camp")
     assert out.startswith("reflected camp -> m") and "from 3 memories" in out
-    assert memory_reflect(kb, "camp") == "nothing to reflect: episode camp already up to date"
-    assert memory_reflect(kb) == "nothing to reflect: 1 episode(s) already up to date"
+    assert (
+        memory_reflect(kb.store, kb.namespace, "camp")
+        == "nothing to reflect: episode camp already up to date"
+    )
+    assert (
+        memory_reflect(kb.store, kb.namespace)
+        == "nothing to reflect: 1 episode(s) already up to date"
+    )
 
 
 def test_a_read_only_store_is_a_message(kb: Kredenc, two: tuple[str, str]) -> None:
     home = kb.home
     kb.close()
     with Kredenc.open(home, embedder=HashEmbedder(), read_only=True) as ro:
-        assert memory_score(ro, two[0], importance=0.1).startswith("error: the store is open")
-        assert memory_relate(ro, *two, "supports").startswith("error: the store is open")
-        assert memory_reflect(ro).startswith("nothing to reflect")
+        assert memory_score(ro.store, ro.namespace, two[0], importance=0.1).startswith(
+            "error: the store is open"
+        )
+        assert memory_relate(ro.store, ro.namespace, *two, "supports").startswith(
+            "error: the store is open"
+        )
+        assert memory_reflect(ro.store, ro.namespace).startswith("nothing to reflect")

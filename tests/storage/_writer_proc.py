@@ -116,7 +116,7 @@ def _say(line: str) -> None:
 
 
 def run_log(home: Path, p: Plan, durability: str) -> None:
-    from kredenc.storage import store as layout
+    from kredenc.storage import layout
     from kredenc.storage.haystack import Haystack
     from kredenc.storage.housekeeper import Housekeeper, StoreLock
     from kredenc.storage.index.sqlite import SqliteIndex

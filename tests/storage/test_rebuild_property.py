@@ -30,7 +30,7 @@ from hypothesis.stateful import (
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, NotFound
 from kredenc.memory.relations import RELATIONS, SYMMETRIC
-from kredenc.storage import store as layout
+from kredenc.storage import layout
 from kredenc.testing.embedders import HashEmbedder
 
 # A small vocabulary makes words (and whole texts) repeat, so BM25 and cosine ties

@@ -180,7 +180,7 @@ def test_index_ahead_of_the_log_is_rebuilt(
     with open_store(home) as kb:
         kb.remember("later note beta")
     (home / "haystack.log").write_bytes(old_log)
-    with caplog.at_level(logging.WARNING, logger="kredenc.engine"), open_store(home) as kb:
+    with caplog.at_level(logging.WARNING, logger="kredenc.storage.store"), open_store(home) as kb:
         assert any("ahead of the log" in r.getMessage() for r in caplog.records)
         assert _index_rows(kb) == _log_puts(home)
         assert kb.search("beta", mode="lexical") == []

@@ -1,4 +1,5 @@
-"""The engine as an evaluation ``Retriever``: each group in a fresh namespace.
+"""The engine as an evaluation ``Retriever``: each group in a fresh namespace of the
+open store, filed and searched as ``Kredenc.add_passages`` and ``Kredenc.search`` do.
 
 Documents longer than the store's chunk size are cut by the same chunker ingestion
 uses (the embedding model reads at most 256 tokens); a document's rank is the rank
@@ -14,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 from kredenc.eval.datasets import EvalDoc
 from kredenc.ingest.chunker import split_spans
 from kredenc.ingest.mentions import Titled, mention_pairs
+from kredenc.ingest.passages import add_passages
 from kredenc.ingest.pipeline import link_payloads
 from kredenc.memory.turns import turn_context
+from kredenc.retrieve.query import search
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 _BATCH = 256
 _OVERFETCH = 4  # chunks asked for per wanted document
@@ -30,33 +33,34 @@ class EngineRetriever:
     ``mention_links`` > 0 files ``mentions`` edges between passages whose text names
     another document's title (at most that many per passage; ``ingest.mentions``), so
     graph expansion (``hops``) has links to walk in titled corpora such as Wikipedia
-    paragraphs.
+    paragraphs. ``namespace`` is the group's namespace (a new one at each ``reset``).
     """
 
     def __init__(
         self,
-        kb: Kredenc,
+        store: Store,
         *,
         record_type: str = "chunk",
         chunk_size: int | None = None,
         mention_links: int = 0,
         **search_opts: Any,
     ) -> None:
-        self.kb = kb
+        self.store = store
         self.mention_links = mention_links
         self.links = 0
         self.record_type = record_type
-        self.chunk_size = chunk_size or kb.settings.chunk_size
-        self.overlap = min(kb.settings.chunk_overlap, self.chunk_size // 2)
+        self.chunk_size = chunk_size or store.settings.chunk_size
+        self.overlap = min(store.settings.chunk_overlap, self.chunk_size // 2)
         self.search_opts = search_opts
         self._run = secrets.token_hex(3)
         self._groups = 0
+        self.namespace = f"eval-{self._run}-0"
         self._chunked = False
 
     def reset(self) -> None:
         self._groups += 1
         self._chunked = False
-        self.kb.use_namespace(f"eval-{self._run}-{self._groups}")
+        self.namespace = f"eval-{self._run}-{self._groups}"
 
     def index(self, docs: Sequence[EvalDoc]) -> None:
         items: list[dict[str, Any]] = []
@@ -70,7 +74,7 @@ class EngineRetriever:
             session = d.meta.get("session")
             if self.record_type == "turn" and session is not None:
                 # Filed as a conversation: each turn's card carries the turns before it
-                # in the same session, exactly as Kredenc.file_turns does.
+                # in the same session, as memory.turns.TurnFiler files a conversation.
                 before = sessions.setdefault(session, [])
                 context = turn_context([*before, text], len(before))
                 before.append(text)
@@ -92,7 +96,8 @@ class EngineRetriever:
                     titles.append(d.title)
         ids: list[str] = []
         for start in range(0, len(items), _BATCH):
-            ids += self.kb.add_passages(items[start : start + _BATCH], record_type=self.record_type)
+            batch = items[start : start + _BATCH]
+            ids += add_passages(self.store, self.namespace, batch, record_type=self.record_type)
         if self.mention_links > 0:
             passages = [
                 Titled(rid, title, item["text"])
@@ -100,14 +105,14 @@ class EngineRetriever:
             ]
             pairs = mention_pairs(passages, max_per_doc=self.mention_links)
             if pairs:
-                self.kb.write(link_payloads(self.kb.namespace, pairs, "mentions"), batch=True)
+                self.store.write(link_payloads(self.namespace, pairs, "mentions"), batch=True)
                 self.links += len(pairs)
 
     def search(self, query: str, k: int) -> list[str]:
         if not query.strip():
             return []
         depth = min(1000, k * _OVERFETCH) if self._chunked else k
-        hits = self.kb.search(query, k=depth, **self.search_opts)
+        hits = search(self.store, self.namespace, query, k=depth, **self.search_opts)
         ranked: dict[str, None] = {}
         for hit in hits:
             ranked.setdefault(str(hit.meta.get("eval_id", hit.id)), None)

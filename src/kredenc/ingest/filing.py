@@ -1,5 +1,7 @@
 """Filing loaded documents into a store: the ingest run behind ``Kredenc.ingest``.
 
+Every function takes the open store and the namespace ``ns`` to file into.
+
 Each document is one all-or-nothing batch (see ``pipeline``); ``links_to`` edges
 are drawn at the end, once both ends are filed, and so are ``mentions`` edges: a
 chunk that names the title of another document filed in the same run is linked to
@@ -20,24 +22,36 @@ from kredenc.ingest.document import Chunk, LoadedDocument
 from kredenc.ingest.loaders.registry import iter_sources, loader_for
 from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
+from kredenc.memory.checks import check_name
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 log = logging.getLogger(__name__)
 
 
 def ingest(
-    kb: Kredenc,
+    store: Store,
+    ns: str,
     sources: Sequence[str | Path] | str | Path,
     *,
-    drawer: str,
-    include: Sequence[str] | None,
-    exclude: Sequence[str] | None,
-    chunk_size: int,
-    chunk_overlap: int,
+    drawer: str = "documents",
+    include: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
     on_progress: Callable[[str, IngestReport], None] | None = None,
 ) -> IngestReport:
+    """Load files, folders and URLs and file each document into ``ns`` as one batch.
+
+    ``chunk_size`` and ``chunk_overlap`` default to the store's settings. One bad
+    source never stops the rest: its error lands in ``report.failed``.
+    """
+    store.check_writable()
+    check_name("drawer", drawer)
+    s = store.settings
+    chunk_size = chunk_size or s.chunk_size
+    chunk_overlap = s.chunk_overlap if chunk_overlap is None else chunk_overlap
     items = [sources] if isinstance(sources, str | Path) else list(sources)
     report = IngestReport()
     started = time.perf_counter()
@@ -47,9 +61,9 @@ def ingest(
     excl = list(exclude) if exclude is not None else None
     for source in iter_sources([str(s) for s in items], inc, excl):
         try:
-            for doc in loader_for(source, kb.settings).load(source):
+            for doc in loader_for(source, store.settings).load(source):
                 chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
-                parts = file_document(kb, doc, chunks, drawer, report)
+                parts = file_document(store, ns, doc, chunks, drawer, report)
                 if parts:
                     filed.append((doc.title, parts))
                 links.extend((doc.source, target) for target in doc.links)
@@ -58,20 +72,24 @@ def ingest(
             report.failed.append((source, str(exc)))
         if on_progress is not None:
             on_progress(source, report)
-    file_links(kb, links, report)
-    file_mentions(kb, filed, report)
+    file_links(store, ns, links, report)
+    file_mentions(store, ns, filed, report)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def file_document(
-    kb: Kredenc, doc: LoadedDocument, chunks: list[Chunk], drawer: str, report: IngestReport
+    store: Store,
+    ns: str,
+    doc: LoadedDocument,
+    chunks: list[Chunk],
+    drawer: str,
+    report: IngestReport,
 ) -> list[tuple[str, str]]:
     """File one document (or skip it when its content is unchanged); returns the new
     chunks as (id, text), in order (none when unchanged)."""
-    ns = kb.namespace
     digest = content_hash(doc)
-    existing = kb.index.document(ns, doc.source)
+    existing = store.index.document(ns, doc.source)
     if existing is not None and existing[1] == digest:
         report.unchanged += 1
         report.doc_ids[doc.source] = existing[0]
@@ -79,13 +97,13 @@ def file_document(
     replaces = None
     version = 1
     if existing is not None:
-        replaces = (existing[0], kb.index.parts_of(ns, existing[0]))
+        replaces = (existing[0], store.index.parts_of(ns, existing[0]))
         version = existing[2] + 1
     doc_id, payloads = document_payloads(
         ns, drawer, doc, chunks, digest, version=version, replaces=replaces
     )
     puts = [p for p in payloads if p["op"] == "put" and p["type"] == "chunk"]
-    kb.write(payloads, batch=True, vectors=kb.vectors_for(puts))
+    store.write(payloads, batch=True, vectors=store.vectors_for(puts))
     report.documents += 1
     report.chunks += len(puts)
     report.replaced += existing is not None
@@ -93,30 +111,30 @@ def file_document(
     return [(str(p["id"]), str(p["text"])) for p in puts]
 
 
-def file_links(kb: Kredenc, links: list[tuple[str, str]], report: IngestReport) -> None:
+def file_links(store: Store, ns: str, links: list[tuple[str, str]], report: IngestReport) -> None:
     pairs: list[tuple[str, str]] = []
     for src, dst in links:
-        a = kb.index.document(kb.namespace, src)
-        b = kb.index.document(kb.namespace, dst)
+        a = store.index.document(ns, src)
+        b = store.index.document(ns, dst)
         if a is not None and b is not None:
             pairs.append((a[0], b[0]))
     if pairs:
-        payloads = link_payloads(kb.namespace, pairs)
-        kb.write(payloads, batch=len(payloads) > 1)
+        payloads = link_payloads(ns, pairs)
+        store.write(payloads, batch=len(payloads) > 1)
         report.links += len(payloads)
 
 
 def file_mentions(
-    kb: Kredenc, filed: list[tuple[str, list[tuple[str, str]]]], report: IngestReport
+    store: Store, ns: str, filed: list[tuple[str, list[tuple[str, str]]]], report: IngestReport
 ) -> None:
     """``mentions`` edges from each chunk filed in this run to the lead chunk of every
     other document of the run whose title it names."""
-    limit = kb.settings.mention_links
+    limit = store.settings.mention_links
     if limit <= 0 or len(filed) < 2:
         return
     leads = [Titled(parts[0][0], title, "") for title, parts in filed if title]
     chunks = [Titled(cid, title, text) for title, parts in filed for cid, text in parts]
     pairs = mention_pairs(chunks, targets=leads, max_per_doc=limit)
     if pairs:
-        kb.write(link_payloads(kb.namespace, pairs, "mentions"), batch=len(pairs) > 1)
+        store.write(link_payloads(ns, pairs, "mentions"), batch=len(pairs) > 1)
         report.mentions += len(pairs)

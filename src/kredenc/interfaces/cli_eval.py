@@ -108,7 +108,7 @@ def _run_all(
             if rerank:
                 opts["rerank"] = rerank
             retriever = EngineRetriever(
-                kb, record_type=record_type, mention_links=kb.settings.mention_links, **opts
+                kb.store, record_type=record_type, mention_links=kb.settings.mention_links, **opts
             )
             target = None
             if run_file:

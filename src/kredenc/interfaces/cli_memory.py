@@ -157,7 +157,7 @@ def jobs_run(names: tuple[str, ...]) -> None:
     """Run lifecycle jobs now (all of them when none is named)."""
     c = context()
     with c.open() as kb:
-        reports = run_jobs(kb, names)
+        reports = run_jobs(kb.store, kb.namespace, names)
     data = {"jobs": [r.to_json() for r in reports]}
     c.emit(data, lambda: click.echo("\n".join(r.summary() for r in reports)))
 

@@ -10,7 +10,7 @@ At most one live reflection per episode: reflecting again deprecates the previou
 one (a ``score`` record with the reason) in the same atomic batch that files the
 new one, so a crash cannot leave two. An episode whose reflection already derives
 from exactly its current members is left alone (unless ``force``). When a source is
-forgotten, the engine marks the reflection ``disputed``; the next run supersedes it.
+forgotten, ``forget`` marks the reflection ``disputed``; the next run supersedes it.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from kredenc.errors import InvalidInput, NotFound
 from kredenc.memory.detectors import ExtractiveSummariser, Summariser
 from kredenc.memory.lifecycle import JobReport, MemoryRow, live_memories, score_payload
 from kredenc.memory.relations import edge_payloads
+from kredenc.memory.writes import memory_payload
 from kredenc.records import now as wall_clock
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 MIN_MEMBERS = 3
 MAX_CHARS = 400
@@ -36,38 +37,31 @@ REFLECTION_FIELDS: dict[str, Any] = {
 }
 
 
-def _members(kb: Kredenc, episode_id: str | None) -> dict[str, list[MemoryRow]]:
-    where = "episode_id IS NOT NULL AND status != 'deprecated'"
-    where += " AND coalesce(source, 'user') != 'reflection'"
-    args: tuple[Any, ...] = ()
-    if episode_id is not None:
-        where += " AND episode_id = ?"
-        args = (episode_id,)
+def _members(store: Store, ns: str, episode_id: str | None) -> dict[str, list[MemoryRow]]:
     out: dict[str, list[MemoryRow]] = {}
-    for row in live_memories(kb, where, args):
+    rows = live_memories(
+        store,
+        ns,
+        in_episode=True,
+        not_status="deprecated",
+        reflections=False,
+        episode_id=episode_id,
+    )
+    for row in rows:
         assert row.episode_id is not None
         out.setdefault(row.episode_id, []).append(row)
     return out
 
 
-def _live_reflections(kb: Kredenc, episode_id: str) -> list[MemoryRow]:
+def _live_reflections(store: Store, ns: str, episode_id: str) -> list[MemoryRow]:
     return live_memories(
-        kb,
-        "source = 'reflection' AND episode_id = ? AND status != 'deprecated'",
-        (episode_id,),
+        store, ns, reflections=True, episode_id=episode_id, not_status="deprecated"
     )
-
-
-def _derived_from(kb: Kredenc, record_id: str) -> set[str]:
-    rows = kb.index.reader().execute(
-        "SELECT dst FROM edges WHERE ns = ? AND src = ? AND rel = 'derived_from'",
-        (kb.namespace, record_id),
-    )
-    return {str(r[0]) for r in rows}
 
 
 def reflect_episode(
-    kb: Kredenc,
+    store: Store,
+    ns: str,
     episode_id: str,
     members: list[MemoryRow],
     *,
@@ -76,21 +70,23 @@ def reflect_episode(
     force: bool = False,
 ) -> dict[str, Any] | None:
     """File (or refresh) the reflection of one episode; None when it is up to date."""
-    previous = _live_reflections(kb, episode_id)
+    previous = _live_reflections(store, ns, episode_id)
     sources = {m.id for m in members}
     if (
         not force
         and len(previous) == 1
         and previous[0].status != "disputed"
-        and _derived_from(kb, previous[0].id) == sources
+        and store.index.targets_of(ns, previous[0].id, "derived_from") == sources
     ):
         return None
-    texts = [str(kb.haystack.read(m.offset).get("text", "")) for m in members]
+    texts = [str(store.haystack.read(m.offset).get("text", "")) for m in members]
     summary = summariser.summarise(texts, max_chars=max_chars).strip()
     if not summary:
         return None
     drawer = Counter(m.drawer for m in members).most_common(1)[0][0]
-    payload = kb.memory_payload(
+    payload = memory_payload(
+        store,
+        ns,
         summary,
         "concept",
         drawer,
@@ -102,15 +98,15 @@ def reflect_episode(
     ts = wall_clock()
     batch: list[dict[str, Any]] = [payload]
     for member in members:
-        batch.extend(edge_payloads(kb.namespace, payload["id"], member.id, "derived_from", 1.0, ts))
+        batch.extend(edge_payloads(ns, payload["id"], member.id, "derived_from", 1.0, ts))
     for old in previous:
         if not old.read_only:
             batch.append(
                 score_payload(
-                    kb, old.id, {"status": "deprecated"}, reason=f"superseded by {payload['id']}"
+                    ns, old.id, {"status": "deprecated"}, reason=f"superseded by {payload['id']}"
                 )
             )
-    kb.write(batch, batch=True)
+    store.write(batch, batch=True)
     return {
         "episode_id": episode_id,
         "id": payload["id"],
@@ -122,7 +118,8 @@ def reflect_episode(
 
 
 def run_reflect(
-    kb: Kredenc,
+    store: Store,
+    ns: str,
     *,
     now: float | None = None,
     episode_id: str | None = None,
@@ -141,7 +138,7 @@ def run_reflect(
         raise InvalidInput("min_members must be at least 1 and max_chars at least 40")
     summarise = summariser or ExtractiveSummariser()
     report = JobReport("reflect")
-    episodes = _members(kb, episode_id)
+    episodes = _members(store, ns, episode_id)
     if episode_id is not None:
         count = len(episodes.get(episode_id, []))
         if count == 0:
@@ -157,7 +154,7 @@ def run_reflect(
             continue
         report.examined += 1
         done = reflect_episode(
-            kb, eid, members, summariser=summarise, max_chars=max_chars, force=force
+            store, ns, eid, members, summariser=summarise, max_chars=max_chars, force=force
         )
         if done is not None:
             report.changed += 1

@@ -1,5 +1,8 @@
 """Memory tools for agents: plain functions with typed arguments that return text.
 
+Each takes the open :class:`~kredenc.storage.store.Store` and the namespace ``ns``
+first, positional only (the caller binds them); the agent supplies the rest.
+
 Each returns one message for the agent and never raises for a bad call: an
 invalid argument, an unknown id or relation, a read-only memory all come back as
 ``error: <what was wrong> (<what to do>)``. Only kredenc's own errors and bad
@@ -13,10 +16,12 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any, ParamSpec
 
 from kredenc.errors import InvalidInput, KredencError
+from kredenc.memory import writes
 from kredenc.memory.reflect import run_reflect
+from kredenc.retrieve.query import search
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 __all__ = ["memory_reflect", "memory_relate", "memory_score", "memory_search"]
 
@@ -48,17 +53,17 @@ def _flat(text: str, width: int = 300) -> str:
 
 
 @_as_message
-def memory_search(kb: Kredenc, query: str, k: int = 5) -> str:
+def memory_search(store: Store, ns: str, /, query: str, k: int = 5) -> str:
     """Search memories by words and meaning; one line per memory, best first."""
     _need_text(query, "query")
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50:
         raise InvalidInput(f"k must be a whole number from 1 to 50, not {k!r}")
-    hits = kb.search(query, k=k, types=("memory",))
+    hits = search(store, ns, query, k=k, types=("memory",))
     if not hits:
         return f"no memories match {query!r}"
     lines = [f"{len(hits)} memories for {query!r}:"]
     for n, hit in enumerate(hits, 1):
-        found = kb.index.lookup(kb.namespace, hit.id)
+        found = store.index.lookup(ns, hit.id)
         state = found.state if found is not None else {}
         status = state.get("status", "unvalidated")
         extra = "" if status == "unvalidated" else f", {status}"
@@ -70,12 +75,19 @@ def memory_search(kb: Kredenc, query: str, k: int = 5) -> str:
 
 @_as_message
 def memory_relate(
-    kb: Kredenc, src: str, dst: str, rel: str, weight: float = 1.0, remove: bool = False
+    store: Store,
+    ns: str,
+    /,
+    src: str,
+    dst: str,
+    rel: str,
+    weight: float = 1.0,
+    remove: bool = False,
 ) -> str:
     """Relate two memories with a typed edge (supports, contradicts, depends_on, …)."""
     for value, what in ((src, "src"), (dst, "dst"), (rel, "rel")):
         _need_text(value, what)
-    kb.relate(src, dst, rel, weight=weight, remove=remove)
+    writes.relate(store, ns, src, dst, rel, weight=weight, remove=remove)
     if remove:
         return f"removed {src} -[{rel}]-> {dst}"
     return f"related {src} -[{rel} {float(weight):g}]-> {dst}"
@@ -83,7 +95,9 @@ def memory_relate(
 
 @_as_message
 def memory_score(
-    kb: Kredenc,
+    store: Store,
+    ns: str,
+    /,
     id: str,
     importance: float | None = None,
     confidence: float | None = None,
@@ -115,17 +129,17 @@ def memory_score(
     fields = {k: v for k, v in given.items() if v is not None}
     if reason is not None and not isinstance(reason, str):
         raise InvalidInput("reason must be text")
-    mem = kb.score(id, reason=reason or None, **fields)
+    mem = writes.score(store, ns, id, reason=reason or None, **fields)
     changed = ", ".join(f"{k} {getattr(mem, k)}" for k in fields)
     return f"{mem.id}: {changed}"
 
 
 @_as_message
-def memory_reflect(kb: Kredenc, episode_id: str | None = None) -> str:
+def memory_reflect(store: Store, ns: str, /, episode_id: str | None = None) -> str:
     """Summarise an episode (or every episode that needs it) into a concept memory."""
     if episode_id is not None:
         _need_text(episode_id, "episode_id")
-    report = run_reflect(kb, episode_id=episode_id)
+    report = run_reflect(store, ns, episode_id=episode_id)
     if not report.details:
         scope = f"episode {episode_id}" if episode_id else f"{report.examined} episode(s)"
         return f"nothing to reflect: {scope} already up to date"

@@ -13,11 +13,18 @@ with the 3 preceding turns as context 0.732.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from kredenc.ingest.passages import add_passages
+from kredenc.memory.checks import check_name
 from kredenc.recall.terms import recall_terms
 
+if TYPE_CHECKING:
+    from kredenc.storage.store import Store
+
 CONTEXT_TURNS = 3
+SESSIONS_KEPT = 1024  # sessions whose last turns a TurnFiler remembers
 
 
 def turn_context(
@@ -33,3 +40,52 @@ def turn_tags(session_id: str, role: str, text: str) -> list[str]:
     reflex extracts from the text (stopwords dropped, lightly stemmed, at most 8)."""
     terms = [t.text for t in recall_terms(text)]
     return [f"session:{session_id}", f"speaker:{role}", *dict.fromkeys(terms)]
+
+
+class TurnFiler:
+    """Files conversation turns as ``turn`` records, remembering the last turns filed
+    per session (in this process) as context for the next ones."""
+
+    def __init__(self) -> None:
+        self._recent: dict[str, list[str]] = {}
+
+    def file(
+        self,
+        store: Store,
+        ns: str,
+        session_id: str,
+        turns: Sequence[Mapping[str, Any]],
+        *,
+        drawer: str = "turns",
+    ) -> list[str]:
+        """File the turns (``role``, ``content``) of a session as one batch.
+
+        Each turn's card carries the session, the speaker and the turns just before it
+        as context, and tags naming the session, the speaker and its terms
+        (:func:`turn_tags`). Turns without text are skipped. Returns the new ids.
+        """
+        check_name("session_id", session_id)
+        recent = self._recent.pop(session_id, [])
+        self._recent[session_id] = recent  # most recently used last
+        while len(self._recent) > SESSIONS_KEPT:
+            del self._recent[next(iter(self._recent))]
+        items = []
+        for turn in turns:
+            role = str(turn.get("role", "user"))
+            text = turn.get("content")
+            if not isinstance(text, str) or not text.strip():
+                continue
+            header = f"session {session_id} {role}"
+            items.append(
+                {
+                    "text": text,
+                    "context": turn_context([*recent, text], len(recent), header=header),
+                    "tags": turn_tags(session_id, role, text),
+                    "meta": {"session": session_id, "role": role, **dict(turn.get("meta") or {})},
+                }
+            )
+            recent.append(text)
+            del recent[:-CONTEXT_TURNS]
+        if not items:
+            return []
+        return add_passages(store, ns, items, drawer=drawer, record_type="turn")

@@ -1,128 +1,282 @@
-"""A store directory: its layout, its self-description and opening it.
+"""The opened store: the log, the index, the one writer, vectors, access counts, the clock.
 
-Layout::
+:class:`Store` is what every layer above storage works on (``ingest``, ``memory``,
+``retrieve``, ``recall``); the :class:`~kredenc.engine.Kredenc` facade composes it
+with a namespace. It knows no namespace itself: every call that reads or writes
+records takes ``ns`` (or payloads that carry it).
 
-    <store>/store.json      format version, log id, embedding model id and dimension
-    <store>/haystack.log    the append-only log (the truth)
-    <store>/lock            flock'ed by the one writer
-    <store>/index.db        the derived SQLite index (rebuildable)
-    <store>/embeddings.db   embedding cache by text hash (survives rebuilds)
-    <store>/ann/            persisted ANN graphs (derived)
-    <store>/kredenc.toml    optional settings
+Opening checks the directory (``layout``), takes the writer's lock, opens the
+haystack and the index (an index of another schema version is dropped and rebuilt
+from the log), and catches the index up with records it has not seen (after a crash
+or an interrupted rebuild). Writes go through the housekeeper, the one writer.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import Any, Protocol
 
-from kredenc.errors import FormatError, StoreError
+from kredenc.config import Settings
+from kredenc.errors import StoreError
+from kredenc.records import Appended
+from kredenc.records import now as wall_clock
+from kredenc.storage import layout
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
+from kredenc.storage.housekeeper import Housekeeper, StoreLock
+from kredenc.storage.index.sqlite import IndexOutdated, SqliteIndex, embed_text_of, text_hash
+from kredenc.storage.index.vectors import F32, AnnParams
 
-STORE_FORMAT = 1
-META_FILE = "store.json"
-LOG_FILE = "haystack.log"
-LOCK_FILE = "lock"
-INDEX_FILE = "index.db"
-ANN_DIR = "ann"
+log = logging.getLogger(__name__)
+
+_REPLAY_CHUNK = 2000
+QUERY_CACHE = 1024  # query vectors kept per store (an LRU)
 
 
-@dataclass(frozen=True)
-class StoreMeta:
-    format: int
-    log_id: str
+class TextEmbedder(Protocol):
+    """What the store needs of an embedder (``providers.embed.base.Embedder`` is one)."""
+
     model_id: str
     dim: int
-    created_at: float
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": self.format,
-            "log_id": self.log_id,
-            "model_id": self.model_id,
-            "dim": self.dim,
-            "created_at": self.created_at,
-        }
+    def embed(self, texts: Sequence[str]) -> F32: ...
+
+    def embed_query(self, text: str) -> F32: ...
 
 
-def check_directory(home: Path) -> None:
-    if home.exists() and not home.is_dir():
-        raise StoreError(
-            f"store path {home} is a file, not a directory",
-            "pass --store DIR (or KREDENC_HOME) naming a directory",
+class Store:
+    """An open store. Use :meth:`open`; :meth:`close` it when done."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        embedder: TextEmbedder,
+        *,
+        read_only: bool = False,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.home = settings.home
+        self.read_only = read_only
+        #: The wall clock records are stamped with (``now()``); tests set their own.
+        self.clock: Callable[[], float] = clock or wall_clock
+        self._closed = False
+        layout.check_directory(self.home)
+        if not layout.is_store(self.home):
+            if read_only:
+                raise StoreError(f"no store at {self.home}", "run 'kredenc init' first")
+            layout.init_store(self.home, embedder.model_id, embedder.dim)
+        self.meta = layout.read_meta(self.home)
+        layout.check_model(self.meta, embedder.model_id, embedder.dim)
+        self._lock = None if read_only else StoreLock(self.home / layout.LOCK_FILE)
+        self._housekeeper: Housekeeper | None = None
+        try:
+            self.haystack = Haystack(self.home / layout.LOG_FILE, durability=settings.durability)
+            if self.haystack.log_id.hex() != self.meta.log_id:
+                raise StoreError(
+                    f"{self.home}: haystack log id does not match store.json",
+                    "the log and store.json belong to different stores",
+                )
+            self.index = self._open_index()
+            if not read_only:
+                self._catch_up()
+                self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
+        #: A query's vector, cached (an LRU of ``QUERY_CACHE`` queries).
+        self.embed_query: Callable[[str], F32] = lru_cache(maxsize=QUERY_CACHE)(self._query_vector)
+        self._access: dict[str, dict[str, int]] = {}
+        self._access_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings,
+        embedder: TextEmbedder,
+        read_only: bool = False,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> Store:
+        """Open (creating it unless ``read_only``) the store at ``settings.home``."""
+        return cls(settings, embedder, read_only=read_only, clock=clock)
+
+    def now(self) -> float:
+        """The time records are stamped with (Unix seconds)."""
+        return self.clock()
+
+    # -- closing --------------------------------------------------------------
+    def close(self) -> None:
+        """Flush access counts, stop the writer, close files, release the lock. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._housekeeper is not None:
+            self.flush_access()
+            self._housekeeper.close()
+            self._housekeeper = None
+        if getattr(self, "index", None) is not None:
+            self.index.close()
+        if getattr(self, "haystack", None) is not None:
+            self.haystack.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- the index --------------------------------------------------------------
+    def _open_index(self) -> SqliteIndex:
+        try:
+            return self._new_index()
+        except IndexOutdated as exc:
+            if self.read_only:
+                raise
+            log.warning("%s: dropping the index; it is rebuilt from the log", exc.message)
+            layout.drop_index(self.home)
+            return self._new_index()
+
+    def _new_index(self) -> SqliteIndex:
+        s = self.settings
+        return SqliteIndex(
+            self.home / layout.INDEX_FILE,
+            dim=self.embedder.dim,
+            model_id=self.embedder.model_id,
+            cache_path=s.embed_cache,
+            ann=AnnParams(
+                threshold=s.ann_threshold,
+                dtype=s.ann_dtype,
+                connectivity=s.ann_connectivity,
+                expansion_add=s.ann_expansion_add,
+                expansion_search=s.ann_expansion_search,
+            ),
         )
 
+    def _catch_up(self) -> None:
+        """Apply log records the index has not seen (after a crash or a rebuild)."""
+        applied_seq, applied_end = self.index.applied()
+        hay = self.haystack
+        if applied_seq > hay.last_seq or applied_end > hay.end:
+            log.warning(
+                "index is ahead of the log (seq %d > %d): rebuilding", applied_seq, hay.last_seq
+            )
+            self.index.close()
+            layout.drop_index(self.home)
+            self.index = self._open_index()
+            applied_seq, applied_end = 0, 0
+        if applied_seq == hay.last_seq:
+            return
+        chunk: list[tuple[int, dict[str, Any]]] = []
+        start = applied_end if applied_end >= HEADER_SIZE else HEADER_SIZE
+        for rec in hay.iter_from(start):
+            chunk.append((rec.offset, rec.payload))
+            if len(chunk) >= _REPLAY_CHUNK:
+                self.index.apply(chunk, None, self.embed_many, rec.end)
+                chunk = []
+        if chunk:
+            self.index.apply(chunk, None, self.embed_many, hay.end)
 
-def is_store(home: Path) -> bool:
-    return (home / META_FILE).is_file()
+    def rebuild(self) -> dict[str, int]:
+        """Drop the index and rebuild it from the log (embeddings come from the cache)."""
+        self._writable()
+        assert self._housekeeper is not None
+        self._housekeeper.close()
+        self.index.close()
+        layout.drop_index(self.home)
+        self.index = self._open_index()
+        self._catch_up()
+        self.index.compact()  # one FTS5 segment: what the replay wrote in many
+        self.index.shards()  # load vectors and build ANN graphs now, not on first search
+        self.index.save_ann()
+        self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
+        return {"records": self.index.live_count(), "last_seq": self.haystack.last_seq}
 
-
-def init_store(home: Path, model_id: str, dim: int) -> StoreMeta:
-    """Create a new store directory (or an empty existing one)."""
-    check_directory(home)
-    if is_store(home):
-        return read_meta(home)
-    home.mkdir(parents=True, exist_ok=True)
-    log_path = home / LOG_FILE
-    if log_path.exists():
-        if log_path.stat().st_size > HEADER_SIZE:
-            raise StoreError(f"{home} has a haystack but no {META_FILE}", "restore store.json")
-        log_path.unlink()  # an init that crashed before store.json: nothing was filed
-    log_id = Haystack.create(log_path)
-    meta = StoreMeta(STORE_FORMAT, log_id.hex(), model_id, dim, time.time())
-    tmp = home / (META_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(meta.to_json(), indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, home / META_FILE)
-    fd = os.open(home, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return meta
-
-
-def read_meta(home: Path) -> StoreMeta:
-    path = home / META_FILE
-    try:
-        raw = json.loads(path.read_text())
-        meta = StoreMeta(
-            int(raw["format"]),
-            str(raw["log_id"]),
-            str(raw["model_id"]),
-            int(raw["dim"]),
-            float(raw.get("created_at", 0.0)),
+    def stats(self, ns: str) -> dict[str, Any]:
+        """What ``ns`` holds (records per drawer and type, edges) and the store's size."""
+        out = self.index.stats(ns)
+        out.update(
+            {
+                "store": str(self.home),
+                "namespace": ns,
+                "log_records": self.haystack.last_seq,
+                "log_bytes": self.haystack.end,
+                "model": self.meta.model_id,
+                "dim": self.meta.dim,
+            }
         )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StoreError(f"{path} is unreadable ({exc})", "restore it from a backup") from None
-    if meta.format > STORE_FORMAT:
-        raise FormatError(
-            f"store format version {meta.format} is newer than this kredenc supports "
-            f"({STORE_FORMAT})",
-            "upgrade kredenc to open this store",
-        )
-    return meta
+        return out
 
+    # -- embedding ------------------------------------------------------------
+    def embed_many(self, texts: Sequence[str]) -> F32:
+        """Embed texts now (no cache): the function the index calls for missing vectors."""
+        return self.embedder.embed(list(texts))
 
-def check_model(meta: StoreMeta, model_id: str, dim: int) -> None:
-    if meta.model_id != model_id or meta.dim != dim:
-        raise FormatError(
-            f"store was built with embedding model {meta.model_id} ({meta.dim}-d), "
-            f"not {model_id} ({dim}-d)",
-            "configure the store's model (embed_provider/embed_model), "
-            "or ingest into a new store with this one",
-        )
+    def _query_vector(self, text: str) -> F32:
+        vec: F32 = self.embedder.embed_query(text)
+        return vec
 
+    def vectors_for(self, payloads: Iterable[dict[str, Any]]) -> dict[str, F32]:
+        """Vectors for new ``put`` payloads: from the cache by text hash, else embedded now."""
+        texts = {p["id"]: embed_text_of(p) for p in payloads}
+        hashes = {rid: text_hash(t) for rid, t in texts.items()}
+        cached = self.index.cached_vectors(list(set(hashes.values())))
+        missing = [rid for rid, h in hashes.items() if h not in cached]
+        out = {rid: cached[h] for rid, h in hashes.items() if h in cached}
+        if missing:
+            fresh = self.embedder.embed([texts[rid] for rid in missing])
+            out.update({rid: fresh[i] for i, rid in enumerate(missing)})
+        return out
 
-def drop_index(home: Path) -> None:
-    """Delete the derived index (not the log, not the embedding cache)."""
-    for name in (INDEX_FILE, INDEX_FILE + "-wal", INDEX_FILE + "-shm"):
-        (home / name).unlink(missing_ok=True)
-    shutil.rmtree(home / ANN_DIR, ignore_errors=True)
+    # -- writing --------------------------------------------------------------
+    def _writable(self) -> Housekeeper:
+        if self._housekeeper is None:
+            raise StoreError("the store is open read-only or closed", "open it for writing")
+        return self._housekeeper
+
+    def check_writable(self) -> None:
+        """Raise :class:`StoreError` unless the store is open for writing."""
+        self._writable()
+
+    def write(
+        self,
+        payloads: list[dict[str, Any]],
+        *,
+        batch: bool = False,
+        vectors: dict[str, F32] | None = None,
+    ) -> list[Appended]:
+        """Append prepared log records through the housekeeper; returns where they
+        landed once they are durable (under the policy) and applied to the index.
+        ``batch`` lands them all or none; ``vectors`` (by record id) saves embedding."""
+        return self._writable().write(payloads, batch=batch, vectors=vectors)
+
+    # -- access counts --------------------------------------------------------
+    def note_access(self, ns: str, ids: Sequence[str]) -> None:
+        """Count a recall of ``ids`` in ``ns``; counts reach the log in batched
+        ``access`` records (see ``access_batch``). Nothing is counted read-only."""
+        if not ids or self._housekeeper is None:
+            return
+        with self._access_lock:
+            pending = self._access.setdefault(ns, {})
+            for rid in ids:
+                pending[rid] = pending.get(rid, 0) + 1
+            due = sum(len(p) for p in self._access.values()) >= self.settings.access_batch
+        if due:
+            self.flush_access()
+
+    def flush_access(self) -> None:
+        """Hand pending access counts to the housekeeper (without waiting)."""
+        with self._access_lock:
+            pending, self._access = self._access, {}
+        if self._housekeeper is None:
+            return
+        for ns, counts in pending.items():
+            if counts:
+                self._housekeeper.submit(
+                    [{"op": "access", "ns": ns, "counts": counts, "ts": self.now()}]
+                )

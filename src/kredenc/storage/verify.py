@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kredenc.errors import KredencError
-from kredenc.storage import store as layout
+from kredenc.storage import layout
 from kredenc.storage.haystack import check_file
 
 

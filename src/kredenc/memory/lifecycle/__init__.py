@@ -1,8 +1,9 @@
 """Lifecycle jobs: decay, episode grouping, contradiction detection, reflection.
 
-Each job is a function ``run_<name>(kb, *, now=None, ...) -> JobReport``. Jobs read
-through the index (SQL on ``kb.index.reader()``, scoped to ``kb.namespace``) and
-write only log records through the housekeeper: a job that changes many memories
+Each job is a function ``run_<name>(store, ns, *, now=None, ...) -> JobReport`` on
+the open :class:`~kredenc.storage.store.Store` and a namespace. Jobs read through
+the index's named queries (``live_memory_rows`` and the edge reads) and write only
+log records through the housekeeper: a job that changes many memories
 writes them as a few atomic batches (:func:`write_groups`), never one fsync each.
 The scheduler and the registry of jobs live in :mod:`.scheduler`.
 """
@@ -18,7 +19,7 @@ from kredenc.memory.fields import validate_fields
 from kredenc.records import now as wall_clock
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 __all__ = [
     "BATCH_RECORDS",
@@ -89,20 +90,26 @@ class MemoryRow:
     read_only: bool
 
 
-_COLUMNS = (
-    "rowid, id, offset, created_at, kind, drawer, importance, status,"
-    " coalesce(source, 'user'), episode_id, read_only"
-)
-
-
-def live_memories(kb: Kredenc, where: str = "", args: Sequence[Any] = ()) -> list[MemoryRow]:
-    """Live memories of the namespace in filing order; ``where`` adds SQL conditions."""
-    sql = (
-        f"SELECT {_COLUMNS} FROM records WHERE ns = ? AND type = 'memory' AND deleted = 0"
-        + (f" AND ({where})" if where else "")
-        + " ORDER BY created_at, seq"
+def live_memories(
+    store: Store,
+    ns: str,
+    *,
+    not_status: str | None = None,
+    reflections: bool | None = None,
+    writable_only: bool = False,
+    in_episode: bool = False,
+    episode_id: str | None = None,
+) -> list[MemoryRow]:
+    """Live memories of ``ns`` in filing order, narrowed as
+    ``SqliteIndex.live_memory_rows`` describes."""
+    rows = store.index.live_memory_rows(
+        ns,
+        not_status=not_status,
+        reflections=reflections,
+        writable_only=writable_only,
+        in_episode=in_episode,
+        episode_id=episode_id,
     )
-    rows = kb.index.reader().execute(sql, (kb.namespace, *args)).fetchall()
     return [
         MemoryRow(
             int(r[0]),
@@ -122,21 +129,21 @@ def live_memories(kb: Kredenc, where: str = "", args: Sequence[Any] = ()) -> lis
 
 
 def score_payload(
-    kb: Kredenc,
+    ns: str,
     record_id: str,
     fields: Mapping[str, Any],
     *,
     reason: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A ``score`` record built exactly as ``Kredenc.score`` builds it.
+    """A ``score`` record built exactly as ``memory.writes.score`` builds it.
 
     The caller has already checked that the record is a live, writable memory (the
-    jobs select only those in SQL). ``extra`` adds job bookkeeping to the log record
+    jobs select only those in the index). ``extra`` adds job bookkeeping to the log record
     (e.g. ``decayed_at``); the index ignores keys it does not keep.
     """
     values = validate_fields(fields, strict=True, partial=True)
-    payload: dict[str, Any] = {"op": "score", "ns": kb.namespace, "id": record_id}
+    payload: dict[str, Any] = {"op": "score", "ns": ns, "id": record_id}
     payload.update(values)
     payload["ts"] = wall_clock()
     if reason:
@@ -146,7 +153,7 @@ def score_payload(
     return payload
 
 
-def write_groups(kb: Kredenc, groups: Sequence[list[dict[str, Any]]]) -> int:
+def write_groups(store: Store, groups: Sequence[list[dict[str, Any]]]) -> int:
     """Write groups of records; each group lands whole, groups share batches.
 
     Groups are packed into atomic batches of about ``BATCH_RECORDS`` records (one
@@ -157,11 +164,11 @@ def write_groups(kb: Kredenc, groups: Sequence[list[dict[str, Any]]]) -> int:
     pending: list[dict[str, Any]] = []
     for group in groups:
         if pending and len(pending) + len(group) > BATCH_RECORDS:
-            kb.write(pending, batch=len(pending) > 1)
+            store.write(pending, batch=len(pending) > 1)
             written += len(pending)
             pending = []
         pending.extend(group)
     if pending:
-        kb.write(pending, batch=len(pending) > 1)
+        store.write(pending, batch=len(pending) > 1)
         written += len(pending)
     return written

@@ -34,7 +34,7 @@ from kredenc.memory.relations import edge_payloads
 from kredenc.records import now as wall_clock
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 MIN_SIMILARITY = 0.8
 NEIGHBOURS = 10
@@ -43,13 +43,13 @@ _READ = 500  # rowids per vector read
 
 
 def similar_pairs(
-    kb: Kredenc, rows: list[MemoryRow], min_similarity: float, neighbours: int
+    store: Store, rows: list[MemoryRow], min_similarity: float, neighbours: int
 ) -> Iterator[tuple[int, int, float]]:
     """(i, j, cosine) with i < j (indexes into ``rows``), best first per row."""
     vectors: dict[int, Any] = {}
     rowids = [r.rowid for r in rows]
     for start in range(0, len(rowids), _READ):
-        vectors.update(kb.index.vectors_of(rowids[start : start + _READ]))
+        vectors.update(store.index.vectors_of(rowids[start : start + _READ]))
     keep = [i for i, r in enumerate(rows) if r.rowid in vectors]
     if len(keep) < 2:
         return
@@ -72,11 +72,8 @@ def similar_pairs(
                     yield keep[pair[0]], keep[pair[1]], float(row[b])
 
 
-def _related(kb: Kredenc) -> set[frozenset[str]]:
-    rows = kb.index.reader().execute(
-        "SELECT src, dst FROM edges WHERE ns = ? AND rel = 'contradicts'", (kb.namespace,)
-    )
-    return {frozenset((str(a), str(b))) for a, b in rows}
+def _related(store: Store, ns: str) -> set[frozenset[str]]:
+    return {frozenset(pair) for pair in store.index.edge_pairs(ns, "contradicts")}
 
 
 def _loser(older: MemoryRow, newer: MemoryRow) -> MemoryRow | None:
@@ -90,7 +87,8 @@ def _loser(older: MemoryRow, newer: MemoryRow) -> MemoryRow | None:
 
 
 def run_contradictions(
-    kb: Kredenc,
+    store: Store,
+    ns: str,
     *,
     now: float | None = None,
     detector: ContradictionDetector | None = None,
@@ -105,19 +103,19 @@ def run_contradictions(
         raise InvalidInput("min_similarity must be in [-1, 1] and neighbours at least 1")
     detect = detector or RuleDetector()
     report = JobReport("contradictions")
-    rows = live_memories(kb, "status != 'deprecated' AND coalesce(source, 'user') != 'reflection'")
+    rows = live_memories(store, ns, not_status="deprecated", reflections=False)
     report.examined = len(rows)
-    related = _related(kb)
+    related = _related(store, ns)
     texts: dict[str, str] = {}
 
     def text(row: MemoryRow) -> str:
         if row.id not in texts:
-            texts[row.id] = str(kb.haystack.read(row.offset).get("text", ""))
+            texts[row.id] = str(store.haystack.read(row.offset).get("text", ""))
         return texts[row.id]
 
     disputed = {r.id for r in rows if r.status == "disputed"}
     groups: list[list[dict[str, Any]]] = []
-    for i, j, sim in similar_pairs(kb, rows, min_similarity, neighbours):
+    for i, j, sim in similar_pairs(store, rows, min_similarity, neighbours):
         older, newer = rows[i], rows[j]  # rows are in filing order
         if frozenset((older.id, newer.id)) in related:
             continue
@@ -125,14 +123,14 @@ def run_contradictions(
         if found is None:
             continue
         related.add(frozenset((older.id, newer.id)))
-        group = edge_payloads(kb.namespace, newer.id, older.id, "contradicts", 1.0, wall_clock())
+        group = edge_payloads(ns, newer.id, older.id, "contradicts", 1.0, wall_clock())
         loser = _loser(older, newer)
         other = newer if loser is older else older
         if loser is not None and loser.id not in disputed:
             disputed.add(loser.id)
             group.append(
                 score_payload(
-                    kb,
+                    ns,
                     loser.id,
                     {"status": "disputed"},
                     reason=f"contradicted by {other.id}: {found.reason}",
@@ -150,5 +148,5 @@ def run_contradictions(
             }
         )
     report.changed = len(groups)
-    report.records = write_groups(kb, groups)
+    report.records = write_groups(store, groups)
     return report.done()

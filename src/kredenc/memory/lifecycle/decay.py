@@ -27,7 +27,7 @@ from kredenc.records import now as wall_clock
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 DAY = 86_400.0
 DEFAULT_RATE = 0.02
@@ -70,17 +70,19 @@ def decayed(importance: float, days: int, rate: float) -> float:
     return importance * (1.0 - rate) ** days
 
 
-def run_decay(kb: Kredenc, *, now: float | None = None, rate: float = DEFAULT_RATE) -> JobReport:
+def run_decay(
+    store: Store, ns: str, *, now: float | None = None, rate: float = DEFAULT_RATE
+) -> JobReport:
     """Decay the importance of every live, unvalidated, writable memory."""
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0.0 <= rate < 1.0:
         raise InvalidInput(f"decay rate must be a number in [0, 1), not {rate!r}")
     at = wall_clock() if now is None else float(now)
     report = JobReport("decay")
-    rows = live_memories(kb, "status != 'validated' AND read_only = 0")
+    rows = live_memories(store, ns, not_status="validated", writable_only=True)
     report.examined = len(rows)
     if rate == 0.0 or not rows:
         return report.done()
-    ledger = _ledger(kb.haystack)
+    ledger = _ledger(store.haystack)
     groups = []
     for row in rows:
         base = max(row.created_at, ledger.base.get(row.id, row.created_at))
@@ -89,7 +91,7 @@ def run_decay(kb: Kredenc, *, now: float | None = None, rate: float = DEFAULT_RA
             continue
         value = decayed(row.importance, days, rate)
         payload = score_payload(
-            kb,
+            ns,
             row.id,
             {"importance": value},
             reason=f"decay: {days} day(s) at rate {rate}",
@@ -98,5 +100,5 @@ def run_decay(kb: Kredenc, *, now: float | None = None, rate: float = DEFAULT_RA
         groups.append([payload])
         report.note({"id": row.id, "days": days, "from": row.importance, "to": round(value, 6)})
     report.changed = len(groups)
-    report.records = write_groups(kb, groups)
+    report.records = write_groups(store, groups)
     return report.done()

@@ -25,7 +25,7 @@ from kredenc.memory.lifecycle import (
 )
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 GAP_S = 4 * 3600.0
 MIN_SIZE = 3
@@ -65,7 +65,8 @@ def assign(run: list[MemoryRow], min_size: int) -> dict[str, str]:
 
 
 def run_episodes(
-    kb: Kredenc,
+    store: Store,
+    ns: str,
     *,
     now: float | None = None,
     gap_s: float = GAP_S,
@@ -79,13 +80,13 @@ def run_episodes(
     if not gap_s > 0 or min_size < 1:
         raise InvalidInput("the episode gap must be positive and the minimum size at least 1")
     report = JobReport("episodes")
-    rows = live_memories(kb, "coalesce(source, 'user') != 'reflection'")
+    rows = live_memories(store, ns, reflections=False)
     report.examined = len(rows)
     groups = []
     for run in runs(rows, gap_s):
         for rid, episode in assign(run, min_size).items():
-            groups.append([score_payload(kb, rid, {"episode_id": episode}, reason="episodes")])
+            groups.append([score_payload(ns, rid, {"episode_id": episode}, reason="episodes")])
             report.note({"id": rid, "episode_id": episode})
     report.changed = len(groups)
-    report.records = write_groups(kb, groups)
+    report.records = write_groups(store, groups)
     return report.done()

@@ -1,6 +1,6 @@
 """A throttled, in-process scheduler for the lifecycle jobs.
 
-``Scheduler(kb, jobs={name: (interval_s, fn)})``: :meth:`Scheduler.tick` runs the
+``Scheduler(store, ns, jobs={name: (interval_s, fn)})``: :meth:`Scheduler.tick` runs the
 jobs that are due and returns their names; a tick when nothing is due only reads
 the clock (no I/O). :meth:`Scheduler.start` runs ticks on a background thread, at
 most one per ``throttle_s``. A failing job is logged at WARNING with its cause and
@@ -24,7 +24,7 @@ from kredenc.memory.lifecycle.episodes import run_episodes
 from kredenc.memory.reflect import run_reflect
 
 if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+    from kredenc.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +47,14 @@ DEFAULT_INTERVALS: dict[str, float] = {
 
 
 def run_jobs(
-    kb: Kredenc, names: Sequence[str] = (), *, now: float | None = None
+    store: Store, ns: str, names: Sequence[str] = (), *, now: float | None = None
 ) -> list[JobReport]:
-    """Run the named jobs (all when none are named) once, in :data:`JOBS` order."""
+    """Run the named jobs (all when none are named) once on ``ns``, in :data:`JOBS` order."""
     unknown = [n for n in names if n not in JOBS]
     if unknown:
         raise InvalidInput(f"unknown job(s): {', '.join(unknown)}", f"use {', '.join(JOBS)}")
     wanted = set(names) or set(JOBS)
-    return [fn(kb, now=now) for name, fn in JOBS.items() if name in wanted]
+    return [fn(store, ns, now=now) for name, fn in JOBS.items() if name in wanted]
 
 
 def default_jobs(
@@ -68,13 +68,15 @@ def default_jobs(
 class Scheduler:
     def __init__(
         self,
-        kb: Kredenc,
+        store: Store,
+        ns: str,
         jobs: Mapping[str, tuple[float, Job]] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
         initial_delay_s: float = 0.0,
     ) -> None:
-        self.kb = kb
+        self.store = store
+        self.ns = ns
         self.jobs = dict(default_jobs() if jobs is None else jobs)
         for name, (interval, _fn) in self.jobs.items():
             if not interval > 0:
@@ -107,7 +109,7 @@ class Scheduler:
 
     def _run(self, name: str, fn: Job) -> None:
         try:
-            report = fn(self.kb)
+            report = fn(self.store, self.ns)
         except (KredencError, OSError, sqlite3.Error, ValueError) as exc:
             self.failures[name] += 1
             log.warning("lifecycle job %s failed: %s", name, exc)

@@ -259,3 +259,78 @@ def cached_vectors(
         for h, vec in rows:
             out[h] = np.frombuffer(vec, dtype=np.float32)
     return out
+
+
+# -- queries for the memory jobs (the lifecycle jobs and reflection read through these)
+MEMORY_ROW_COLUMNS = (
+    "rowid",
+    "id",
+    "offset",
+    "created_at",
+    "kind",
+    "drawer",
+    "importance",
+    "status",
+    "source",
+    "episode_id",
+    "read_only",
+)
+
+
+def live_memory_rows(
+    conn: sqlite3.Connection,
+    ns: str,
+    *,
+    not_status: str | None = None,
+    reflections: bool | None = None,
+    writable_only: bool = False,
+    in_episode: bool = False,
+    episode_id: str | None = None,
+) -> list[tuple[Any, ...]]:
+    """Live memories of ``ns`` in filing order, one tuple of :data:`MEMORY_ROW_COLUMNS`
+    each (a missing source reads ``'user'``).
+
+    ``not_status`` leaves out that status; ``reflections`` keeps only memories whose
+    source is ``reflection`` (True) or leaves them out (False); ``writable_only`` leaves
+    out read-only ones; ``in_episode`` keeps those with an episode, and ``episode_id``
+    those of that episode.
+    """
+    where = ["ns = ?", "type = 'memory'", "deleted = 0"]
+    args: list[Any] = [ns]
+    if in_episode:
+        where.append("episode_id IS NOT NULL")
+    if not_status is not None:
+        where.append("status != ?")
+        args.append(not_status)
+    if reflections is not None:
+        where.append(f"coalesce(source, 'user') {'=' if reflections else '!='} 'reflection'")
+    if writable_only:
+        where.append("read_only = 0")
+    if episode_id is not None:
+        where.append("episode_id = ?")
+        args.append(episode_id)
+    sql = (
+        "SELECT rowid, id, offset, created_at, kind, drawer, importance, status,"
+        " coalesce(source, 'user'), episode_id, read_only FROM records WHERE "
+        + " AND ".join(where)
+        + " ORDER BY created_at, seq"
+    )
+    return [tuple(r) for r in conn.execute(sql, args).fetchall()]
+
+
+def targets_of(conn: sqlite3.Connection, ns: str, src: str, rel: str) -> set[str]:
+    """Ids ``src`` has an edge ``rel`` to (deleted ends included: edges of a forgotten
+    record go with its tombstone)."""
+    rows = conn.execute("SELECT dst FROM edges WHERE ns = ? AND src = ? AND rel = ?", (ns, src, rel))
+    return {str(r[0]) for r in rows}
+
+
+def edge_pairs(conn: sqlite3.Connection, ns: str, rel: str) -> list[tuple[str, str]]:
+    """Every edge ``rel`` of ``ns`` as (src, dst)."""
+    rows = conn.execute("SELECT src, dst FROM edges WHERE ns = ? AND rel = ?", (ns, rel))
+    return [(str(a), str(b)) for a, b in rows]
+
+
+def live_count(conn: sqlite3.Connection) -> int:
+    """Live (not forgotten) records of every namespace."""
+    return int(conn.execute("SELECT count(*) FROM records WHERE deleted=0").fetchone()[0])

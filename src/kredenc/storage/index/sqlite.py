@@ -379,3 +379,39 @@ class SqliteIndex:
             "SELECT src, dst, rel, weight FROM edges ORDER BY src, dst, rel"
         ).fetchall()
         return {"records": recs, "edges": edges}
+
+    # -- queries for the memory jobs ------------------------------------------
+    MEMORY_ROW_COLUMNS = reads.MEMORY_ROW_COLUMNS
+
+    def live_memory_rows(
+        self,
+        ns: str,
+        *,
+        not_status: str | None = None,
+        reflections: bool | None = None,
+        writable_only: bool = False,
+        in_episode: bool = False,
+        episode_id: str | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Live memories of ``ns`` in filing order (see :func:`reads.live_memory_rows`)."""
+        return reads.live_memory_rows(
+            self.reader(),
+            ns,
+            not_status=not_status,
+            reflections=reflections,
+            writable_only=writable_only,
+            in_episode=in_episode,
+            episode_id=episode_id,
+        )
+
+    def targets_of(self, ns: str, src: str, rel: str) -> set[str]:
+        """Ids ``src`` has an edge ``rel`` to (deleted ends included)."""
+        return reads.targets_of(self.reader(), ns, src, rel)
+
+    def edge_pairs(self, ns: str, rel: str) -> list[tuple[str, str]]:
+        """Every edge ``rel`` of ``ns`` as (src, dst)."""
+        return reads.edge_pairs(self.reader(), ns, rel)
+
+    def live_count(self) -> int:
+        """Live (not forgotten) records of every namespace."""
+        return reads.live_count(self.reader())

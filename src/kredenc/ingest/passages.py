@@ -1,0 +1,69 @@
+"""Filing plain passages: the light path for text that needs no loader or chunker.
+
+Evaluation corpora, pre-split text and conversation turns (``memory.turns``) are
+filed here as ``chunk`` or ``turn`` records in one all-or-nothing batch: no document
+record, no edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kredenc.errors import InvalidInput
+from kredenc.memory.checks import check_name, check_text
+from kredenc.memory.fields import validate_tags
+from kredenc.records import new_id
+
+if TYPE_CHECKING:
+    from kredenc.storage.store import Store
+
+
+def add_passages(
+    store: Store,
+    ns: str,
+    /,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    drawer: str = "passages",
+    record_type: str = "chunk",
+) -> list[str]:
+    """File plain passages (``text``, optional ``title``, ``meta``, ``tags``) as one batch.
+
+    The light path for corpora that need no loader or chunker (evaluation sets,
+    pre-split text): no document record, no edges. Items may also carry ``context``
+    (words the card is found by), ``embed_context``, ``doc_id`` and ``ts``. Returns
+    the new ids.
+    """
+    if record_type not in ("chunk", "turn"):
+        raise InvalidInput("record_type must be 'chunk' or 'turn'")
+    store.check_writable()
+    check_name("drawer", drawer)
+    ts = store.now()
+    limit = store.settings.max_text_chars
+    payloads: list[dict[str, Any]] = []
+    for item in items:
+        payload: dict[str, Any] = {
+            "op": "put",
+            "ns": ns,
+            "id": new_id(record_type),
+            "type": record_type,
+            "drawer": drawer,
+            "ts": float(item.get("ts", ts)),
+            "text": check_text(item.get("text"), limit),
+            "source": "ingest",
+        }
+        if item.get("title"):
+            payload["title"] = str(item["title"])
+        if item.get("meta"):
+            payload["meta"] = dict(item["meta"])
+        if item.get("tags"):
+            payload["tags"] = validate_tags(item["tags"])
+        for key in ("context", "embed_context", "doc_id"):
+            if item.get(key):
+                payload[key] = str(item[key])
+        payloads.append(payload)
+    if not payloads:
+        return []
+    store.write(payloads, batch=True, vectors=store.vectors_for(payloads))
+    return [p["id"] for p in payloads]

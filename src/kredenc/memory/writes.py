@@ -1,0 +1,217 @@
+"""Filing and changing memories: remember, score, forget, relate (and reading one back).
+
+Every function takes the open :class:`~kredenc.storage.store.Store` and the namespace
+``ns``; the :class:`~kredenc.engine.Kredenc` facade calls them with its own. Input is
+checked before anything is written, and each call writes its records as one request
+to the housekeeper (an all-or-nothing batch where there are several).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kredenc.errors import InvalidInput, NotFound, ReadOnlyRecord
+from kredenc.memory.checks import check_name, check_text, check_utf8
+from kredenc.memory.fields import SCORES, validate_fields
+from kredenc.memory.relations import check_relation, edge_payloads
+from kredenc.records import Memory, new_id
+
+if TYPE_CHECKING:
+    from kredenc.storage.index.sqlite import IndexedRecord
+    from kredenc.storage.store import Store
+
+_OPTIONAL = ("read_only", "episode_id", "task_status", "valid_from", "valid_to")
+
+
+def memory_payload(
+    store: Store,
+    ns: str,
+    text: object,
+    kind: str,
+    drawer: str,
+    tags: Sequence[str],
+    meta: Mapping[str, Any] | None,
+    fields: Mapping[str, Any],
+    *,
+    strict: bool,
+) -> dict[str, Any]:
+    """A validated ``put`` payload for a new memory in ``ns`` (not yet written)."""
+    checked_text = check_text(text, store.settings.max_text_chars)
+    check_name("drawer", drawer)
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InvalidInput("meta must be a JSON object")
+    values = validate_fields({**fields, "kind": kind, "tags": tags}, strict=strict)
+    payload: dict[str, Any] = {
+        "op": "put",
+        "ns": ns,
+        "id": new_id("memory"),
+        "type": "memory",
+        "drawer": drawer,
+        "kind": values["kind"],
+        "ts": store.now(),
+        "text": checked_text,
+        "tags": values["tags"],
+        "meta": dict(meta or {}),
+        "scores": {k: values[k] for k in SCORES},
+        "status": values["status"],
+        "source": values["source"],
+    }
+    for key in _OPTIONAL:
+        if values[key] not in (None, False):
+            payload[key] = values[key]
+    return payload
+
+
+def remember(
+    store: Store,
+    ns: str,
+    /,
+    text: str,
+    *,
+    kind: str = "note",
+    drawer: str = "memories",
+    tags: Sequence[str] = (),
+    meta: Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> Memory:
+    """File one memory; returns it once it is durable and searchable.
+
+    ``fields`` are the memory's scores and state: importance, confidence,
+    stability (in [0, 1]), status, source, read_only, episode_id, task_status,
+    valid_from, valid_to. Invalid values are rejected; nothing is written.
+    """
+    store.check_writable()
+    payload = memory_payload(store, ns, text, kind, drawer, tags, meta, fields, strict=True)
+    vectors = store.vectors_for([payload])
+    (placed,) = store.write([payload], vectors=vectors)
+    return Memory.from_payload(payload, placed.offset)
+
+
+def remember_many(
+    store: Store,
+    ns: str,
+    /,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    drawer: str = "memories",
+    strict: bool = True,
+) -> list[Memory]:
+    """File many memories as one all-or-nothing batch (one fsync).
+
+    Each item is a mapping with ``text`` and any of remember()'s keywords.
+    ``strict=False`` clamps and coerces bad fields with a warning instead.
+    """
+    store.check_writable()
+    payloads = []
+    for item in items:
+        rest = dict(item)
+        text = rest.pop("text", None)
+        payloads.append(
+            memory_payload(
+                store,
+                ns,
+                text,
+                rest.pop("kind", "note"),
+                rest.pop("drawer", drawer),
+                rest.pop("tags", ()),
+                rest.pop("meta", None),
+                rest,
+                strict=strict,
+            )
+        )
+    if not payloads:
+        return []
+    vectors = store.vectors_for(payloads)
+    placed = store.write(payloads, batch=True, vectors=vectors)
+    return [Memory.from_payload(p, w.offset) for p, w in zip(payloads, placed, strict=True)]
+
+
+def live_record(store: Store, ns: str, record_id: str) -> IndexedRecord:
+    """The live record ``record_id`` of ``ns`` as the index holds it, or NotFound."""
+    if not isinstance(record_id, str):
+        raise InvalidInput("record id must be a string")
+    check_utf8("record id", record_id)
+    found = store.index.lookup(ns, record_id)
+    if found is None or found.deleted:
+        raise NotFound(f"no record {record_id!r} in namespace {ns!r}")
+    return found
+
+
+def get(store: Store, ns: str, /, record_id: str) -> Memory:
+    """A live record (any type) read back from the log, with its state now."""
+    found = live_record(store, ns, record_id)
+    return Memory.from_payload(store.haystack.read(found.offset), found.offset, found.state)
+
+
+def score(
+    store: Store, ns: str, /, record_id: str, *, reason: str | None = None, **fields: Any
+) -> Memory:
+    """Change a memory's scores or state; only the fields given change."""
+    store.check_writable()
+    if not fields:
+        raise InvalidInput("nothing to change", "give at least one field, e.g. importance")
+    if "kind" in fields or "tags" in fields or "read_only" in fields or "source" in fields:
+        raise InvalidInput("kind, tags, source and read_only cannot be changed by score")
+    values = validate_fields(fields, strict=True, partial=True)
+    found = live_record(store, ns, record_id)
+    if found.state["read_only"]:
+        raise ReadOnlyRecord(f"memory {record_id} is read-only", "it cannot be changed")
+    if "task_status" in values and found.state["kind"] != "task":
+        raise InvalidInput("task_status is only for memories of kind 'task'")
+    payload: dict[str, Any] = {"op": "score", "ns": ns, "id": record_id}
+    payload.update(values)
+    payload["ts"] = store.now()
+    if reason:
+        payload["reason"] = reason
+    store.write([payload])
+    return get(store, ns, record_id)
+
+
+def forget(store: Store, ns: str, /, record_id: str) -> None:
+    """Hide a record everywhere at once (a tombstone in the log).
+
+    Edges touching it go with it; memories ``derived_from`` it are marked
+    ``disputed`` (with the reason) in the same batch, so nothing is silently
+    orphaned.
+    """
+    store.check_writable()
+    found = live_record(store, ns, record_id)
+    if found.state["read_only"]:
+        raise ReadOnlyRecord(f"memory {record_id} is read-only", "it cannot be forgotten")
+    ts = store.now()
+    payloads: list[dict[str, Any]] = [{"op": "tombstone", "ns": ns, "id": record_id, "ts": ts}]
+    for derived in store.index.sources_of(ns, record_id, "derived_from"):
+        payloads.append(
+            {
+                "op": "score",
+                "ns": ns,
+                "id": derived,
+                "status": "disputed",
+                "reason": f"derived from {record_id}, which was forgotten",
+                "ts": ts,
+            }
+        )
+    store.write(payloads, batch=len(payloads) > 1)
+
+
+def relate(
+    store: Store,
+    ns: str,
+    /,
+    src: str,
+    dst: str,
+    rel: str,
+    *,
+    weight: float = 1.0,
+    remove: bool = False,
+) -> None:
+    """Add (or with ``remove`` delete) a typed edge between two records."""
+    store.check_writable()
+    weight = check_relation(rel, weight)
+    if src == dst:
+        raise InvalidInput("a record cannot be related to itself")
+    for rid in (src, dst):
+        live_record(store, ns, rid)
+    payloads = edge_payloads(ns, src, dst, rel, weight, store.now(), remove=remove)
+    store.write(payloads, batch=len(payloads) > 1)

@@ -1,0 +1,203 @@
+"""A search or context-graph request, from the caller's options to the pipeline.
+
+Builds :class:`~kredenc.retrieve.search.SearchParams` from the store's settings and
+:class:`~kredenc.storage.index.filters.Filters` from the caller's options, rejecting
+bad ones with one line each, then runs ``retrieve.search`` or
+``retrieve.context_graph`` in the namespace ``ns`` of the open store.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kredenc.config import Settings
+from kredenc.errors import InvalidInput
+from kredenc.memory.checks import check_name
+from kredenc.memory.fields import parse_time
+from kredenc.providers.rerank import Reranker, make_reranker
+from kredenc.records import ContextGraph, Hit
+from kredenc.retrieve import context_graph as graphs
+from kredenc.retrieve import search as searching
+from kredenc.storage.index.filters import Filters
+
+if TYPE_CHECKING:
+    from kredenc.storage.store import Store
+
+# Rerankers made for each open store, by name (a model loads once per store).
+_RERANKERS: weakref.WeakKeyDictionary[Store, dict[str, Reranker | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def reranker_for(store: Store, name: str | None) -> Reranker | None:
+    """The reranker ``name`` (default: the ``rerank`` setting), made once per store."""
+    key = store.settings.rerank if name is None else name
+    made = _RERANKERS.setdefault(store, {})
+    if key not in made:
+        made[key] = make_reranker(key)
+    return made[key]
+
+
+def search_params(
+    settings: Settings,
+    *,
+    k: int = 10,
+    mode: str = "hybrid",
+    per_document: bool = False,
+    hops: int = 0,
+) -> searching.SearchParams:
+    """Search parameters: the caller's ``k``, mode, hops and per-document choice, the
+    rest (leg depth, fusion and its weights, graph and rerank limits) from settings."""
+    s = settings
+    return searching.SearchParams(
+        k=k,
+        mode=mode,
+        leg_k=s.leg_k,
+        rrf_k=s.rrf_k,
+        weight_dense=s.weight_dense,
+        weight_lexical=s.weight_lexical,
+        fusion=s.fusion,
+        per_document=per_document,
+        hops=hops,
+        neighbors_max=s.neighbors_max,
+        rerank_depth=s.rerank_depth,
+        context_weight=s.lexical_context_weight,
+        lexical_max_scored=s.lexical_max_scored,
+    )
+
+
+def search(
+    store: Store,
+    ns: str,
+    /,
+    query: str,
+    *,
+    k: int = 10,
+    mode: str = "hybrid",
+    drawer: str | None = None,
+    kinds: Sequence[str] = (),
+    include_deprecated: bool = False,
+    as_of: float | str | None = None,
+    hops: int = 0,
+    rerank: str | None = None,
+    loaders: Sequence[str] = (),
+    source: str | None = None,
+    pages: tuple[int, int] | None = None,
+    types: Sequence[str] = (),
+    older_than: float | None = None,
+    per_document: bool = False,
+    since: float | str | None = None,
+    until: float | str | None = None,
+) -> list[Hit]:
+    """Hybrid (or lexical, or dense) search in this namespace.
+
+    Deprecated memories are left out unless ``include_deprecated``; ``as_of``
+    (Unix seconds or ISO 8601) keeps what was recorded and valid at that time.
+    ``hops`` adds graph neighbours of the best hits; ``rerank`` names a reranker
+    (default: the ``rerank`` setting). ``loaders``, ``source`` (a glob) and
+    ``pages`` (first, last) filter document chunks, inside SQL; ``since`` and
+    ``until`` (Unix seconds or ISO 8601) keep what was filed in ``[since, until)``.
+    ``per_document`` keeps each document's best chunk per leg before fusing
+    (document retrieval).
+    """
+    params = search_params(store.settings, k=k, mode=mode, per_document=per_document, hops=hops)
+    query = searching.validate(query, params)
+    if drawer is not None:
+        check_name("drawer", drawer)
+    after, before = parse_time(since, "since"), parse_time(until, "until")
+    if after is not None and before is not None and after >= before:
+        raise InvalidInput("since must be earlier than until")
+    if pages is not None and not (
+        len(pages) == 2 and all(type(p) is int for p in pages) and 1 <= pages[0] <= pages[1]
+    ):
+        raise InvalidInput(f"pages must be (first, last), 1 <= first <= last, not {pages!r}")
+    filters = Filters(
+        drawer=drawer,
+        kinds=tuple(kinds),
+        include_deprecated=include_deprecated,
+        as_of=parse_time(as_of, "as_of"),
+        loaders=tuple(loaders),
+        origin_glob=source,
+        pages=pages,
+        types=tuple(types),
+        older_than=older_than,
+        created_after=after,
+        created_before=before,
+    )
+    return searching.search(
+        store.index,
+        store.haystack,
+        ns,
+        query,
+        params,
+        filters,
+        store.embed_query,
+        reranker_for(store, rerank),
+    )
+
+
+def context_graph(
+    store: Store,
+    ns: str,
+    /,
+    query: str,
+    *,
+    hops: int = 2,
+    neighbors_max: int = 40,
+    seed_ids: Sequence[str] | None = None,
+    k: int = 10,
+    weights: tuple[float, float, float] | None = None,
+    drawer: str | None = None,
+    include_deprecated: bool = False,
+    as_of: float | str | None = None,
+) -> ContextGraph:
+    """Seeds by meaning (words when meaning is weak), expanded along relations,
+    ranked by similarity, importance and recency (``weights``, normalised). The
+    nodes count as recalled (``Store.note_access``)."""
+    if not isinstance(query, str):
+        raise InvalidInput("query must be text")
+    if not 0 <= hops <= 3 or not 1 <= k <= 1000 or neighbors_max < 0:
+        raise InvalidInput("hops must be 0-3, k 1-1000 and neighbors_max >= 0")
+    s = store.settings
+    w = weights or (s.rank_similarity, s.rank_importance, s.rank_recency)
+    if drawer is not None:
+        check_name("drawer", drawer)
+    filters = Filters(
+        drawer=drawer,
+        include_deprecated=include_deprecated,
+        as_of=parse_time(as_of, "as_of"),
+    )
+
+    def hybrid_seeds(q: str, n: int) -> list[int]:
+        params = searching.SearchParams(
+            k=n,
+            leg_k=max(n, s.leg_k),
+            rrf_k=s.rrf_k,
+            weight_dense=s.weight_dense,
+            weight_lexical=s.weight_lexical,
+            fusion=s.fusion,
+            context_weight=s.lexical_context_weight,
+            lexical_max_scored=s.lexical_max_scored,
+        )
+        legs = searching.run_legs(store.index, ns, q, params, filters, store.embed_query)
+        fused = searching.fuse(legs, params)
+        return [r for r, _ in fused[:n]]
+
+    graph = graphs.build(
+        store.index,
+        store.haystack,
+        ns,
+        query,
+        embed_query=store.embed_query,
+        hybrid_seeds=hybrid_seeds,
+        k=k,
+        hops=hops,
+        neighbors_max=neighbors_max,
+        seed_ids=seed_ids,
+        blend=graphs.Blend(*w, half_life_days=s.recency_half_life_days),
+        filters=filters,
+    )
+    store.note_access(ns, [n.id for n in graph.nodes])
+    return graph

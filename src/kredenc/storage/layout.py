@@ -1,0 +1,129 @@
+"""A store directory: its layout, its self-description and its creation (opening it is
+:class:`kredenc.storage.store.Store`).
+
+Layout::
+
+    <store>/store.json      format version, log id, embedding model id and dimension
+    <store>/haystack.log    the append-only log (the truth)
+    <store>/lock            flock'ed by the one writer
+    <store>/index.db        the derived SQLite index (rebuildable)
+    <store>/embeddings.db   embedding cache by text hash (survives rebuilds)
+    <store>/ann/            persisted ANN graphs (derived)
+    <store>/kredenc.toml    optional settings
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kredenc.errors import FormatError, StoreError
+from kredenc.storage.haystack import HEADER_SIZE, Haystack
+
+STORE_FORMAT = 1
+META_FILE = "store.json"
+LOG_FILE = "haystack.log"
+LOCK_FILE = "lock"
+INDEX_FILE = "index.db"
+ANN_DIR = "ann"
+
+
+@dataclass(frozen=True)
+class StoreMeta:
+    format: int
+    log_id: str
+    model_id: str
+    dim: int
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "log_id": self.log_id,
+            "model_id": self.model_id,
+            "dim": self.dim,
+            "created_at": self.created_at,
+        }
+
+
+def check_directory(home: Path) -> None:
+    if home.exists() and not home.is_dir():
+        raise StoreError(
+            f"store path {home} is a file, not a directory",
+            "pass --store DIR (or KREDENC_HOME) naming a directory",
+        )
+
+
+def is_store(home: Path) -> bool:
+    return (home / META_FILE).is_file()
+
+
+def init_store(home: Path, model_id: str, dim: int) -> StoreMeta:
+    """Create a new store directory (or an empty existing one)."""
+    check_directory(home)
+    if is_store(home):
+        return read_meta(home)
+    home.mkdir(parents=True, exist_ok=True)
+    log_path = home / LOG_FILE
+    if log_path.exists():
+        if log_path.stat().st_size > HEADER_SIZE:
+            raise StoreError(f"{home} has a haystack but no {META_FILE}", "restore store.json")
+        log_path.unlink()  # an init that crashed before store.json: nothing was filed
+    log_id = Haystack.create(log_path)
+    meta = StoreMeta(STORE_FORMAT, log_id.hex(), model_id, dim, time.time())
+    tmp = home / (META_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(meta.to_json(), indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, home / META_FILE)
+    fd = os.open(home, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return meta
+
+
+def read_meta(home: Path) -> StoreMeta:
+    path = home / META_FILE
+    try:
+        raw = json.loads(path.read_text())
+        meta = StoreMeta(
+            int(raw["format"]),
+            str(raw["log_id"]),
+            str(raw["model_id"]),
+            int(raw["dim"]),
+            float(raw.get("created_at", 0.0)),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"{path} is unreadable ({exc})", "restore it from a backup") from None
+    if meta.format > STORE_FORMAT:
+        raise FormatError(
+            f"store format version {meta.format} is newer than this kredenc supports "
+            f"({STORE_FORMAT})",
+            "upgrade kredenc to open this store",
+        )
+    return meta
+
+
+def check_model(meta: StoreMeta, model_id: str, dim: int) -> None:
+    if meta.model_id != model_id or meta.dim != dim:
+        raise FormatError(
+            f"store was built with embedding model {meta.model_id} ({meta.dim}-d), "
+            f"not {model_id} ({dim}-d)",
+            "configure the store's model (embed_provider/embed_model), "
+            "or ingest into a new store with this one",
+        )
+
+
+def drop_index(home: Path) -> None:
+    """Delete the derived index (not the log, not the embedding cache)."""
+    for name in (INDEX_FILE, INDEX_FILE + "-wal", INDEX_FILE + "-shm"):
+        (home / name).unlink(missing_ok=True)
+    shutil.rmtree(home / ANN_DIR, ignore_errors=True)
