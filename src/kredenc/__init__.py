@@ -1,7 +1,16 @@
 """kredenc: a local-first memory and retrieval engine for LLM agents."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
 from kredenc.errors import KredencError
 from kredenc.records import Hit, Memory
+
+if TYPE_CHECKING:
+    from kredenc.recall.deps import Conversant
+
+C = TypeVar("C")
 
 __all__ = ["Hit", "Kredenc", "KredencError", "Memory", "wrap"]
 __version__ = "0.1.0"
@@ -14,8 +23,17 @@ def __getattr__(name: str) -> object:
         from kredenc.engine import Kredenc
 
         return Kredenc
-    if name == "wrap":
-        from kredenc.recall.wrap import wrap
-
-        return wrap
     raise AttributeError(name)
+
+
+def wrap(client: C, kb: Conversant | None = None, **options: Any) -> C:
+    """Recall before and filing after every ``client.chat.completions.create``
+    (:func:`kredenc.recall.wrap.wrap`); without ``kb`` the default store
+    (``KREDENC_HOME``, else ``./.kredenc``) is opened for the life of the process."""
+    from kredenc.recall.wrap import wrap as wrap_client
+
+    if kb is None:
+        from kredenc.engine import Kredenc
+
+        kb = Kredenc.open()
+    return wrap_client(client, kb, **options)

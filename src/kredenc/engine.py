@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -731,7 +731,8 @@ class Kredenc:
         from kredenc.recall.reflex import recall
 
         return recall(
-            self,
+            self.store,
+            self.namespace,
             messages,
             session_id=session_id,
             budget=budget,
@@ -740,6 +741,12 @@ class Kredenc:
             session_start=session_start,
             mode=mode,
         )
+
+    @cached_property
+    def store(self) -> _StoreView:
+        """What recall reads of this store, namespace-free: a stand-in until
+        ``kredenc.storage.store.Store`` (issue 12) is this attribute."""
+        return _StoreView(self)
 
     def note_access(self, ids: Sequence[str]) -> None:
         """Count a recall of ``ids``; counts reach the log in batched ``access`` records."""
@@ -794,3 +801,27 @@ def _check_utf8(what: str, value: str) -> None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(f"{what} is not valid UTF-8", f"pass the {what} as UTF-8") from None
+
+
+class _StoreView:
+    """The store under a facade as ``kredenc.recall.deps.RecallStore`` reads it (a
+    stand-in for ``kredenc.storage.store.Store``; access is counted by the facade)."""
+
+    def __init__(self, kb: Kredenc) -> None:
+        self._kb = kb
+        self.settings, self.home, self.embedder = kb.settings, kb.home, kb.embedder
+
+    @property
+    def index(self) -> SqliteIndex:
+        return self._kb.index
+
+    @property
+    def haystack(self) -> Haystack:
+        return self._kb.haystack
+
+    def embed_query(self, text: str) -> F32:
+        return self._kb.embed_query(text)
+
+    def note_access(self, ns: str, ids: Sequence[str]) -> None:
+        if ns == self._kb.namespace:
+            self._kb.note_access(ids)
