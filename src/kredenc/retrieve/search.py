@@ -142,20 +142,20 @@ def run_legs(
         if embedding is None:
             legs.skipped["dense"] = f"{_EMBEDDINGS.size} earlier embeddings are still running"
     if params.mode in ("hybrid", "lexical"):
-        phrases_ = phrases(query_terms(query)) if terms is None else list(terms)
+        lexical_terms = phrases(query_terms(query)) if terms is None else list(terms)
         t0 = time.perf_counter()
         try:
             legs["lexical"] = (
                 index.lexical(
                     ns,
-                    phrases_,
+                    lexical_terms,
                     depth,
                     filters,
                     context_weight=params.context_weight,
                     max_scored=params.lexical_max_scored,
                     deadline=deadline,
                 )
-                if phrases_
+                if lexical_terms
                 else []
             )
         except DeadlineExceeded:
