@@ -141,11 +141,11 @@ def distinct_queries(n: int, m: int) -> list[str]:
 
 
 def run_latency(kb: Any, queries: Sequence[str], mode: str, warm: int = 20) -> Result:
-    from kredenc.recall import recall, warm_up
+    from kredenc.recall import warm_up
 
-    warm_up(kb)
+    warm_up(kb.store)
     for i, q in enumerate(queries[:warm]):
-        recall(kb, [{"role": "user", "content": q}], session_id=f"warm-{mode}-{i}", mode=mode)
+        kb.recall([{"role": "user", "content": q}], session_id=f"warm-{mode}-{i}", mode=mode)
     samples: list[float] = []
     items: list[int] = []
     chars: list[int] = []
@@ -154,7 +154,7 @@ def run_latency(kb: Any, queries: Sequence[str], mode: str, warm: int = 20) -> R
     for i, q in enumerate(queries[warm:]):
         messages = [{"role": "user", "content": q}]
         start = time.perf_counter()
-        result = recall(kb, messages, session_id=f"lat-{mode}-{i}", mode=mode)
+        result = kb.recall(messages, session_id=f"lat-{mode}-{i}", mode=mode)
         samples.append(time.perf_counter() - start)
         items.append(len(result.items))
         chars.append(len(result.block))
@@ -183,10 +183,7 @@ def run_latency(kb: Any, queries: Sequence[str], mode: str, warm: int = 20) -> R
 
 def _ask(kb: Any, question: str, mode: str) -> tuple[set[str], int, int]:
     """Recall for ``question`` in a new session: (eval ids injected, chars, items)."""
-    from kredenc.recall import recall
-
-    result = recall(
-        kb,
+    result = kb.recall(
         [{"role": "user", "content": question}],
         session_id=f"q-{time.monotonic_ns()}",
         session_start=time.time(),

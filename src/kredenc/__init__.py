@@ -11,7 +11,7 @@ result types that live beside the machinery (recall, ingest) on first use.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kredenc.errors import (
     CorruptLog,
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from kredenc.engine import Kredenc
     from kredenc.ingest.pipeline import IngestReport
     from kredenc.recall.budget import Budget
-    from kredenc.recall.reflex import RecallItem, RecallResult
-    from kredenc.recall.wrap import wrap
+    from kredenc.recall.deps import Conversant
+    from kredenc.recall.result import RecallItem, RecallResult
 
 __all__ = [
     "Budget",
@@ -70,10 +70,10 @@ _LAZY = {
     "Kredenc": "kredenc.engine",
     "IngestReport": "kredenc.ingest.pipeline",
     "Budget": "kredenc.recall.budget",
-    "RecallItem": "kredenc.recall.reflex",
-    "RecallResult": "kredenc.recall.reflex",
-    "wrap": "kredenc.recall.wrap",
+    "RecallItem": "kredenc.recall.result",
+    "RecallResult": "kredenc.recall.result",
 }
+C = TypeVar("C")
 
 
 def __getattr__(name: str) -> object:
@@ -87,3 +87,16 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+def wrap(client: C, kb: Conversant | None = None, **options: Any) -> C:
+    """Recall before and filing after every ``client.chat.completions.create``
+    (:func:`kredenc.recall.wrap.wrap`); without ``kb`` the default store
+    (``KREDENC_HOME``, else ``./.kredenc``) is opened for the life of the process."""
+    from kredenc.recall.wrap import wrap as wrap_client
+
+    if kb is None:
+        from kredenc.engine import Kredenc
+
+        return wrap_client(client, Kredenc.open(), **options)
+    return wrap_client(client, kb, **options)

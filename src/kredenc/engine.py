@@ -199,9 +199,16 @@ class Kredenc:
         from kredenc.recall.reflex import recall
 
         return recall(
-            self, messages, session_id=session_id, budget=budget, dry_run=dry_run,
-            time_budget_ms=time_budget_ms, session_start=session_start, mode=mode,
-        )  # fmt: skip
+            self.store,
+            self.namespace,
+            messages,
+            session_id=session_id,
+            budget=budget,
+            dry_run=dry_run,
+            time_budget_ms=time_budget_ms,
+            session_start=session_start,
+            mode=mode,
+        )
 
     def note_access(self, ids: Sequence[str]) -> None:
         """Count a recall of ``ids``; counts reach the log in batched ``access`` records."""

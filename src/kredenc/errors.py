@@ -77,6 +77,12 @@ class ReadOnlyRecord(KredencError):
     code = "read_only"
 
 
+class DeadlineExceeded(KredencError):
+    """A read was stopped because its caller's deadline passed (nothing was changed)."""
+
+    code = "deadline_exceeded"
+
+
 class ProviderError(KredencError):
     """A model or remote provider failed or is not installed."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kredenc.config import Settings
 from kredenc.errors import InvalidInput
 from kredenc.recall.budget import MARKER, Budget, budget_from, estimate_tokens
 
@@ -85,18 +86,19 @@ def test_invalid_budgets_are_refused(kwargs: dict[str, object]) -> None:
 
 
 def test_budget_from_mapping_settings_and_instance() -> None:
-    class S:
-        recall_items = 2
-        recall_item_chars = 0  # no limit
-        recall_total_chars = 900
-        recall_total_tokens = 200
-
-    b = budget_from(None, S())
+    s = Settings(
+        recall_items=2,
+        recall_item_chars=0,  # no limit
+        recall_total_chars=900,
+        recall_total_tokens=200,
+    )
+    b = budget_from(None, s)
     assert (b.items, b.item_chars, b.total_chars, b.total_tokens) == (2, None, 900, 200)
-    assert budget_from({"items": 1}, S()) == Budget(items=1)
+    assert b.item_tokens is None  # 0 in the settings: unused
+    assert budget_from({"items": 1}, s) == Budget(items=1)
     same = Budget(items=5)
-    assert budget_from(same, S()) is same
+    assert budget_from(same, s) is same
     with pytest.raises(InvalidInput):
-        budget_from({"bogus": 1}, S())
+        budget_from({"bogus": 1}, s)
     with pytest.raises(InvalidInput):
-        budget_from(3, S())  # type: ignore[arg-type]
+        budget_from(3, s)  # type: ignore[arg-type]

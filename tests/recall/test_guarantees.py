@@ -81,7 +81,7 @@ def test_recall_never_writes_access_counts_go_to_the_housekeepers_batch(
         log_file = store_dir / "haystack.log"
         size, seq = log_file.stat().st_size, kb.haystack.last_seq
         for _ in range(3):
-            assert recall(kb, ask("jasmine tea?"), session_id=session).injected
+            assert recall(kb.store, kb.namespace, ask("jasmine tea?"), session_id=session).injected
         assert log_file.stat().st_size == size  # recall wrote nothing
         assert kb.haystack.last_seq == seq
         kb.flush_access()  # the batch is the housekeeper's to write
@@ -98,7 +98,7 @@ def test_recall_works_on_a_read_only_store(open_store: OpenStore, session: str) 
     with open_store() as kb:
         kb.remember("The user likes jasmine tea in the morning.", kind="preference")
     with open_store(read_only=True) as ro:
-        result = recall(ro, ask("jasmine tea?"), session_id=session)
+        result = recall(ro.store, ro.namespace, ask("jasmine tea?"), session_id=session)
     assert result.injected and result.error is None
 
 
@@ -121,7 +121,7 @@ def test_closed_store(
     kb.remember("The user likes jasmine tea in the morning.", kind="preference")
     kb.close()
     messages = ask("jasmine tea?")
-    result = recall(kb, messages, session_id=session)
+    result = recall(kb.store, kb.namespace, messages, session_id=session)
     assert_unchanged(result, messages, caplog, "closed")
 
 
@@ -132,12 +132,12 @@ def test_corrupt_index(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     kb, _ = faulty
-    assert recall(kb, ask("jasmine tea?"), session_id=session).injected
+    assert recall(kb.store, kb.namespace, ask("jasmine tea?"), session_id=session).injected
     for path in store_dir.glob("index.db*"):
         with open(path, "r+b") as f:
             f.write(os.urandom(min(8192, path.stat().st_size)))
     messages = ask("jasmine tea again?")
-    result = recall(kb, messages, session_id=session)
+    result = recall(kb.store, kb.namespace, messages, session_id=session)
     assert_unchanged(result, messages, caplog, "DatabaseError")
 
 
@@ -147,7 +147,7 @@ def test_embedder_that_raises(
     kb, embedder = faulty
     embedder.error = RuntimeError("the model file is gone")
     messages = ask("jasmine tea?")
-    result = recall(kb, messages, session_id=session)
+    result = recall(kb.store, kb.namespace, messages, session_id=session)
     assert_unchanged(result, messages, caplog, "RuntimeError: the model file is gone")
 
 
@@ -156,25 +156,25 @@ def test_provider_error_falls_back_to_words(
 ) -> None:
     kb, embedder = faulty
     embedder.error = ProviderError("model not installed", "pip install it")
-    result = recall(kb, ask("jasmine tea?"), session_id=session)
+    result = recall(kb.store, kb.namespace, ask("jasmine tea?"), session_id=session)
     assert result.injected
     assert set(result.items[0].legs) == {"lexical"}
     assert any("dense leg failed (model not installed" in w for w in warnings_of(caplog))
     # With nothing to find by words, the messages stay as they were.
     messages = ask("favourite hot beverage")
-    nothing = recall(kb, messages, session_id=session)
+    nothing = recall(kb.store, kb.namespace, messages, session_id=session)
     assert nothing.messages == messages and not nothing.injected
 
 
 def test_bad_input_is_a_warning_not_an_exception(
     kb: Kredenc, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert recall(kb, None, session_id="s").messages is None  # type: ignore[arg-type]
+    assert recall(kb.store, kb.namespace, None, session_id="s").messages is None  # type: ignore[arg-type]
     messages = ask("tea")
     for bad in ("", None, 7):
-        result = recall(kb, messages, session_id=bad)  # type: ignore[arg-type]
+        result = recall(kb.store, kb.namespace, messages, session_id=bad)  # type: ignore[arg-type]
         assert result.messages == messages and result.error
-    result = recall(kb, messages, session_id="s", budget={"items": -1})
+    result = recall(kb.store, kb.namespace, messages, session_id="s", budget={"items": -1})
     assert result.messages == messages and "budget items" in (result.error or "")
     assert len(warnings_of(caplog)) == 5
 
@@ -186,10 +186,12 @@ def test_slow_embedder_returns_what_is_ready_within_the_budget(
     faulty: tuple[Kredenc, FaultyEmbedder], session: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     kb, embedder = faulty
-    recall(kb, ask("warm the reader up"), session_id=session)
+    recall(kb.store, kb.namespace, ask("warm the reader up"), session_id=session)
     embedder.delay = 5.0
     started = time.perf_counter()
-    result = recall(kb, ask("jasmine tea, please"), session_id=session, time_budget_ms=50)
+    result = recall(
+        kb.store, kb.namespace, ask("jasmine tea, please"), session_id=session, time_budget_ms=50
+    )
     elapsed = time.perf_counter() - started
     assert elapsed < 1.0  # 50 ms plus scheduling slack on a busy machine; never 5 s
     assert result.injected
@@ -205,7 +207,7 @@ def test_slow_embedder_and_no_words_leaves_the_messages_alone(
     embedder.delay = 5.0
     messages = ask("favourite hot beverage")
     started = time.perf_counter()
-    result = recall(kb, messages, session_id=session, time_budget_ms=30)
+    result = recall(kb.store, kb.namespace, messages, session_id=session, time_budget_ms=30)
     assert time.perf_counter() - started < 1.0
     assert result.messages == messages and not result.injected
     assert any("not ready within the 30 ms" in w for w in warnings_of(caplog))
@@ -217,7 +219,13 @@ def test_overrunning_embeddings_are_bounded(
     kb, embedder = faulty
     embedder.delay = 5.0
     for i in range(5):
-        recall(kb, ask(f"jasmine tea number {i}"), session_id=session, time_budget_ms=10)
+        recall(
+            kb.store,
+            kb.namespace,
+            ask(f"jasmine tea number {i}"),
+            session_id=session,
+            time_budget_ms=10,
+        )
     assert any("earlier embeddings are still running" in w for w in warnings_of(caplog))
 
 
@@ -234,7 +242,9 @@ def test_an_abandoned_dense_leg_never_reads_the_store(
 
     monkeypatch.setattr(kb.index, "dense", counting)
     embedder.delay = 5.0
-    result = recall(kb, ask("jasmine tea, abandoned"), session_id=session, time_budget_ms=20)
+    result = recall(
+        kb.store, kb.namespace, ask("jasmine tea, abandoned"), session_id=session, time_budget_ms=20
+    )
     assert result.timed_out
     embedder.release.set()  # the embedding finishes on its worker after the call ...
     time.sleep(0.3)
@@ -252,7 +262,7 @@ def test_dry_run_searches_times_logs_and_changes_nothing(
         tea = kb.remember("The user likes jasmine tea in the morning.", kind="preference")
         size = (store_dir / "haystack.log").stat().st_size
         messages = ask("jasmine tea?")
-        result = recall(kb, messages, session_id=session, dry_run=True)
+        result = recall(kb.store, kb.namespace, messages, session_id=session, dry_run=True)
         assert result.dry_run and not result.injected
         assert result.messages == messages
         assert [i.id for i in result.items] == [tea.id]
@@ -273,7 +283,7 @@ def test_dry_run_searches_times_logs_and_changes_nothing(
 def test_dry_run_from_the_settings(open_store: OpenStore, session: str) -> None:
     with open_store(recall_dry_run=True) as kb:
         kb.remember("The user likes jasmine tea in the morning.", kind="preference")
-        result = recall(kb, ask("jasmine tea?"), session_id=session)
+        result = recall(kb.store, kb.namespace, ask("jasmine tea?"), session_id=session)
     assert result.dry_run and not result.injected and result.items
 
 
@@ -285,8 +295,8 @@ def test_startup_line_once_per_store(
 ) -> None:
     caplog.set_level(logging.INFO, logger=RECALL_LOG)
     kb.remember("The user likes jasmine tea in the morning.", kind="preference")
-    recall(kb, ask("jasmine tea?"), session_id=session)
-    recall(kb, ask("jasmine tea?"), session_id=session)
+    recall(kb.store, kb.namespace, ask("jasmine tea?"), session_id=session)
+    recall(kb.store, kb.namespace, ask("jasmine tea?"), session_id=session)
     online = [r for r in caplog.records if "recall reflex online" in r.getMessage()]
     assert len(online) == 1
     assert online[0].levelno == logging.INFO
@@ -304,7 +314,7 @@ def test_startup_line_names_an_unreadable_store(
     for path in store_dir.glob("index.db*"):
         with open(path, "r+b") as f:
             f.write(os.urandom(min(8192, path.stat().st_size)))
-    line = announce(kb, dry_run=True, time_budget_ms=20)
+    line = announce(kb.store, kb.namespace, dry_run=True, time_budget_ms=20)
     assert "(unreadable: " in line
     assert "dry_run=true" in line and "time_budget=20 ms" in line
     assert any(
@@ -317,8 +327,10 @@ def test_a_slow_lexical_leg_is_stopped_at_the_budget(
 ) -> None:
     kb.remember_many([{"text": f"Orchard note number {i} about apples"} for i in range(3000)])
     messages = ask("orchard apples note")
-    result = recall(kb, messages, session_id=session, time_budget_ms=0.01, mode="lexical")
+    result = recall(
+        kb.store, kb.namespace, messages, session_id=session, time_budget_ms=0.01, mode="lexical"
+    )
     assert result.messages == messages and result.timed_out and result.error is None
     assert any("lexical leg stopped at the 0.01 ms time budget" in w for w in warnings_of(caplog))
     # The reader connection is left as it was: the next recall is not interrupted.
-    assert recall(kb, messages, session_id=session, mode="lexical").injected
+    assert recall(kb.store, kb.namespace, messages, session_id=session, mode="lexical").injected

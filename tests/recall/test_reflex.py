@@ -4,14 +4,20 @@ eligible, and how the budget bounds it."""
 from __future__ import annotations
 
 import json
+import random
 import time
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.recall import Budget, RecallResult, recall
 from kredenc.recall.budget import MARKER, estimate_tokens
 from kredenc.recall.conversation import SESSIONS, conversation_id, new_turns
-from kredenc.recall.reflex import PREAMBLE
+from kredenc.recall.render import PREAMBLE
+from kredenc.recall.terms import recall_terms
+from kredenc.storage.index.filters import Filters
 
 HISTORY: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a helpful assistant. Be brief."},
@@ -36,7 +42,7 @@ def test_one_system_message_appended_and_the_prefix_is_byte_identical(
 ) -> None:
     kb.remember("The user likes jasmine green tea in the morning.", kind="preference")
     before = json.dumps(HISTORY, ensure_ascii=False)
-    result = recall(kb, HISTORY, session_id=session)
+    result = recall(kb.store, kb.namespace, HISTORY, session_id=session)
     assert result.injected
     assert len(result.messages) == len(HISTORY) + 1
     assert json.dumps(result.messages[:-1], ensure_ascii=False) == before
@@ -54,7 +60,9 @@ def test_items_say_what_and_why(kb: Kredenc, session: str) -> None:
     tea = kb.remember("The user drinks jasmine tea every morning.", kind="preference")
     kb.remember("Deploys happen on Tuesdays after the standup.", kind="fact")
     kb.file_turns("earlier", [{"role": "user", "content": "I brewed jasmine tea for my guests."}])
-    result = recall(kb, ask("which jasmine tea do I drink?"), session_id=session)
+    result = recall(
+        kb.store, kb.namespace, ask("which jasmine tea do I drink?"), session_id=session
+    )
     assert [i.n for i in result.items] == list(range(1, len(result.items) + 1))
     first = next(i for i in result.items if i.id == tea.id)
     assert (first.type, first.kind) == ("memory", "preference")
@@ -76,15 +84,24 @@ def test_items_say_what_and_why(kb: Kredenc, session: str) -> None:
 
 def test_only_records_filed_before_the_session_began(kb: Kredenc, session: str) -> None:
     old = kb.remember("The project codename is Heron.", kind="fact")
-    first = recall(kb, ask("what is the codename of the project?"), session_id=session)
+    first = recall(
+        kb.store, kb.namespace, ask("what is the codename of the project?"), session_id=session
+    )
     assert [i.id for i in first.items] == [old.id]
     # Filed during the session: neither the new memory nor the session's own turns.
     kb.remember("The project codename changed to Kestrel.", kind="fact")
     kb.file_turns(session, [{"role": "user", "content": "The project codename is Heron?"}])
-    again = recall(kb, ask("what is the codename of the project?"), session_id=session)
+    again = recall(
+        kb.store, kb.namespace, ask("what is the codename of the project?"), session_id=session
+    )
     assert [i.id for i in again.items] == [old.id]
     # A later session sees all three.
-    later = recall(kb, ask("what is the codename of the project?"), session_id=session + "-b")
+    later = recall(
+        kb.store,
+        kb.namespace,
+        ask("what is the codename of the project?"),
+        session_id=session + "-b",
+    )
     assert len(later.items) == 3
 
 
@@ -93,7 +110,11 @@ def test_the_sessions_own_turns_are_never_recalled(kb: Kredenc, session: str) ->
     kb.file_turns("other", [{"role": "user", "content": "The gym locker code was 9912."}])
     # Even when the caller says the session began after its turns were filed.
     result = recall(
-        kb, ask("what is my locker code?"), session_id=session, session_start=time.time() + 60
+        kb.store,
+        kb.namespace,
+        ask("what is my locker code?"),
+        session_id=session,
+        session_start=time.time() + 60,
     )
     assert [i.line.split("] ", 1)[1] for i in result.items] == ["The gym locker code was 9912."]
 
@@ -110,11 +131,23 @@ def test_session_start_registry(session: str) -> None:
 def test_budget_limits_items(kb: Kredenc, session: str) -> None:
     for city in ("Lisbon", "Porto", "Braga", "Faro", "Evora"):
         kb.remember(f"The user travelled by train to {city} in spring.", kind="event")
-    result = recall(kb, ask("train travel in spring"), session_id=session)
+    result = recall(kb.store, kb.namespace, ask("train travel in spring"), session_id=session)
     assert len(result.items) == 3  # the default
-    two = recall(kb, ask("train travel in spring"), session_id=session, budget=Budget(items=2))
+    two = recall(
+        kb.store,
+        kb.namespace,
+        ask("train travel in spring"),
+        session_id=session,
+        budget=Budget(items=2),
+    )
     assert len(two.items) == 2
-    none = recall(kb, ask("train travel in spring"), session_id=session, budget={"items": 0})
+    none = recall(
+        kb.store,
+        kb.namespace,
+        ask("train travel in spring"),
+        session_id=session,
+        budget={"items": 0},
+    )
     assert none.items == [] and not none.injected
     assert none.messages == ask("train travel in spring")
 
@@ -134,7 +167,7 @@ def test_budget_cuts_each_item_and_the_whole_on_word_boundaries(kb: Kredenc, ses
     texts = [long_text(f"Orchard note {k}") for k in ("alpha", "beta", "gamma")]
     for t in texts:
         kb.remember(t, kind="note")
-    result = recall(kb, ask("orchard note"), session_id=session)
+    result = recall(kb.store, kb.namespace, ask("orchard note"), session_id=session)
     assert len(result.items) == 3
     assert len(result.block) <= 1800
     for item in result.items:
@@ -142,7 +175,11 @@ def test_budget_cuts_each_item_and_the_whole_on_word_boundaries(kb: Kredenc, ses
         assert item.truncated
         check_cut(item.line, next(t for t in texts if t.startswith(item.line.split("] ")[1][:18])))
     small = recall(
-        kb, ask("orchard note"), session_id=session, budget=Budget(item_chars=300, total_chars=700)
+        kb.store,
+        kb.namespace,
+        ask("orchard note"),
+        session_id=session,
+        budget=Budget(item_chars=300, total_chars=700),
     )
     assert len(small.block) <= 700
     assert all(len(i.line) <= 300 for i in small.items)
@@ -153,7 +190,8 @@ def test_budget_in_tokens(kb: Kredenc, session: str) -> None:
     kb.remember(long_text("Orchard plan"), kind="note")
     kb.remember(long_text("Orchard budget"), kind="note")
     result = recall(
-        kb,
+        kb.store,
+        kb.namespace,
         ask("orchard plan and budget"),
         session_id=session,
         budget=Budget.in_tokens(items=3, item_tokens=60, total_tokens=150),
@@ -169,7 +207,9 @@ def test_relations_between_recalled_memories_are_shown(kb: Kredenc, session: str
     other = kb.remember("The user once tried yerba mate.", kind="note")
     kb.relate(coffee.id, tea.id, "contradicts")
     kb.relate(coffee.id, other.id, "related_to")  # not recalled: not shown
-    result = recall(kb, ask("tea or coffee in the morning?"), session_id=session)
+    result = recall(
+        kb.store, kb.namespace, ask("tea or coffee in the morning?"), session_id=session
+    )
     by_id = {i.id: i for i in result.items}
     assert set(by_id) >= {tea.id, coffee.id}
     n_tea = by_id[tea.id].n
@@ -182,7 +222,12 @@ def test_relations_between_recalled_memories_are_shown(kb: Kredenc, session: str
 
 def test_hungarian_message_finds_inflected_words(kb: Kredenc, session: str) -> None:
     kb.file_turns("old", [{"role": "user", "content": "Tavaly Budapesten laktunk egy kis házban."}])
-    result = recall(kb, ask("Hol volt a ház, ahol Budapest mellett laktunk?"), session_id=session)
+    result = recall(
+        kb.store,
+        kb.namespace,
+        ask("Hol volt a ház, ahol Budapest mellett laktunk?"),
+        session_id=session,
+    )
     assert "lexical" in result.items[0].legs
     assert "Budapesten" in result.block
 
@@ -190,7 +235,7 @@ def test_hungarian_message_finds_inflected_words(kb: Kredenc, session: str) -> N
 def test_nothing_found_leaves_the_messages_alone(kb: Kredenc, session: str) -> None:
     kb.remember("Deploys happen on Tuesdays.", kind="fact")
     messages = ask("zebra xylophone quokka")
-    result = recall(kb, messages, session_id=session)
+    result = recall(kb.store, kb.namespace, messages, session_id=session)
     assert result == RecallResult(
         messages=messages,
         dry_run=False,
@@ -204,14 +249,14 @@ def test_nothing_found_leaves_the_messages_alone(kb: Kredenc, session: str) -> N
 def test_no_user_message(kb: Kredenc, session: str) -> None:
     kb.remember("Deploys happen on Tuesdays.", kind="fact")
     messages = [{"role": "system", "content": "Deploys?"}]
-    result = recall(kb, messages, session_id=session)
+    result = recall(kb.store, kb.namespace, messages, session_id=session)
     assert result.messages == messages and result.skipped == "no user message"
 
 
 def test_lexical_and_dense_modes(kb: Kredenc, session: str) -> None:
     kb.remember("The user drinks jasmine tea every morning.", kind="preference")
-    lexical = recall(kb, ask("jasmine tea"), session_id=session, mode="lexical")
-    dense = recall(kb, ask("jasmine tea"), session_id=session, mode="dense")
+    lexical = recall(kb.store, kb.namespace, ask("jasmine tea"), session_id=session, mode="lexical")
+    dense = recall(kb.store, kb.namespace, ask("jasmine tea"), session_id=session, mode="dense")
     assert set(lexical.items[0].legs) == {"lexical"}
     assert set(dense.items[0].legs) == {"dense"}
 
@@ -223,3 +268,68 @@ def test_new_turns_and_conversation_id() -> None:
     assert cid.startswith("conv-")
     assert conversation_id([*HISTORY, {"role": "user", "content": "more"}]) == cid
     assert conversation_id([*HISTORY[:1], {"role": "user", "content": "other"}]) != cid
+
+
+# -- fusion: the store's setting, as search fuses -----------------------------------------
+
+TOPICS = ("tea", "coffee", "garden", "train", "budget", "kestrel", "river", "morning")
+
+
+def fill_topics(kb: Kredenc) -> None:
+    rng = random.Random(11)
+    kb.remember_many(
+        [{"text": " ".join(rng.choices(TOPICS, k=rng.randint(2, 6)))} for _ in range(60)]
+    )
+
+
+def recall_legs(kb: Kredenc, query: str, start: float) -> dict[str, dict[int, float]]:
+    """Each recall leg alone, as the index returns it (20 deep, eligible records)."""
+    filters = Filters(types=("memory", "turn"), older_than=start)
+    ns = kb.namespace
+    lexical = kb.index.lexical(ns, recall_terms(query), 20, filters)
+    dense = kb.index.dense(ns, kb.embed_query(query), 20, filters)
+    return {"lexical": dict(lexical), "dense": dict(dense)}
+
+
+def rowid_of(kb: Kredenc, record_id: str) -> int:
+    (rowid,) = kb.index.rowids_for(kb.namespace, [record_id], Filters()).values()
+    return rowid
+
+
+def test_recall_fuses_by_min_max_by_default(kb: Kredenc, session: str) -> None:
+    fill_topics(kb)
+    query = "tea in the garden on a river morning"
+    result = recall(kb.store, kb.namespace, ask(query), session_id=session, budget=Budget(items=8))
+    assert len(result.items) == 8
+    assert result.session_start is not None
+    legs = recall_legs(kb, query, result.session_start)
+    bounds = {name: (min(leg.values()), max(leg.values())) for name, leg in legs.items()}
+    for item in result.items:
+        expected = 0.0
+        for name, weight in (("lexical", 0.6), ("dense", 0.4)):
+            if name in item.legs:
+                lo, hi = bounds[name]
+                assert item.legs[name].score == pytest.approx(legs[name][rowid_of(kb, item.id)])
+                expected += weight * (item.legs[name].score - lo) / (hi - lo)
+        assert item.score == pytest.approx(expected, rel=1e-9)
+        assert 0.0 <= item.score <= 1.0  # not RRF's 1/(60 + rank) scale
+    scores = [i.score for i in result.items]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_recall_fuses_by_rrf_when_the_store_says_so(
+    open_store: Callable[..., Kredenc], session: str
+) -> None:
+    with open_store(fusion="rrf", rrf_k=10, weight_dense=3, weight_lexical=1) as kb:
+        fill_topics(kb)
+        result = recall(
+            kb.store, kb.namespace, ask("tea garden river"), session_id=session, budget={"items": 6}
+        )
+    assert any(len(i.legs) == 2 for i in result.items)
+    for item in result.items:
+        want = sum(
+            w / (10 + item.legs[name].rank)
+            for name, w in (("lexical", 0.25), ("dense", 0.75))
+            if name in item.legs
+        )
+        assert item.score == pytest.approx(want, rel=1e-12)

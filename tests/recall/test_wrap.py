@@ -171,9 +171,11 @@ def test_startup_line_at_wrap_time(
 def test_without_a_store_the_default_store_is_opened(
     server: LoopbackServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import kredenc
+
     monkeypatch.setenv("KREDENC_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KREDENC_EMBED_THREADS", "1")
-    with wrap(sync_client(server)) as client:
+    with kredenc.wrap(sync_client(server)) as client:  # the public wrap opens the store
         client.chat.completions.create(model="m", messages=HISTORY, kredenc_session_id="d")
     kb = client.chat.completions._kredenc_wrapped.kb  # the store wrap opened
     try:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.errors import InvalidInput
+from kredenc.errors import DeadlineExceeded, InvalidInput, ProviderError
 from kredenc.records import Hit
+from kredenc.retrieve.search import EMBED_WORKERS, Legs, SearchParams, run_legs
+from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.lexical import Phrase
+from kredenc.storage.index.vectors import F32
 from kredenc.testing.embedders import HashEmbedder
 
 VOCAB = (
@@ -231,3 +237,110 @@ def test_query_must_be_text(kb: Kredenc) -> None:
         kb.search(None)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="not valid UTF-8"):
         kb.search("caf\udce9")
+
+
+# -- the legs runner with a deadline (what the recall reflex runs) ------------------------
+
+
+def _legs(
+    kb: Kredenc,
+    query: str,
+    embed: Callable[[str], F32],
+    *,
+    mode: str = "hybrid",
+    deadline: float | None = None,
+    terms: list[Phrase] | None = None,
+) -> Legs:
+    return run_legs(
+        kb.index,
+        kb.namespace,
+        query,
+        SearchParams(mode=mode, leg_k=20, k=20),
+        Filters(),
+        embed,
+        terms=terms,
+        deadline=deadline,
+    )
+
+
+class SlowEmbed:
+    """A query embedder that waits for ``release`` (or ``delay`` seconds) first."""
+
+    def __init__(self, kb: Kredenc, delay: float = 5.0) -> None:
+        self.kb, self.delay = kb, delay
+        self.release = threading.Event()
+        self.done: list[str] = []
+
+    def __call__(self, text: str) -> F32:
+        self.release.wait(self.delay)
+        vector = self.kb.embedder.embed_query(text)
+        self.done.append(text)
+        return vector
+
+
+def test_without_a_deadline_the_runner_waits_for_both_legs_and_times_them(kb: Kredenc) -> None:
+    legs = _legs(kb, "kestrel river meeting", kb.embed_query)
+    assert list(legs) == ["lexical", "dense"] and all(legs.values())
+    assert (legs.late, legs.skipped, legs.failed) == ([], {}, {})
+    assert set(legs.timings_ms) == {"lexical", "dense", "embed"}
+    assert legs.timings_ms["dense"] >= legs.timings_ms["embed"] >= 0
+    # A deadline that is not reached changes nothing.
+    later = _legs(kb, "kestrel river meeting", kb.embed_query, deadline=time.perf_counter() + 60)
+    assert dict(later) == dict(legs)
+
+
+def test_terms_replace_the_querys_own_for_the_lexical_leg(kb: Kredenc) -> None:
+    own = _legs(kb, "kestrel", kb.embed_query, mode="lexical")
+    given = _legs(kb, "kestrel", kb.embed_query, mode="lexical", terms=[Phrase("budget")])
+    assert dict(given) == dict(_legs(kb, "budget", kb.embed_query, mode="lexical"))
+    assert dict(given) != dict(own)
+
+
+def test_a_late_embedding_is_reported_not_waited_for(kb: Kredenc) -> None:
+    slow = SlowEmbed(kb)
+    started = time.perf_counter()
+    legs = _legs(kb, "kestrel river meeting", slow, deadline=started + 0.05)
+    assert time.perf_counter() - started < 1.0  # never the embedding's 5 s
+    assert legs.late == ["dense"] and "dense" not in legs and "embed" not in legs.timings_ms
+    assert legs["lexical"]  # what was ready
+    slow.release.set()  # the embedding finishes on its worker, after the call
+    deadline = time.monotonic() + 10
+    while not slow.done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert slow.done == ["kestrel river meeting"]
+
+
+def test_a_deadline_run_does_not_queue_behind_busy_embedders(kb: Kredenc) -> None:
+    slow = SlowEmbed(kb)
+    try:
+        for i in range(EMBED_WORKERS):
+            late = _legs(kb, f"kestrel {i}", slow, mode="dense", deadline=time.perf_counter())
+            assert late.late == ["dense"]
+        refused = _legs(kb, "kestrel", slow, mode="dense", deadline=time.perf_counter() + 1)
+        assert "dense" in refused.skipped and not refused.late and "dense" not in refused
+    finally:
+        slow.release.set()
+    # Without a deadline the same runner waits its turn and gets the leg.
+    assert _legs(kb, "kestrel river", kb.embed_query)["dense"]
+
+
+def test_a_provider_error_is_reported_with_a_deadline_and_raised_without(kb: Kredenc) -> None:
+    def broken(_text: str) -> F32:
+        raise ProviderError("model not installed", "install it")
+
+    legs = _legs(kb, "kestrel river", broken, deadline=time.perf_counter() + 60)
+    assert isinstance(legs.failed["dense"], ProviderError)
+    assert legs["lexical"] and "dense" not in legs
+    with pytest.raises(ProviderError):
+        _legs(kb, "kestrel river", broken)
+
+
+def test_the_index_stops_a_lexical_leg_at_its_deadline(kb: Kredenc) -> None:
+    kb.remember_many([{"text": f"kestrel river note {i}"} for i in range(3000)])
+    terms = [Phrase("kestrel"), Phrase("river"), Phrase("note")]
+    with pytest.raises(DeadlineExceeded):
+        kb.index.lexical(kb.namespace, terms, 20, Filters(), deadline=time.perf_counter())
+    legs = _legs(kb, "kestrel river note", kb.embed_query, mode="lexical", deadline=0.0)
+    assert legs.late == ["lexical"] and "lexical" not in legs
+    # The reader connection is left as it was: the next query is not interrupted.
+    assert len(kb.index.lexical(kb.namespace, terms, 20, Filters())) == 20

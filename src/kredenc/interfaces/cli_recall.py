@@ -36,7 +36,7 @@ def recall_command(
     A dry run on a read-only store: nothing is written, no access is counted. The
     embedding model and vectors are loaded first, so the timings are a warm process's.
     """
-    from kredenc.recall import Budget, recall, warm_up
+    from kredenc.recall import Budget, warm_up
 
     c = context()
     text = read_stdin_text() if text == "-" else check_arg_text(text, "text")
@@ -49,9 +49,8 @@ def recall_command(
             item_tokens=base.item_tokens,
             total_tokens=total_tokens or base.total_tokens,
         )
-        warm_up(kb)
-        result = recall(
-            kb,
+        warm_up(kb.store)
+        result = kb.recall(
             [{"role": "user", "content": text}],
             session_id=session_id,
             budget=budget,

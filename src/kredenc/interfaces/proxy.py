@@ -54,7 +54,7 @@ from kredenc.errors import InvalidInput, MissingExtra
 from kredenc.recall.budget import Budget
 from kredenc.recall.conversation import conversation_id, new_turns
 from kredenc.recall.filing import Reply, TurnFiler
-from kredenc.recall.reflex import RecallResult, announce, recall, warm_up
+from kredenc.recall.reflex import RecallResult, announce, warm_up
 
 try:
     import anyio
@@ -131,13 +131,14 @@ def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        seconds = await anyio.to_thread.run_sync(warm_up, kb)
+        seconds = await anyio.to_thread.run_sync(warm_up, kb.store)
         log.info("recall warm-up took %.2f s", seconds)
         if freeze_heap:
             gc.collect()
             gc.freeze()
         announce(
-            kb,
+            kb.store,
+            kb.namespace,
             budget=config.budget,
             dry_run=config.dry_run,
             time_budget_ms=config.time_budget_ms,
@@ -192,8 +193,7 @@ def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -
         started = time.perf_counter()
         result: RecallResult = await anyio.to_thread.run_sync(
             partial(
-                recall,
-                kb,
+                kb.recall,
                 messages,
                 session_id=session,
                 budget=config.budget,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kredenc.config import Settings
 from kredenc.errors import InvalidInput
 from kredenc.records import _cut_words
 
@@ -75,20 +76,19 @@ class Budget:
         )
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Budget:
+    def from_settings(cls, settings: Settings) -> Budget:
         """The budget the settings ask for (``recall_items``, ``recall_item_chars``, …;
         a limit of 0 is no limit)."""
 
-        def limit(name: str, default: int) -> int | None:
-            value = int(getattr(settings, name, default))
+        def limit(value: int) -> int | None:
             return value if value > 0 else None
 
         return cls(
-            items=int(getattr(settings, "recall_items", 3)),
-            item_chars=limit("recall_item_chars", 600),
-            total_chars=limit("recall_total_chars", 1800),
-            item_tokens=limit("recall_item_tokens", 0),
-            total_tokens=limit("recall_total_tokens", 0),
+            items=settings.recall_items,
+            item_chars=limit(settings.recall_item_chars),
+            total_chars=limit(settings.recall_total_chars),
+            item_tokens=limit(settings.recall_item_tokens),
+            total_tokens=limit(settings.recall_total_tokens),
         )
 
     def describe(self) -> str:
@@ -164,7 +164,7 @@ class Budget:
         return self.item_tokens is not None or self.total_tokens is not None
 
 
-def budget_from(value: Budget | Mapping[str, Any] | None, settings: Any) -> Budget:
+def budget_from(value: Budget | Mapping[str, Any] | None, settings: Settings) -> Budget:
     """A :class:`Budget` from an instance, a mapping of its fields, or the settings."""
     if value is None:
         return Budget.from_settings(settings)

@@ -16,10 +16,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+from kredenc.recall.deps import TurnSink
 
 log = logging.getLogger("kredenc.recall")
 
@@ -117,18 +116,19 @@ def conversation_id(messages: Sequence[Any]) -> str:
 
 
 def file_turn(
-    kb: Kredenc, session_id: str, turns: Sequence[Mapping[str, Any]], reply: str | None
+    sink: TurnSink, session_id: str, turns: Sequence[Mapping[str, Any]], reply: str | None
 ) -> list[str]:
-    """File this call's user message(s) and the model's reply as ``turn`` records
-    (through the housekeeper, like every write). Never raises: filing happens after
-    the model answered, and a turn that was answered must not fail for it."""
+    """File this call's user message(s) and the model's reply as ``turn`` records into
+    ``sink`` (the facade files them through the housekeeper, like every write). Never
+    raises: filing happens after the model answered, and a turn that was answered must
+    not fail for it."""
     items = [dict(t) for t in turns]
     if reply is not None and reply.strip():
         items.append({"role": "assistant", "content": reply})
     if not items:
         return []
     try:
-        return kb.file_turns(session_id, items)
+        return sink.file_turns(session_id, items)
     except Exception as exc:  # noqa: BLE001 - filing must never break a turn that was answered
         log.warning(
             "filing the turn of session %s failed; it is not remembered: %s: %s",

@@ -19,12 +19,10 @@ import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kredenc.recall.conversation import file_turn
-
-if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+from kredenc.recall.deps import TurnSink
 
 log = logging.getLogger("kredenc.recall")
 
@@ -39,10 +37,11 @@ class _Job:
 
 
 class TurnFiler:
-    """Files turns on one background thread (started at the first :meth:`submit`)."""
+    """Files turns into ``sink`` (the ``Kredenc`` facade, say) on one background thread
+    (started at the first :meth:`submit`)."""
 
-    def __init__(self, kb: Kredenc, *, max_pending: int = 1000) -> None:
-        self.kb = kb
+    def __init__(self, sink: TurnSink, *, max_pending: int = 1000) -> None:
+        self.sink = sink
         self.max_pending = max_pending
         self.dropped = 0
         self._queue: queue.Queue[_Job | threading.Event | None] = queue.Queue()
@@ -109,4 +108,4 @@ class TurnFiler:
             except Exception as exc:  # noqa: BLE001 - the reply's text is best effort
                 log.warning("reading the reply to file failed: %s: %s", type(exc).__name__, exc)
                 reply = None
-            file_turn(self.kb, job.session_id, job.turns, reply)
+            file_turn(self.sink, job.session_id, job.turns, reply)

@@ -5,24 +5,30 @@ message appended at the tail, holding the memories that the newest user message 
 for. Nothing before the tail changes (the same message objects, in the same order), so
 a provider's prompt cache stays valid.
 
-How it finds them: terms of the newest user message (:mod:`kredenc.recall.terms`)
-search the index cards by words (FTS5), the message's embedding searches them by
-meaning (vectors); the two ranked lists are fused by weighted RRF. Only ``memory``
-and ``turn`` records filed before the session began are eligible, and turns of the
-session itself never are, so the agent is not told what it just said.
+How it finds them: it runs search's legs (:func:`kredenc.retrieve.search.run_legs`)
+with a deadline. Terms of the newest user message (:mod:`kredenc.recall.terms`) search
+the index cards by words (FTS5), the message's embedding searches them by meaning
+(vectors); the two ranked lists are fused as search fuses them (the store's ``fusion``
+setting: min-max by default). Only ``memory`` and ``turn`` records filed before the
+session began are eligible, and turns of the session itself never are, so the agent is
+not told what it just said. The block is written by :mod:`kredenc.recall.render`.
+
+Recall reads the store through :class:`~kredenc.recall.deps.RecallStore` and names
+the namespace on every call; it never sees the ``Kredenc`` facade.
 
 Guarantees:
 
 * **Read-only.** The recall path reads the index and the log; it never writes. The ids
-  it recalls are handed to the facade's access counter (``note_access``), which the
+  it recalls are handed to the store's access counter (``note_access``), which the
   housekeeper files in batches.
 * **Never breaks a turn.** Any failure returns the messages unchanged and logs a
   WARNING with the cause. There is one broad ``except`` and it is in :func:`recall`.
-* **A time budget** (default 50 ms). The dense leg (embedding + vector search) runs on
-  a worker thread while the lexical leg runs on the caller's; past the budget the
-  reflex stops waiting and fuses what is ready. An embedding call cannot be
-  interrupted: one that overruns finishes on its worker (at most ``_DENSE_WORKERS``
-  at a time; past that the dense leg is skipped) and warms the query cache.
+* **A time budget** (default 50 ms): the legs' deadline. The embedding runs on a
+  worker thread while the lexical leg runs on the caller's, which SQLite interrupts at
+  the deadline; past it the reflex stops waiting and fuses what is ready. An embedding
+  call cannot be interrupted: one that overruns finishes on its worker (at most
+  :data:`~kredenc.retrieve.search.EMBED_WORKERS` at a time; past that the dense leg is
+  skipped) and warms the query cache; it never touches the index.
 * **Dry run** (``recall_dry_run``): search, time and log what would be injected, and
   change nothing (no message, no access counts).
 * **A startup line** (:func:`announce`): ``recall reflex online: store=…, budget=…,
@@ -36,231 +42,31 @@ first time this process sees a ``session_id`` is taken as its start
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from kredenc.errors import InvalidInput, KredencError
 from kredenc.recall.budget import Budget, budget_from
 from kredenc.recall.conversation import SESSIONS, newest_user_text
-from kredenc.recall.terms import Term, recall_terms
+from kredenc.recall.deps import RecallStore
+from kredenc.recall.render import PREAMBLE, Picked, render
+from kredenc.recall.result import RecallItem, RecallResult
+from kredenc.recall.terms import recall_terms
 from kredenc.records import LegScore
-from kredenc.retrieve.fuse import weighted_rrf
-from kredenc.retrieve.search import hit_from_payload
-from kredenc.retrieve.terms import tokens
+from kredenc.retrieve.search import SearchParams, fuse, hit_from_payload, run_legs
 from kredenc.storage.index.filters import Filters
 
-if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
-    from kredenc.records import Hit
+__all__ = ["PREAMBLE", "RecallItem", "RecallResult", "announce", "recall", "warm_up"]
 
 log = logging.getLogger("kredenc.recall")
 
 MODES = ("hybrid", "lexical", "dense")
-PREAMBLE = (
-    "Memories recalled from earlier conversations (they may be outdated; "
-    "use them only where they help):"
-)
 # The message text that is embedded is cut to this many characters.
 _EMBED_CHARS = 2000
-_DENSE_WORKERS = 4
-# SQLite virtual-machine steps between checks of the deadline in the lexical leg.
-_PROGRESS_STEPS = 2000
-
-# Settings the reflex reads (getattr with these defaults until config.py has them).
-DEFAULTS: dict[str, Any] = {
-    "recall_dry_run": False,
-    "recall_items": 3,
-    "recall_item_chars": 600,
-    "recall_total_chars": 1800,
-    "recall_item_tokens": 0,
-    "recall_total_tokens": 0,
-    "recall_time_budget_ms": 50,
-    "recall_mode": "hybrid",
-    "recall_types": ("memory", "turn"),
-    "recall_leg_k": 20,
-    "recall_min_similarity": 0.2,
-}
-
-
-_SETTINGS: dict[int, tuple[Any, dict[str, Any]]] = {}
-
-
-def setting(kb: Kredenc, name: str) -> Any:
-    """A recall setting of ``kb`` (its default while the settings do not declare it).
-
-    Read once per settings object (they do not change; pydantic's misses are slow).
-    """
-    cached = _SETTINGS.get(id(kb.settings))
-    if cached is None or cached[0] is not kb.settings:
-        values = {key: getattr(kb.settings, key, default) for key, default in DEFAULTS.items()}
-        values["budget"] = Budget.from_settings(kb.settings)
-        if len(_SETTINGS) > 64:
-            _SETTINGS.clear()
-        cached = _SETTINGS[id(kb.settings)] = (kb.settings, values)
-    return cached[1][name]
-
-
-# -- results -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RecallItem:
-    """One recalled memory: what was injected (``line``) and why (its legs' ranks)."""
-
-    n: int  # its number in the block: "#n"
-    id: str
-    type: str  # memory | turn
-    kind: str  # a memory's kind; a turn's speaker role
-    score: float  # fused score (the leg's own score when one leg ran)
-    legs: dict[str, LegScore]
-    created_at: float
-    line: str  # the line as injected
-    truncated: bool
-    relations: tuple[str, ...] = ()  # e.g. ("contradicts #2",)
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "id": self.id,
-            "type": self.type,
-            "kind": self.kind,
-            "score": self.score,
-            "legs": {n: {"rank": v.rank, "score": v.score} for n, v in self.legs.items()},
-            "created_at": self.created_at,
-            "line": self.line,
-            "truncated": self.truncated,
-            "relations": list(self.relations),
-            "meta": self.meta,
-        }
-
-
-@dataclass
-class RecallResult:
-    """The messages to send, and what was recalled and why.
-
-    ``messages`` is the input with one system message (``block``) appended, or the
-    input unchanged when nothing was recalled, in a dry run, or on any failure
-    (``skipped`` then says why).
-    """
-
-    messages: list[Any]
-    items: list[RecallItem] = field(default_factory=list)
-    block: str = ""
-    injected: bool = False
-    dry_run: bool = False
-    terms: list[str] = field(default_factory=list)
-    session_start: float | None = None
-    elapsed_ms: float = 0.0
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    skipped: str | None = None
-    error: str | None = None
-    timed_out: bool = False  # the dense leg was not ready within the time budget
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "injected": self.injected,
-            "dry_run": self.dry_run,
-            "block": self.block,
-            "chars": len(self.block),
-            "items": [i.to_dict() for i in self.items],
-            "terms": self.terms,
-            "session_start": self.session_start,
-            "elapsed_ms": round(self.elapsed_ms, 3),
-            "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
-            "skipped": self.skipped,
-            "error": self.error,
-            "timed_out": self.timed_out,
-            "warnings": self.warnings,
-        }
-
-
-# -- the dense leg's workers -----------------------------------------------------------
-
-
-class _Workers:
-    """A few threads for dense legs; refuses work when all are busy (bounded overrun)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._busy = 0
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-
-    def submit(self, fn: Callable[[], Any]) -> Future[Any] | None:
-        with self._lock:
-            if self._busy >= self.size:
-                return None
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="kredenc-recall")
-            self._busy += 1
-        future = self._pool.submit(fn)
-        future.add_done_callback(self._done)
-        return future
-
-    def _done(self, _future: Future[Any]) -> None:
-        with self._lock:
-            self._busy -= 1
-
-
-_WORKERS = _Workers(_DENSE_WORKERS)
-
-
-Ranked = list[tuple[int, float]]
-
-
-class _DenseJob:
-    """Embedding + vector search on a worker thread, abandoned at the deadline.
-
-    Only the embedding may outlive the call: a job whose caller gave up before its
-    vector search began never touches the index, and a search that has begun is
-    waited for (it is short), so no worker reads a store its caller may have closed.
-    """
-
-    def __init__(self, kb: Kredenc, ns: str, text: str, k: int, filters: Filters) -> None:
-        self.kb, self.ns, self.text, self.k, self.filters = kb, ns, text, k, filters
-        self._lock = threading.Lock()
-        self._abandoned = False
-        self._searching = False
-        self._future: Future[tuple[Ranked, float, float] | None] | None = None
-
-    def start(self) -> bool:
-        self._future = _WORKERS.submit(self._run)
-        return self._future is not None
-
-    def _run(self) -> tuple[Ranked, float, float] | None:
-        """The ranked rowids, the leg's milliseconds and the embedding's."""
-        t0 = time.perf_counter()
-        vec = np.asarray(self.kb.embed_query(self.text), dtype=np.float32)
-        embedded = time.perf_counter()
-        with self._lock:
-            if self._abandoned:
-                return None
-            self._searching = True
-        ranked = self.kb.index.dense(self.ns, vec, self.k, self.filters)
-        return ranked, (time.perf_counter() - t0) * 1000, (embedded - t0) * 1000
-
-    def wait(self, seconds: float) -> tuple[Ranked, float, float] | None:
-        """The leg's result, or None when it was not ready in ``seconds``."""
-        assert self._future is not None
-        try:
-            return self._future.result(timeout=max(0.0, seconds))
-        except FutureTimeout:
-            with self._lock:
-                if not self._searching:
-                    self._abandoned = True
-                    return None
-            return self._future.result()
 
 
 # -- configuration -------------------------------------------------------------------
@@ -271,45 +77,55 @@ class _Plan:
     budget: Budget
     dry_run: bool
     time_budget_ms: float
-    mode: str
     types: tuple[str, ...]
-    leg_k: int
     min_similarity: float
+    params: SearchParams  # the legs and their fusion
 
 
 def _plan(
-    kb: Kredenc,
+    store: RecallStore,
     budget: Budget | Mapping[str, Any] | None,
     dry_run: bool | None,
     time_budget_ms: float | None,
     mode: str | None,
 ) -> _Plan:
-    chosen_mode = str(mode if mode is not None else setting(kb, "recall_mode"))
+    s = store.settings
+    chosen_mode = str(mode if mode is not None else s.recall_mode)
     if chosen_mode not in MODES:
         raise InvalidInput(f"unknown recall mode {chosen_mode!r}", f"use one of {', '.join(MODES)}")
-    ms = float(
-        time_budget_ms if time_budget_ms is not None else setting(kb, "recall_time_budget_ms")
-    )
+    ms = float(time_budget_ms if time_budget_ms is not None else s.recall_time_budget_ms)
     if not ms > 0:
         raise InvalidInput(f"the recall time budget must be positive, not {ms} ms")
     return _Plan(
-        budget=setting(kb, "budget") if budget is None else budget_from(budget, kb.settings),
-        dry_run=bool(dry_run if dry_run is not None else setting(kb, "recall_dry_run")),
+        budget=budget_from(budget, s),
+        dry_run=bool(dry_run if dry_run is not None else s.recall_dry_run),
         time_budget_ms=ms,
-        mode=chosen_mode,
-        types=tuple(setting(kb, "recall_types")),
-        leg_k=int(setting(kb, "recall_leg_k")),
-        min_similarity=float(setting(kb, "recall_min_similarity")),
+        types=tuple(s.recall_types),
+        min_similarity=float(s.recall_min_similarity),
+        params=SearchParams(
+            k=s.recall_leg_k,
+            mode=chosen_mode,
+            leg_k=s.recall_leg_k,
+            rrf_k=s.rrf_k,
+            weight_dense=s.weight_dense,
+            weight_lexical=s.weight_lexical,
+            fusion=s.fusion,
+            context_weight=s.lexical_context_weight,
+            lexical_max_scored=s.lexical_max_scored,
+        ),
     )
 
 
 # -- the startup line ------------------------------------------------------------------
 
-_ANNOUNCED: weakref.WeakSet[Any] = weakref.WeakSet()
+# The namespaces of each open store that were announced.
+_ANNOUNCED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_ANNOUNCED_LOCK = threading.Lock()
 
 
 def announce(
-    kb: Kredenc,
+    store: RecallStore,
+    ns: str,
     *,
     budget: Budget | Mapping[str, Any] | None = None,
     dry_run: bool | None = None,
@@ -319,35 +135,42 @@ def announce(
     """Log (INFO) and return ``recall reflex online: store=…, budget=…, dry_run=…``.
 
     A store whose index cannot be read is named in the line, which is then a WARNING.
-    :func:`recall` calls this once per open store; integrations call it at startup.
+    :func:`recall` calls this once per open store and namespace; integrations call it
+    at startup.
     """
-    plan = _plan(kb, budget, dry_run, time_budget_ms, mode)
+    plan = _plan(store, budget, dry_run, time_budget_ms, mode)
     level = logging.INFO
     try:
-        stats = kb.index.stats(kb.namespace)
+        stats = store.index.stats(ns)
         count = sum(d["records"] for d in stats["drawers"] if d["type"] in plan.types)
-        store = f"{kb.home} (namespace {kb.namespace}, {count} memories and turns)"
-    except (KredencError, sqlite3.Error, OSError, AttributeError) as exc:
-        store = f"{kb.home} (unreadable: {exc})"
+        where = f"{store.home} (namespace {ns}, {count} memories and turns)"
+    except Exception as exc:  # noqa: BLE001 - any backend's errors (sqlite3's too): named, at WARNING
+        where = f"{store.home} (unreadable: {exc})"
         level = logging.WARNING
     line = (
-        f"recall reflex online: store={store}, budget={plan.budget.describe()}, "
-        f"time_budget={plan.time_budget_ms:g} ms, mode={plan.mode}, "
-        f"model={kb.embedder.describe()}, "
+        f"recall reflex online: store={where}, budget={plan.budget.describe()}, "
+        f"time_budget={plan.time_budget_ms:g} ms, mode={plan.params.mode}, "
+        f"model={store.embedder.describe()}, "
         f"dry_run={str(plan.dry_run).lower()}"
     )
     log.log(level, "%s", line)
-    _ANNOUNCED.add(kb)
+    with _ANNOUNCED_LOCK:
+        _ANNOUNCED.setdefault(store, set()).add(ns)
     return line
 
 
-def warm_up(kb: Kredenc) -> float:
+def _announced(store: RecallStore, ns: str) -> bool:
+    with _ANNOUNCED_LOCK:
+        return ns in _ANNOUNCED.get(store, ())
+
+
+def warm_up(store: RecallStore) -> float:
     """Load the embedding model and the vector shards now (their first use costs up to
     seconds, which a recall would otherwise spend past its time budget). Seconds taken."""
     started = time.perf_counter()
-    kb.embedder.embed(["kredenc recall warm-up"])  # the model that files turns
-    kb.embedder.embed_query("kredenc recall warm-up")  # the one that recalls
-    kb.index.shards()
+    store.embedder.embed(["kredenc recall warm-up"])  # the model that files turns
+    store.embedder.embed_query("kredenc recall warm-up")  # the one that recalls
+    store.index.shards()
     return time.perf_counter() - started
 
 
@@ -355,7 +178,8 @@ def warm_up(kb: Kredenc) -> float:
 
 
 def recall(
-    kb: Kredenc,
+    store: RecallStore,
+    ns: str,
     messages: Sequence[Any],
     *,
     session_id: str,
@@ -365,8 +189,9 @@ def recall(
     session_start: float | None = None,
     mode: str | None = None,
 ) -> RecallResult:
-    """``messages`` with the memories the newest user message calls for appended at the
-    tail as one system message. Never raises; see the module doc for the guarantees.
+    """``messages`` with the memories of namespace ``ns`` that the newest user message
+    calls for appended at the tail as one system message. Never raises; see the module
+    doc for the guarantees.
 
     ``budget``: a :class:`Budget` (or a mapping of its fields); default from the
     settings (3 items, 600 characters each, 1,800 in all). ``dry_run``,
@@ -376,10 +201,11 @@ def recall(
     started = time.perf_counter()
     try:
         return _recall(
-            kb,
+            store,
+            ns,
             messages,
             session_id=session_id,
-            plan=_plan(kb, budget, dry_run, time_budget_ms, mode),
+            plan=_plan(store, budget, dry_run, time_budget_ms, mode),
             session_start=session_start,
             started=started,
         )
@@ -399,7 +225,8 @@ def recall(
 
 
 def _recall(
-    kb: Kredenc,
+    store: RecallStore,
+    ns: str,
     messages: Sequence[Any],
     *,
     session_id: str,
@@ -411,8 +238,8 @@ def _recall(
         raise InvalidInput("messages must be a list of chat messages")
     if not isinstance(session_id, str) or not session_id:
         raise InvalidInput("session_id must be a non-empty string")
-    if kb not in _ANNOUNCED:
-        announce(kb, budget=plan.budget, dry_run=plan.dry_run)
+    if not _announced(store, ns):
+        announce(store, ns, budget=plan.budget, dry_run=plan.dry_run)
     msgs = list(messages)
     start = SESSIONS.start(session_id, session_start)
     result = RecallResult(messages=msgs, dry_run=plan.dry_run, session_start=start)
@@ -422,10 +249,23 @@ def _recall(
         return _done(result, started)
     terms = recall_terms(query)
     result.terms = [str(t) for t in terms]
-    legs = _run_legs(kb, query, terms, plan, start, started, result)
-    hits = _pick(kb, legs, plan, session_id)
-    if hits:
-        _render(kb, hits, plan.budget, result)
+    legs = run_legs(
+        store.index,
+        ns,
+        " ".join(query.split())[:_EMBED_CHARS],
+        plan.params,
+        Filters(types=plan.types, older_than=start),
+        store.embed_query,
+        terms=terms,
+        deadline=started + plan.time_budget_ms / 1000,
+    )
+    result.timings_ms.update(legs.timings_ms)
+    _report(legs.late, legs.skipped, legs.failed, plan, result)
+    picked = _pick(store, ns, legs, plan, session_id)
+    if picked:
+        ids = [p.hit.id for p in picked]
+        rendered = render(picked, store.index.edges_among(ns, ids), plan.budget)
+        result.block, result.items = rendered.block, rendered.items
     if not result.items:
         return _done(result, started)
     if plan.dry_run:
@@ -439,13 +279,37 @@ def _recall(
     else:
         result.messages = [*msgs, {"role": "system", "content": result.block}]
         result.injected = True
-        kb.note_access([i.id for i in result.items])
+        store.note_access(ns, [i.id for i in result.items])
     return _done(result, started, plan)
+
+
+def _report(
+    late: list[str],
+    skipped: Mapping[str, str],
+    failed: Mapping[str, KredencError],
+    plan: _Plan,
+    result: RecallResult,
+) -> None:
+    """The legs that were late, skipped or failed, as warnings."""
+    ms = f"{plan.time_budget_ms:g} ms"
+    if "dense" in skipped:
+        result.warnings.append(f"dense leg skipped: {skipped['dense']}")
+    if "lexical" in late:
+        result.timed_out = True
+        result.warnings.append(f"lexical leg stopped at the {ms} time budget")
+    if "dense" in failed:
+        result.warnings.append(f"dense leg failed ({failed['dense']}); used what was ready")
+    if "dense" in late:
+        result.timed_out = True
+        result.warnings.append(
+            f"dense leg not ready within the {ms} time budget "
+            "(the embedding goes on in the background); used what was ready"
+        )
 
 
 def _done(result: RecallResult, started: float, plan: _Plan | None = None) -> RecallResult:
     result.elapsed_ms = (time.perf_counter() - started) * 1000
-    # (After a dense leg's timeout the overrun is the fusing of what was ready.)
+    # (After a leg's timeout the overrun is the fusing of what was ready.)
     if plan is not None and result.elapsed_ms > plan.time_budget_ms and not result.timed_out:
         result.warnings.append(
             f"recall took {result.elapsed_ms:.1f} ms, over its {plan.time_budget_ms:g} ms budget"
@@ -455,84 +319,13 @@ def _done(result: RecallResult, started: float, plan: _Plan | None = None) -> Re
     return result
 
 
-def _run_legs(
-    kb: Kredenc,
-    query: str,
-    terms: list[Term],
+def _pick(
+    store: RecallStore,
+    ns: str,
+    legs: Mapping[str, list[tuple[int, float]]],
     plan: _Plan,
-    session_start: float,
-    started: float,
-    result: RecallResult,
-) -> dict[str, Ranked]:
-    """Each leg's ranked (rowid, score) list: lexical here, dense on a worker thread,
-    waited for until the time budget is spent."""
-    ns = kb.namespace
-    filters = Filters(types=plan.types, older_than=session_start)
-    deadline = started + plan.time_budget_ms / 1000
-    legs: dict[str, Ranked] = {}
-    job: _DenseJob | None = None
-    if plan.mode in ("hybrid", "dense") and tokens(query):
-        job = _DenseJob(kb, ns, " ".join(query.split())[:_EMBED_CHARS], plan.leg_k, filters)
-        if not job.start():
-            job = None
-            result.warnings.append(
-                f"dense leg skipped: {_WORKERS.size} earlier embeddings are still running"
-            )
-    if plan.mode in ("hybrid", "lexical") and terms:
-        t0 = time.perf_counter()
-        lexical = _lexical(kb, ns, terms, plan.leg_k, filters, deadline)
-        if lexical is None:
-            result.timed_out = True
-            result.warnings.append(
-                f"lexical leg stopped at the {plan.time_budget_ms:g} ms time budget"
-            )
-        else:
-            legs["lexical"] = lexical
-            result.timings_ms["lexical"] = (time.perf_counter() - t0) * 1000
-    if job is not None:
-        try:
-            done = job.wait(deadline - time.perf_counter())
-        except KredencError as exc:  # a provider's error (model missing, API down)
-            result.warnings.append(f"dense leg failed ({exc}); used what was ready")
-        else:
-            if done is None:
-                result.timed_out = True
-                result.warnings.append(
-                    f"dense leg not ready within the {plan.time_budget_ms:g} ms time budget "
-                    "(the embedding goes on in the background); used what was ready"
-                )
-            else:
-                legs["dense"], result.timings_ms["dense"], result.timings_ms["embed"] = done
-    return legs
-
-
-def _lexical(
-    kb: Kredenc, ns: str, terms: list[Term], k: int, filters: Filters, deadline: float
-) -> Ranked | None:
-    """The lexical leg, stopped by SQLite at the deadline (None then).
-
-    A progress handler on this thread's reader connection (no other thread uses it)
-    interrupts the query once the time budget is spent.
-    """
-    conn = kb.index.reader()
-    conn.set_progress_handler(lambda: time.perf_counter() > deadline, _PROGRESS_STEPS)
-    try:
-        return kb.index.lexical(ns, terms, k, filters, max_scored=kb.settings.lexical_max_scored)
-    except sqlite3.OperationalError as exc:
-        if time.perf_counter() > deadline and "interrupt" in str(exc):
-            return None
-        raise
-    finally:
-        conn.set_progress_handler(None, 0)
-
-
-@dataclass
-class _Candidate:
-    hit: Hit
-    score: float
-
-
-def _pick(kb: Kredenc, legs: dict[str, Ranked], plan: _Plan, session_id: str) -> list[_Candidate]:
+    session_id: str,
+) -> list[Picked]:
     """The best records (at most the budget's item count), read from the log."""
     ranked = {name: leg for name, leg in legs.items() if leg}
     if not ranked or plan.budget.items == 0:
@@ -543,14 +336,9 @@ def _pick(kb: Kredenc, legs: dict[str, Ranked], plan: _Plan, session_id: str) ->
     }
     if len(ranked) == 1:
         ((_, only),) = ranked.items()
-        fused = list(only)
+        fused = list(only)  # one leg is the ranking, with its own scores
     else:
-        s = kb.settings
-        fused = weighted_rrf(
-            {name: [r for r, _ in leg] for name, leg in ranked.items()},
-            {"dense": s.weight_dense, "lexical": s.weight_lexical},
-            k=s.rrf_k,
-        )
+        fused = fuse(ranked, plan.params)
     lexical = per_leg.get("lexical", {})
     dense = per_leg.get("dense", {})
     # A record found by meaning alone must be similar enough to be worth the tokens.
@@ -560,78 +348,19 @@ def _pick(kb: Kredenc, legs: dict[str, Ranked], plan: _Plan, session_id: str) ->
         if r in lexical or (r in dense and dense[r].score >= plan.min_similarity)
     ]
     wanted = fused[: plan.budget.items * 3 + 2]
-    places = kb.index.resolve(kb.namespace, [r for r, _ in wanted])
-    out: list[_Candidate] = []
+    places = store.index.resolve(ns, [r for r, _ in wanted])
+    out: list[Picked] = []
     for rowid, score in wanted:
         place = places.get(rowid)
         if place is None:
             continue
-        payload = kb.haystack.read(place[1])
-        hit = hit_from_payload(payload, place[1], score)
+        hit = hit_from_payload(store.haystack.read(place[1]), place[1], score)
         if hit.type == "turn" and hit.meta.get("session") == session_id:
             continue  # the agent is not told what it just said
         if not hit.text.strip():
             continue
         hit.legs = {name: leg[rowid] for name, leg in per_leg.items() if rowid in leg}
-        out.append(_Candidate(hit, float(score)))
+        out.append(Picked(hit, float(score)))
         if len(out) >= plan.budget.items:
             break
     return out
-
-
-def _render(kb: Kredenc, picked: list[_Candidate], budget: Budget, result: RecallResult) -> None:
-    """Fit the picked records into the budget; fill ``result.block`` and ``items``.
-
-    Relations are shown between the records that made it into the block, so the
-    block is fitted again when one is left out.
-    """
-    while picked:
-        ids = [c.hit.id for c in picked]
-        number = {rid: n for n, rid in enumerate(ids, start=1)}
-        relations: dict[str, list[str]] = {rid: [] for rid in ids}
-        for src, dst, rel, _weight in kb.index.edges_among(kb.namespace, ids):
-            relations[src].append(f"{rel} #{number[dst]}")
-        heads = [
-            (_head(n, c.hit), _text(c.hit, relations[c.hit.id])) for n, c in enumerate(picked, 1)
-        ]
-        lines = budget.fit(PREAMBLE, heads)
-        if lines is None:
-            return
-        if len(lines) < len(picked):
-            picked = picked[: len(lines)]
-            continue
-        result.block = "\n".join([PREAMBLE, *lines])
-        result.items = [
-            RecallItem(
-                n=n,
-                id=c.hit.id,
-                type=c.hit.type,
-                kind=_kind(c.hit),
-                score=c.score,
-                legs=c.hit.legs,
-                created_at=c.hit.created_at,
-                line=line,
-                truncated=line != head + text,
-                relations=tuple(relations[c.hit.id]),
-                meta=c.hit.meta,
-            )
-            for n, (c, line, (head, text)) in enumerate(zip(picked, lines, heads, strict=True), 1)
-        ]
-        return
-
-
-def _kind(hit: Hit) -> str:
-    if hit.type == "turn":
-        return str(hit.meta.get("role") or "turn")
-    return hit.kind or hit.type
-
-
-def _head(n: int, hit: Hit) -> str:
-    when = time.strftime("%Y-%m-%d", time.gmtime(hit.created_at)) if hit.created_at else "?"
-    label = f"{_kind(hit)} turn" if hit.type == "turn" else _kind(hit)
-    return f"#{n} [{label}, {when}, {hit.id}] "
-
-
-def _text(hit: Hit, relations: list[str]) -> str:
-    text = " ".join(hit.text.split())
-    return f"({'; '.join(relations)}) {text}" if relations else text

@@ -1,9 +1,11 @@
 """Recall before, filing after: ``kredenc.wrap(client, kb)`` for the OpenAI SDK.
 
-``wrap`` replaces ``client.chat.completions.create`` on that client (sync ``OpenAI``
+``kb`` is what the wrapper recalls from and files into: anything shaped like
+:class:`~kredenc.recall.deps.Conversant` (the ``Kredenc`` facade is one). ``wrap``
+replaces ``client.chat.completions.create`` on that client (sync ``OpenAI``
 or async ``AsyncOpenAI``, or any client shaped like them) and returns the client:
 
-* before the call, :func:`~kredenc.recall.reflex.recall` appends one system message
+* before the call, ``kb.recall`` (:func:`~kredenc.recall.reflex.recall`) appends one system message
   with the memories the newest user message calls for;
 * after it, the call's user message(s) and the model's reply are filed as ``turn``
   records. With ``stream=True`` the chunks pass through untouched, as they arrive;
@@ -15,7 +17,7 @@ so they never block the event loop; both clients share one implementation.
 
 Each call's session is ``session_id``, else the ``kredenc_session_id`` keyword of that
 call (taken out before the SDK sees it), else an id derived from the conversation's
-opening messages (:func:`~kredenc.recall.reflex.conversation_id`).
+opening messages (:func:`~kredenc.recall.conversation.conversation_id`).
 
 Only ``chat.completions.create`` is wrapped: ``with_raw_response``,
 ``with_streaming_response``, ``parse`` and clients made by ``with_options`` or ``copy``
@@ -29,15 +31,13 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from kredenc.errors import InvalidInput
 from kredenc.recall.budget import Budget
 from kredenc.recall.conversation import conversation_id, file_turn, message_field, new_turns
-from kredenc.recall.reflex import announce, recall, warm_up
-
-if TYPE_CHECKING:
-    from kredenc.engine import Kredenc
+from kredenc.recall.deps import Conversant
+from kredenc.recall.reflex import announce, warm_up
 
 log = logging.getLogger("kredenc.recall")
 
@@ -61,7 +61,7 @@ class _Reflex:
 
     def __init__(
         self,
-        kb: Kredenc,
+        kb: Conversant,
         session_id: str | None,
         budget: Budget | Mapping[str, Any] | None,
         dry_run: bool | None,
@@ -81,8 +81,7 @@ class _Reflex:
         if not isinstance(messages, list | tuple):
             return _Call(str(session or "unknown"), [])
         session = str(session or conversation_id(messages))
-        result = recall(
-            self.kb,
+        result = self.kb.recall(
             messages,
             session_id=session,
             budget=self.budget,
@@ -102,7 +101,7 @@ class _Reflex:
 
 def wrap(
     client: C,
-    kb: Kredenc | None = None,
+    kb: Conversant,
     *,
     session_id: str | None = None,
     budget: Budget | Mapping[str, Any] | None = None,
@@ -113,8 +112,8 @@ def wrap(
 ) -> C:
     """Add recall and filing to ``client.chat.completions.create``; returns ``client``.
 
-    ``kb`` is the open store to recall from and file into; without it the default
-    store is opened (``KREDENC_HOME``, else ``./.kredenc``) for the life of the process.
+    ``kb`` is the open store to recall from and file into (``kredenc.wrap`` opens the
+    default store when it is left out).
     ``budget``, ``dry_run`` and ``time_budget_ms`` default to the store's settings;
     ``file_turns=False`` recalls without filing. ``warm`` loads the embedding model and
     the vectors now (about a second), so that the first call's recall fits its time
@@ -123,10 +122,6 @@ def wrap(
     completions: Any = client.chat.completions  # type: ignore[attr-defined]
     if getattr(completions, _MARK, False):
         raise InvalidInput("this client is already wrapped", "wrap each client once")
-    if kb is None:
-        from kredenc.engine import Kredenc
-
-        kb = Kredenc.open()
     original: Callable[..., Any] = completions.create
     reflex = _Reflex(kb, session_id, budget, dry_run, time_budget_ms, file_turns)
     if _is_async(original):
@@ -153,8 +148,8 @@ def wrap(
         completions.create = create
     setattr(completions, _MARK, reflex)
     if warm:
-        warm_up(kb)
-    announce(kb, budget=budget, dry_run=dry_run, time_budget_ms=time_budget_ms)
+        warm_up(kb.store)
+    announce(kb.store, kb.namespace, budget=budget, dry_run=dry_run, time_budget_ms=time_budget_ms)
     return client
 
 

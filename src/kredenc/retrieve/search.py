@@ -1,22 +1,20 @@
-"""Hybrid search: lexical and dense legs, fused, hits read from the log.
-
-Each leg returns ``leg_k`` (50) candidates. Fusion follows the ``fusion`` setting: by
-default ``minmax``, a weighted sum of each leg's min-max normalised scores (dense 0.4,
-lexical 0.6); ``rrf`` is weighted reciprocal rank fusion (``rrf_k`` 60). Then optional
-graph expansion (``hops``) and reranking.
-"""
+"""Hybrid search: lexical and dense legs, fused (min-max by default, or weighted RRF:
+the store's ``fusion`` setting), hits read from the log. :func:`run_legs` is the one
+legs runner: search and the recall reflex (with a deadline) both run it."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from kredenc.errors import InvalidInput
+from kredenc.errors import DeadlineExceeded, InvalidInput, KredencError
 from kredenc.providers.rerank import Reranker
 from kredenc.records import Hit, LegScore
 from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
@@ -25,7 +23,7 @@ from kredenc.retrieve.rerank import rerank
 from kredenc.retrieve.terms import phrases, query_terms, tokens
 from kredenc.storage.haystack import Haystack
 from kredenc.storage.index.filters import Filters
-from kredenc.storage.index.lexical import MAX_SCORED
+from kredenc.storage.index.lexical import MAX_SCORED, Phrase
 from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import F32
 
@@ -67,63 +65,177 @@ def validate(query: object, params: SearchParams) -> str:
     return query
 
 
+class LegIndex(Protocol):
+    """What the legs read of an index."""
+
+    def lexical(
+        self,
+        ns: str,
+        phrases: Sequence[Phrase],
+        k: int,
+        filters: Filters,
+        *,
+        context_weight: float = ...,
+        max_scored: int = ...,
+        deadline: float | None = ...,
+    ) -> list[tuple[int, float]]: ...
+
+    def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]: ...
+
+    def doc_ids(self, ns: str, rowids: Sequence[int]) -> dict[int, str]: ...
+
+
+class Legs(dict[str, list[tuple[int, float]]]):
+    """Each leg's ranked (rowid, score) list, and how the run went.
+
+    ``timings_ms``: ``lexical`` (the leg), ``dense`` (the leg, its embedding included)
+    and ``embed`` (the query embedding alone), for the legs that ran. With a deadline:
+    ``late`` names the legs that missed it, ``skipped`` says why a leg did not run,
+    ``failed`` holds a leg's provider error; none of those legs is in the mapping.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timings_ms: dict[str, float] = {}
+        self.late: list[str] = []
+        self.skipped: dict[str, str] = {}
+        self.failed: dict[str, KredencError] = {}
+
+
 def run_legs(
-    index: SqliteIndex,
+    index: LegIndex,
     ns: str,
     query: str,
     params: SearchParams,
     filters: Filters,
     embed_query: Callable[[str], F32],
     depth: int | None = None,
-) -> dict[str, list[tuple[int, float]]]:
+    *,
+    terms: Sequence[Phrase] | None = None,
+    deadline: float | None = None,
+) -> Legs:
     """Each leg's ranked (rowid, score) list, ``depth`` deep (default: ``leg_k``, the
     window fusion normalises over, or ``k`` when that is more).
 
     In hybrid mode the query is embedded on a worker thread while the lexical leg runs
     on this one (onnxruntime and SQLite both release the GIL), so a hybrid search costs
-    about the longer of the two rather than their sum.
+    about the longer of the two rather than their sum. ``terms``: the lexical leg's
+    phrases (default: the query's own, :func:`~kredenc.retrieve.terms.query_terms`).
+
+    ``deadline`` (a ``time.perf_counter()`` value; None: none) bounds the run: the index
+    interrupts a lexical leg that passes it, and the embedding (always on a worker then)
+    is waited for only until it. What is late is left out and named in ``Legs.late``,
+    never raised; a late embedding finishes on its worker (which warms a caching
+    ``embed_query``), and at most :data:`EMBED_WORKERS` do at once: past that the dense
+    leg is skipped. A provider error in the embedding is ``Legs.failed`` then, so the
+    lexical leg's result still counts.
     """
-    legs: dict[str, list[tuple[int, float]]] = {}
+    legs = Legs()
     if depth is None:
         depth = max(params.leg_k, params.k)
     # A query with no words (only punctuation, operators or spaces) finds nothing in
     # either leg; embedding "* ( )" would return arbitrary nearest neighbours.
     dense = params.mode in ("hybrid", "dense") and bool(tokens(query))
-    embedding: Future[F32] | None = None
-    if dense and params.mode == "hybrid":
-        embedding = _embedding_pool().submit(embed_query, query)
+    embedding: Future[tuple[F32, float]] | None = None
+    if dense and (params.mode == "hybrid" or deadline is not None):
+        embedding = _EMBEDDINGS.submit(embed_query, query, refuse=deadline is not None)
+        if embedding is None:
+            legs.skipped["dense"] = f"{_EMBEDDINGS.size} earlier embeddings are still running"
     if params.mode in ("hybrid", "lexical"):
-        terms = query_terms(query)
-        legs["lexical"] = (
-            index.lexical(
-                ns,
-                phrases(terms),
-                depth,
-                filters,
-                context_weight=params.context_weight,
-                max_scored=params.lexical_max_scored,
+        lexical_terms = phrases(query_terms(query)) if terms is None else list(terms)
+        t0 = time.perf_counter()
+        try:
+            legs["lexical"] = (
+                index.lexical(
+                    ns,
+                    lexical_terms,
+                    depth,
+                    filters,
+                    context_weight=params.context_weight,
+                    max_scored=params.lexical_max_scored,
+                    deadline=deadline,
+                )
+                if lexical_terms
+                else []
             )
-            if terms
-            else []
-        )
-    if params.mode in ("hybrid", "dense"):
+        except DeadlineExceeded:
+            legs.late.append("lexical")
+        else:
+            legs.timings_ms["lexical"] = (time.perf_counter() - t0) * 1000
+    if dense and "dense" not in legs.skipped:
+        t0 = time.perf_counter()
+        try:
+            if embedding is None:
+                vector, embed_ms = _timed(embed_query, query)
+            elif deadline is None:
+                vector, embed_ms = embedding.result()
+            else:
+                vector, embed_ms = embedding.result(max(0.0, deadline - time.perf_counter()))
+        except FutureTimeout:
+            legs.late.append("dense")
+        except KredencError as exc:  # a provider's error (model missing, API down)
+            if deadline is None:
+                raise
+            legs.failed["dense"] = exc
+        else:
+            searched = time.perf_counter()
+            legs["dense"] = index.dense(ns, np.asarray(vector, dtype=np.float32), depth, filters)
+            legs.timings_ms["dense"] = embed_ms + (time.perf_counter() - searched) * 1000
+            legs.timings_ms["embed"] = embed_ms
+    elif params.mode in ("hybrid", "dense") and not dense:
         legs["dense"] = []
-        if dense:
-            raw = embedding.result() if embedding is not None else embed_query(query)
-            legs["dense"] = index.dense(ns, np.asarray(raw, dtype=np.float32), depth, filters)
     if params.per_document:
-        legs = {name: _best_per_document(index, ns, ranked) for name, ranked in legs.items()}
+        for name in list(legs):
+            legs[name] = _best_per_document(index, ns, legs[name])
     return legs
 
 
-@functools.cache
-def _embedding_pool() -> ThreadPoolExecutor:
-    """Threads that embed hybrid queries beside their lexical legs (made on first use)."""
-    return ThreadPoolExecutor(4, thread_name_prefix="kredenc-embed")
+#: Most query embeddings in flight at once (a deadline run refuses more).
+EMBED_WORKERS = 4
+
+
+def _timed(embed_query: Callable[[str], F32], text: str) -> tuple[F32, float]:
+    """The query's vector and the milliseconds its embedding took."""
+    t0 = time.perf_counter()
+    vector = embed_query(text)
+    return vector, (time.perf_counter() - t0) * 1000
+
+
+class _Embeddings:
+    """The threads that embed queries beside their lexical legs (made on first use),
+    counting the embeddings in flight so a deadline run can refuse to queue behind
+    overrunning ones."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(
+        self, embed_query: Callable[[str], F32], text: str, *, refuse: bool
+    ) -> Future[tuple[F32, float]] | None:
+        """The embedding's future; None (with ``refuse``) when every worker is busy."""
+        with self._lock:
+            if refuse and self._busy >= self.size:
+                return None
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="kredenc-embed")
+            self._busy += 1
+        future = self._pool.submit(_timed, embed_query, text)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _future: Future[tuple[F32, float]]) -> None:
+        with self._lock:
+            self._busy -= 1
+
+
+_EMBEDDINGS = _Embeddings(EMBED_WORKERS)
 
 
 def _best_per_document(
-    index: SqliteIndex, ns: str, ranked: list[tuple[int, float]]
+    index: LegIndex, ns: str, ranked: list[tuple[int, float]]
 ) -> list[tuple[int, float]]:
     """Keep each document's best chunk in a leg's list (records without a document
     stand for themselves), so fusion ranks documents rather than their pieces."""

@@ -45,6 +45,8 @@ class TextEmbedder(Protocol):
 
     def embed_query(self, text: str) -> F32: ...
 
+    def describe(self) -> str: ...
+
 
 class Store:
     """An open store. Use :meth:`open`; :meth:`close` it when done."""

@@ -46,9 +46,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kredenc.errors import DeadlineExceeded
 from kredenc.storage.index.filters import Filters, record_conditions
 
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -62,6 +64,8 @@ _WALK_RATIO = 10
 # A plan holding more than this many times max_scored cards is ranked in windows.
 _WINDOW_PAST = 2
 _TOP = "\U0010ffff"
+# SQLite virtual-machine steps between checks of a search's deadline.
+_PROGRESS_STEPS = 2000
 
 
 @dataclass(frozen=True)
@@ -253,14 +257,48 @@ def search(
     scopes: dict[str, str],
     context_weight: float = 0.5,
     max_scored: int = MAX_SCORED,
+    deadline: float | None = None,
 ) -> list[tuple[int, float]]:
     """Top ``k`` (rowid, BM25) of the cards of ``ns`` that pass ``filters``.
 
     ``scopes`` maps the namespace (key ``"ns"``) and the drawer filter, if any
     (``"drawer"``), to their scope tokens in the cards' ``scope`` column.
+    ``deadline`` (a ``time.perf_counter()`` value): SQLite interrupts the search once
+    it has passed, and :class:`~kredenc.errors.DeadlineExceeded` is raised. ``conn``
+    must be this thread's own connection (its progress handler is set meanwhile).
     """
     if not phrases or k <= 0:
         return []
+    if deadline is None:
+        return _search(
+            conn, vocabulary, ns, phrases, k, filters, scopes, context_weight, max_scored
+        )
+    conn.set_progress_handler(lambda: time.perf_counter() > deadline, _PROGRESS_STEPS)
+    try:
+        return _search(
+            conn, vocabulary, ns, phrases, k, filters, scopes, context_weight, max_scored
+        )
+    except sqlite3.OperationalError as exc:
+        if "interrupt" in str(exc) and time.perf_counter() > deadline:
+            raise DeadlineExceeded(
+                "the lexical search was stopped at its deadline", "allow it more time"
+            ) from None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
+def _search(
+    conn: sqlite3.Connection,
+    vocabulary: Vocabulary,
+    ns: str,
+    phrases: Sequence[Phrase],
+    k: int,
+    filters: Filters,
+    scopes: dict[str, str],
+    context_weight: float,
+    max_scored: int,
+) -> list[tuple[int, float]]:
     scope_phrases = [Phrase(token) for token in scopes.values()]
     total = card_count(conn)
     freqs = vocabulary.doc_freqs(conn, [*scope_phrases, *phrases], total)

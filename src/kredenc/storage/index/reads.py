@@ -321,7 +321,9 @@ def live_memory_rows(
 def targets_of(conn: sqlite3.Connection, ns: str, src: str, rel: str) -> set[str]:
     """Ids ``src`` has an edge ``rel`` to (deleted ends included: edges of a forgotten
     record go with its tombstone)."""
-    rows = conn.execute("SELECT dst FROM edges WHERE ns = ? AND src = ? AND rel = ?", (ns, src, rel))
+    rows = conn.execute(
+        "SELECT dst FROM edges WHERE ns = ? AND src = ? AND rel = ?", (ns, src, rel)
+    )
     return {str(r[0]) for r in rows}
 
 

@@ -316,9 +316,11 @@ class SqliteIndex:
         *,
         context_weight: float = 0.5,
         max_scored: int = lexical.MAX_SCORED,
+        deadline: float | None = None,
     ) -> list[tuple[int, float]]:
         """Top ``k`` rowids by BM25 for any of ``phrases`` (see ``index.lexical``); the
-        context column counts ``context_weight`` as much as the record's words."""
+        context column counts ``context_weight`` as much as the record's words. Past
+        ``deadline`` (``time.perf_counter()``) it stops with ``DeadlineExceeded``."""
         scopes = {"ns": scope_token("n", ns)}
         if filters.drawer is not None:
             scopes["drawer"] = scope_token("d", filters.drawer)
@@ -332,6 +334,7 @@ class SqliteIndex:
             scopes=scopes,
             context_weight=context_weight,
             max_scored=max_scored,
+            deadline=deadline,
         )
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
