@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 from kredenc.errors import KredencError
 from kredenc.ingest.chunker import chunk as cut
 from kredenc.ingest.document import Chunk, LoadedDocument
-from kredenc.ingest.loaders.registry import iter_sources, loader_for
+from kredenc.ingest.loaders.base import symlink_policy
+from kredenc.ingest.loaders.registry import loader_for
 from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
+from kredenc.ingest.sources import iter_sources
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc
@@ -37,6 +39,7 @@ def ingest(
     chunk_size: int,
     chunk_overlap: int,
     on_progress: Callable[[str, IngestReport], None] | None = None,
+    follow_symlinks: bool = False,
 ) -> IngestReport:
     items = [sources] if isinstance(sources, str | Path) else list(sources)
     report = IngestReport()
@@ -45,23 +48,29 @@ def ingest(
     filed: list[tuple[str, list[tuple[str, str]]]] = []
     inc = list(include) if include is not None else None
     excl = list(exclude) if exclude is not None else None
-    for source in iter_sources([str(s) for s in items], inc, excl):
-        try:
-            for doc in loader_for(source, kb.settings).load(source):
-                chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
-                parts = file_document(kb, doc, chunks, drawer, report)
-                if parts:
-                    filed.append((doc.title, parts))
-                links.extend((doc.source, target) for target in doc.links)
-        except KredencError as exc:
-            log.warning("ingest: %s", exc)
-            report.failed.append((source, str(exc)))
-        if on_progress is not None:
-            on_progress(source, report)
+    with symlink_policy(follow=follow_symlinks, on_skip=lambda s, why: _skip(report, s, why)):
+        for source in iter_sources([str(s) for s in items], inc, excl):
+            try:
+                for doc in loader_for(source, kb.settings).load(source):
+                    chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
+                    parts = file_document(kb, doc, chunks, drawer, report)
+                    if parts:
+                        filed.append((doc.title, parts))
+                    links.extend((doc.source, target) for target in doc.links)
+            except KredencError as exc:
+                log.warning("ingest: %s", exc)
+                report.failed.append((source, str(exc)))
+            if on_progress is not None:
+                on_progress(source, report)
     file_links(kb, links, report)
     file_mentions(kb, filed, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _skip(report: IngestReport, source: str, reason: str) -> None:
+    log.warning("ingest: %s: skipped: %s", source, reason)
+    report.skipped.append((source, reason))
 
 
 def file_document(

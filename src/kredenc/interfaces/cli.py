@@ -261,9 +261,16 @@ def _short(text: str, width: int = 80) -> str:
 @click.option("--drawer", default="documents", show_default=True)
 @click.option("--include", multiple=True, help="Glob of files to take from folders (repeat).")
 @click.option("--exclude", multiple=True, help="Glob of files to skip (repeat).")
+@click.option(
+    "--follow-symlinks", is_flag=True, help="Read files in folders that symlink out of them."
+)
 @json_option
 def ingest(
-    sources: tuple[str, ...], drawer: str, include: tuple[str, ...], exclude: tuple[str, ...]
+    sources: tuple[str, ...],
+    drawer: str,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    follow_symlinks: bool,
 ) -> None:
     """Load files, folders and URLs into the knowledge base."""
     from rich.console import Console
@@ -296,6 +303,7 @@ def ingest(
             include=list(include) or None,
             exclude=list(exclude) or None,
             on_progress=progress,
+            follow_symlinks=follow_symlinks,
         )
     data = report.to_json()
 
@@ -303,10 +311,14 @@ def ingest(
         click.echo(
             f"{data['documents']} documents filed ({data['chunks']} chunks), "
             f"{data['unchanged']} unchanged, {data['replaced']} replaced, "
-            f"{len(data['failed'])} failed, in {data['seconds']} s"
+            f"{len(data['failed'])} failed, {len(data['skipped'])} skipped, in {data['seconds']} s"
         )
         for fail in data["failed"]:
             click.echo(f"  failed: {fail['error']}")
+        for skip in data["skipped"]:
+            click.echo(f"  skipped: {skip['source']}: {skip['reason']}")
+        if data["skipped"]:
+            click.echo("  (--follow-symlinks reads files that symlink out of the folder)")
 
     c.emit(data, human)
     if data["failed"] and not data["documents"] and not data["unchanged"]:

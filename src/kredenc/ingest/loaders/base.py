@@ -15,6 +15,10 @@ from __future__ import annotations
 import codecs
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -74,6 +78,63 @@ def read_text_file(path: Path) -> str:
     return decode_text(data, str(path)).replace("\r\n", "\n").replace("\r", "\n")
 
 
+#: The reason reported for an entry skipped because its resolved path leaves the folder.
+LEAVES_FOLDER = "symlink leaves the folder"
+
+#: ``on_skip(source, reason)``: told of each entry a walk leaves out for a reason.
+OnSkip = Callable[[str, str], None]
+
+
+def _log_skip(source: str, reason: str) -> None:
+    logger.warning("%s: skipped: %s", source, reason)
+
+
+@dataclass(frozen=True)
+class SymlinkPolicy:
+    """Whether a walk follows symlinks out of its folder, and whom it tells of skips."""
+
+    follow: bool = False
+    on_skip: OnSkip = _log_skip
+
+
+_SAFE = SymlinkPolicy()  # frozen: safe to share as the default
+_POLICY: ContextVar[SymlinkPolicy] = ContextVar("kredenc_symlink_policy", default=_SAFE)
+
+
+@contextmanager
+def symlink_policy(*, follow: bool = False, on_skip: OnSkip | None = None) -> Iterator[None]:
+    """Set the symlink policy of the walks (and folder loaders) run inside the block."""
+    token = _POLICY.set(SymlinkPolicy(follow, on_skip or _log_skip))
+    try:
+        yield
+    finally:
+        _POLICY.reset(token)
+
+
+def follows_symlinks() -> bool:
+    """Whether the current symlink policy follows symlinks out of a folder."""
+    return _POLICY.get().follow
+
+
+def admit(root: Path, path: Path) -> bool:
+    """Whether ``path`` (found under the resolved folder ``root``) may be read.
+
+    An entry whose resolved path leaves ``root`` is admitted only when the current
+    policy follows symlinks; otherwise it is reported as skipped.
+    """
+    policy = _POLICY.get()
+    if policy.follow or not path.is_symlink():
+        return True
+    try:
+        target = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        target = None
+    if target is not None and target.is_relative_to(root):
+        return True
+    policy.on_skip(str(path), LEAVES_FOLDER)
+    return False
+
+
 def decode_text(data: bytes, name: str) -> str:
     """Decode the bytes of a text file named ``name`` (see :func:`read_text_file`)."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -95,4 +156,15 @@ def decode_text(data: bytes, name: str) -> str:
     return data.decode("cp1252", errors="replace")
 
 
-__all__ = ["Loader", "decode_text", "is_url", "read_text_file", "resolve_source"]
+__all__ = [
+    "LEAVES_FOLDER",
+    "Loader",
+    "SymlinkPolicy",
+    "admit",
+    "decode_text",
+    "follows_symlinks",
+    "is_url",
+    "read_text_file",
+    "resolve_source",
+    "symlink_policy",
+]
