@@ -17,7 +17,13 @@ if TYPE_CHECKING:
     from kredenc.recall.budget import Budget
     from kredenc.recall.reflex import RecallResult
 from kredenc.ingest.pipeline import IngestReport
-from kredenc.memory.fields import SCORES, parse_time, validate_fields, validate_tags
+from kredenc.memory.fields import (
+    SCORES,
+    parse_time,
+    validate_fields,
+    validate_meta,
+    validate_tags,
+)
 from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.memory.turns import CONTEXT_TURNS, turn_context, turn_tags
 from kredenc.providers.embed.base import Embedder
@@ -330,8 +336,6 @@ class Kredenc:
         """A validated ``put`` payload for a new memory (not yet written)."""
         checked_text = self._check_text(text)
         _check_name("drawer", drawer)
-        if meta is not None and not isinstance(meta, Mapping):
-            raise InvalidInput("meta must be a JSON object")
         values = validate_fields({**fields, "kind": kind, "tags": tags}, strict=strict)
         payload: dict[str, Any] = {
             "op": "put",
@@ -343,7 +347,7 @@ class Kredenc:
             "ts": now(),
             "text": checked_text,
             "tags": values["tags"],
-            "meta": dict(meta or {}),
+            "meta": validate_meta(meta),
             "scores": {k: values[k] for k in SCORES},
             "status": values["status"],
             "source": values["source"],
@@ -477,7 +481,7 @@ class Kredenc:
             if item.get("title"):
                 payload["title"] = str(item["title"])
             if item.get("meta"):
-                payload["meta"] = dict(item["meta"])
+                payload["meta"] = validate_meta(item["meta"])
             if item.get("tags"):
                 payload["tags"] = validate_tags(item["tags"])
             for key in ("context", "embed_context", "doc_id"):
