@@ -99,6 +99,10 @@ class Settings(BaseSettings):
     fetch_allow_private: bool = Field(
         False, description="Allow fetching URLs on private, loopback and link-local addresses."
     )
+    fetch_allow_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts ('wiki.internal') or host:port fetched even on private addresses.",
+    )
     fetch_max_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest URL body fetched.")
     fetch_timeout_s: float = Field(20.0, gt=0, description="Time limit for one URL fetch.")
     youtube_languages: list[str] = Field(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from kredenc.errors import KredencError
 from kredenc.ingest.chunker import chunk as cut
 from kredenc.ingest.document import Chunk, LoadedDocument
-from kredenc.ingest.loaders.base import symlink_policy
+from kredenc.ingest.loaders.base import redact_url, symlink_policy
 from kredenc.ingest.loaders.registry import loader_for
 from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
@@ -58,8 +58,9 @@ def ingest(
                         filed.append((doc.title, parts))
                     links.extend((doc.source, target) for target in doc.links)
             except KredencError as exc:
-                log.warning("ingest: %s", exc)
-                report.failed.append((source, str(exc)))
+                reason = redact_url(str(exc))  # a URL's password is never reported
+                log.warning("ingest: %s", reason)
+                report.failed.append((redact_url(source), reason))
             if on_progress is not None:
                 on_progress(source, report)
     file_links(kb, links, report)

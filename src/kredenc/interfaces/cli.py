@@ -7,7 +7,6 @@ this module maps the exception tree in exactly one place (:func:`main`).
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from kredenc.errors import InvalidInput, KredencError
+from kredenc.interfaces.terminal import EscapingFormatter, escape, escaped_output, json_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,9 +37,10 @@ class Context:
 
     def emit(self, data: Any, human: Callable[[], None]) -> None:
         if self.json:
-            click.echo(json.dumps(data, ensure_ascii=False, default=str))
+            click.echo(json_text(data))
         else:
-            human()
+            with escaped_output():  # no control character reaches the terminal raw
+                human()
 
 
 def json_option(func: F) -> F:
@@ -76,10 +77,9 @@ def cli(
     debug: bool,
 ) -> None:
     """kredenc: a local-first memory and retrieval engine for LLM agents."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     ctx.obj = Context(store, namespace, as_json)
 
 
@@ -273,8 +273,11 @@ def ingest(
     follow_symlinks: bool,
 ) -> None:
     """Load files, folders and URLs into the knowledge base."""
+    import rich.markup
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kredenc.ingest.loaders.base import redact_url
 
     c = _ctx()
     for source in sources:
@@ -295,7 +298,8 @@ def ingest(
         task = bar.add_task("ingesting", total=None)
 
         def progress(source: str, _report: Any) -> None:
-            bar.update(task, advance=1, description=_short(source, 50))
+            shown = rich.markup.escape(escape(redact_url(_short(source, 50))))
+            bar.update(task, advance=1, description=shown)
 
         report = kb.ingest(
             list(sources),
@@ -400,7 +404,7 @@ def demo() -> None:
     c = _ctx()
     report = run_demo(c.store, c.namespace, quiet=c.json)
     if c.json:
-        click.echo(json.dumps(report, ensure_ascii=False))
+        click.echo(json_text(report))
 
 
 def _home(c: Context) -> Path:
@@ -441,26 +445,32 @@ def main(argv: list[str] | None = None) -> None:
         if ctx is not None:
             hint = f"see '{ctx.command_path} --help'"
         message = " ".join(exc.format_message().split())
-        click.echo(f"error: {message} ({hint})", err=True)
+        _error(f"error: {message} ({hint})")
         sys.exit(exc.exit_code)
     except KredencError as exc:
         line = f"error: {exc.message}"
         if exc.hint:
             line += f" ({exc.hint})"
-        click.echo(line, err=True)
+        _error(line)
         sys.exit(exc.exit_code)
     except OSError as exc:
-        click.echo(f"error: {exc.strerror or exc} ({exc.filename or ''})", err=True)
+        _error(f"error: {exc.strerror or exc} ({exc.filename or ''})")
         sys.exit(1)
     except Exception as exc:
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
-        click.echo(
+        _error(
             f"error: internal error: {type(exc).__name__}: {exc} "
-            "(run with --debug for the traceback, and please report it)",
-            err=True,
+            "(run with --debug for the traceback, and please report it)"
         )
         sys.exit(1)
+
+
+def _error(line: str) -> None:
+    """Print an error line on stderr: URL credentials masked, control characters escaped."""
+    from kredenc.ingest.loaders.base import redact_url
+
+    click.echo(escape(redact_url(line)), err=True)
 
 
 def _register_subcommands() -> None:
