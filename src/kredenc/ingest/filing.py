@@ -14,10 +14,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kredenc.config import Settings
 from kredenc.errors import KredencError
 from kredenc.ingest.chunker import chunk as cut
 from kredenc.ingest.document import Chunk, LoadedDocument
-from kredenc.ingest.loaders.base import redact_url, symlink_policy
+from kredenc.ingest.loaders.base import (
+    LoadLimits,
+    collapsed_warnings,
+    redact_url,
+    symlink_policy,
+)
 from kredenc.ingest.loaders.registry import loader_for
 from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
@@ -51,7 +57,7 @@ def ingest(
     with symlink_policy(follow=follow_symlinks, on_skip=lambda s, why: _skip(report, s, why)):
         for source in iter_sources([str(s) for s in items], inc, excl):
             try:
-                for doc in loader_for(source, kb.settings).load(source):
+                for doc in _load(source, kb.settings):
                     chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
                     parts = file_document(kb, doc, chunks, drawer, report)
                     if parts:
@@ -67,6 +73,18 @@ def ingest(
     file_mentions(kb, filed, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _load(source: str, settings: Settings) -> list[LoadedDocument]:
+    """The documents of one source, within the ``ingest_*`` limits; a loader's repeated
+    warnings are collapsed into one line with a count."""
+    loader = loader_for(source, settings)
+    limits = LoadLimits.from_settings(settings)
+    limits.check_file(source)
+    with collapsed_warnings(type(loader).__module__):
+        docs = loader.load(source)
+    limits.check_documents(docs)
+    return docs
 
 
 def _skip(report: IngestReport, source: str, reason: str) -> None:

@@ -16,6 +16,7 @@ import codecs
 import logging
 import re
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from kredenc.config import Settings
 from kredenc.errors import IngestError
 from kredenc.ingest.document import LoadedDocument
 
@@ -147,6 +149,102 @@ def admit(root: Path, path: Path) -> bool:
     return False
 
 
+_DEFAULTS = Settings.model_fields
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    """How much of one local file a loader reads (settings ``ingest_*``).
+
+    ``max_bytes``: the file's size; ``max_pages``: pages of a paged document;
+    ``max_page_chars``: characters kept of one page (the rest is cut, with a warning);
+    ``max_chars``: characters of one document; ``timeout_s``: time to parse one file.
+    Past any but ``max_page_chars`` the file fails and nothing of it is filed. The
+    defaults are the settings' defaults.
+    """
+
+    max_bytes: int = _DEFAULTS["ingest_max_bytes"].default
+    max_pages: int = _DEFAULTS["ingest_max_pages"].default
+    max_page_chars: int = _DEFAULTS["ingest_max_page_chars"].default
+    max_chars: int = _DEFAULTS["ingest_max_chars"].default
+    timeout_s: float = _DEFAULTS["ingest_timeout_s"].default
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LoadLimits:
+        return cls(
+            max_bytes=settings.ingest_max_bytes,
+            max_pages=settings.ingest_max_pages,
+            max_page_chars=settings.ingest_max_page_chars,
+            max_chars=settings.ingest_max_chars,
+            timeout_s=settings.ingest_timeout_s,
+        )
+
+    def check_file(self, source: str) -> None:
+        """Fail a local file larger than ``max_bytes`` before it is read."""
+        if is_url(source):
+            return  # a URL's size is bounded by the fetch (setting fetch_max_bytes)
+        try:
+            size = Path(source).stat().st_size
+        except OSError:
+            return  # the loader says what is wrong with it
+        if Path(source).is_file() and size > self.max_bytes:
+            raise IngestError(
+                f"{source}: {size} bytes is larger than the limit of {self.max_bytes} bytes "
+                "(setting ingest_max_bytes)",
+                "raise ingest_max_bytes in kredenc.toml if the file is genuine",
+            )
+
+    def check_documents(self, docs: list[LoadedDocument]) -> None:
+        """Fail a load with a document of more than ``max_chars`` characters."""
+        for doc in docs:
+            chars = sum(len(section.text) for section in doc.sections)
+            if chars > self.max_chars:
+                raise IngestError(
+                    f"{doc.source}: more than {self.max_chars} characters "
+                    f"(setting ingest_max_chars; it has {chars})",
+                    "raise ingest_max_chars in kredenc.toml if the file is genuine, or split it",
+                )
+
+
+class _Collapse(logging.Filter):
+    """Lets the first ``keep`` records of each message template through, counts the rest."""
+
+    def __init__(self, keep: int) -> None:
+        super().__init__()
+        self.keep = keep
+        self.seen: Counter[tuple[str, int, str]] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, str(record.msg))
+        self.seen[key] += 1
+        return self.seen[key] <= self.keep
+
+
+@contextmanager
+def collapsed_warnings(*names: str, keep: int = 3) -> Iterator[None]:
+    """Collapse repeated log records of the loggers ``names`` inside the block.
+
+    Of each message template (``"page %d skipped"``), the first ``keep`` records are
+    logged; the rest are counted, and one line per template says how many were left
+    out when the block ends. A parser that warns once per broken object of a hostile
+    file writes a few lines, not a million.
+    """
+    loggers = [logging.getLogger(name) for name in names]
+    collapse = _Collapse(keep)
+    for each in loggers:
+        each.addFilter(collapse)
+    try:
+        yield
+    finally:
+        for each in loggers:
+            each.removeFilter(collapse)
+        for (name, level, template), count in collapse.seen.items():
+            if count > keep:
+                logging.getLogger(name).log(
+                    level, "%d more warnings like %r (collapsed)", count - keep, template
+                )
+
+
 def decode_text(data: bytes, name: str) -> str:
     """Decode the bytes of a text file named ``name`` (see :func:`read_text_file`)."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -170,9 +268,11 @@ def decode_text(data: bytes, name: str) -> str:
 
 __all__ = [
     "LEAVES_FOLDER",
+    "LoadLimits",
     "Loader",
     "SymlinkPolicy",
     "admit",
+    "collapsed_warnings",
     "decode_text",
     "follows_symlinks",
     "is_url",
