@@ -110,8 +110,21 @@ class Settings(BaseSettings):
     fetch_allow_private: bool = Field(
         False, description="Allow fetching URLs on private, loopback and link-local addresses."
     )
+    fetch_allow_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts ('wiki.internal') or host:port fetched even on private addresses.",
+    )
     fetch_max_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest URL body fetched.")
     fetch_timeout_s: float = Field(20.0, gt=0, description="Time limit for one URL fetch.")
+    ingest_max_bytes: int = Field(
+        256 * 1024 * 1024, ge=1, description="Largest local file ingest reads (bytes)."
+    )
+    ingest_max_pages: int = Field(5000, ge=1, description="Most pages of one document.")
+    ingest_max_page_chars: int = Field(
+        100_000, ge=1, description="Characters kept of one page; the rest is cut, with a warning."
+    )
+    ingest_max_chars: int = Field(20_000_000, ge=1, description="Most characters of one document.")
+    ingest_timeout_s: float = Field(300.0, gt=0, description="Time limit for parsing one file.")
     youtube_languages: list[str] = Field(
         default_factory=lambda: ["en"], description="Transcript languages to try, in order."
     )

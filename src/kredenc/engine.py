@@ -170,17 +170,21 @@ class Kredenc:
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
         on_progress: Callable[[str, IngestReport], None] | None = None,
+        follow_symlinks: bool = False,
     ) -> IngestReport:
         """Load files, folders and URLs; file each document as one batch.
 
         One bad source never stops the rest: its error lands in ``report.failed``.
         Unchanged sources are skipped; changed ones replace their old version.
+        A file in a folder whose symlink leads out of the folder lands in
+        ``report.skipped`` unless ``follow_symlinks``.
         """
         from kredenc.ingest.filing import ingest  # loads the loaders: only when used
 
         return ingest(
             self.store, self.namespace, sources, drawer=drawer, include=include, exclude=exclude,
             chunk_size=chunk_size, chunk_overlap=chunk_overlap, on_progress=on_progress,
+            follow_symlinks=follow_symlinks,
         )  # fmt: skip
 
     def recall(

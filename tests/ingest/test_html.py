@@ -310,3 +310,30 @@ def test_a_logo_heading_is_not_the_title(tmp_path: Path) -> None:
     [doc] = HtmlLoader().load(str(page))
     assert doc.title == "Shipping on Fridays"
     assert "ACME" not in doc.text
+
+
+def test_the_fetch_allow_hosts_setting_the_hint_names_lets_one_host_through(
+    site: _Site, tmp_path: Path
+) -> None:
+    site.routes["/"] = (200, HTML_UTF8, DOCS.read_bytes())
+    with pytest.raises(FetchRefused) as refused:
+        HtmlLoader.from_settings(load_settings(tmp_path)).load(f"{site.base}/")
+    assert "fetch_allow_hosts" in refused.value.hint
+    settings = load_settings(tmp_path, fetch_allow_hosts=[f"127.0.0.1:{site.port}"])
+    [doc] = HtmlLoader.from_settings(settings).load(f"{site.base}/")
+    assert doc.sections[0].heading_path == ("Configuration",)
+
+
+def test_a_password_in_the_url_is_neither_filed_nor_shown(site: _Site) -> None:
+    site.routes["/"] = (200, HTML_UTF8, DOCS.read_bytes())
+    site.routes["/pdf"] = (200, {"Content-Type": "application/pdf"}, b"%PDF-1.7")
+    base = f"http://alice:hunter2@127.0.0.1:{site.port}"
+    [doc] = HtmlLoader(allow_private=True).load(f"{base}/")
+    assert doc.source == f"http://***@127.0.0.1:{site.port}/"
+    assert "hunter2" not in repr(doc.meta) + repr(doc.links)
+    with pytest.raises(IngestError) as failed:
+        HtmlLoader(allow_private=True).load(f"{base}/pdf")
+    assert "hunter2" not in str(failed.value) and "***@" in str(failed.value)
+    with pytest.raises(FetchRefused) as refused:
+        HtmlLoader().load(f"{base}/")
+    assert "hunter2" not in str(refused.value) and "alice" not in str(refused.value)

@@ -254,23 +254,24 @@ def test_unreadable_page_is_skipped_with_a_warning(
 ) -> None:
     read_page = pdf_loader._read_page
 
-    def failing(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
+    def failing(pdf: pdfium.PdfDocument, index: int, max_chars: int) -> tuple[str, bool, bool]:
         if index == 1:
             raise pdfium.PdfiumError("Failed to load page.")
-        return read_page(pdf, index)
+        return read_page(pdf, index, max_chars)
 
     monkeypatch.setattr(pdf_loader, "_read_page", failing)
     with caplog.at_level(logging.WARNING, logger=pdf_loader.__name__):
         doc = _load(TWO_COLUMN)
     assert [s.page for s in doc.sections] == [1, 3, 4, 5, 6, 7, 8]
     assert doc.meta["pages"] == 8
-    assert any("page 2 skipped" in r.getMessage() for r in caplog.records)
+    assert any("1 page(s) skipped" in r.getMessage() for r in caplog.records)
+    assert any(r.getMessage().endswith(": pages 2") for r in caplog.records)
 
 
 def test_pdf_whose_pages_all_fail_is_a_per_file_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def failing(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
+    def failing(pdf: pdfium.PdfDocument, index: int, max_chars: int) -> tuple[str, bool, bool]:
         raise pdfium.PdfiumError("Failed to load page.")
 
     monkeypatch.setattr(pdf_loader, "_read_page", failing)

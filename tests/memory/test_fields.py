@@ -8,7 +8,13 @@ import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
-from kredenc.memory.fields import validate_fields
+from kredenc.memory.fields import (
+    MAX_TIME,
+    MIN_TIME,
+    parse_time,
+    validate_fields,
+    validate_meta,
+)
 from kredenc.testing.embedders import HashEmbedder
 
 
@@ -40,3 +46,88 @@ def test_deprecated_hidden_unless_asked_for(tmp_path: Path) -> None:
             assert old.id not in {h.id for h in kb.search("deploy day", mode=mode)}
             shown = kb.search("deploy day", mode=mode, include_deprecated=True)
             assert old.id in {h.id for h in shown}
+
+
+# -- edge inputs (issue 13, finding 9): each refused in one line, nothing written ----
+
+
+def _log_size(kb: Kredenc) -> int:
+    return (kb.settings.home / "haystack.log").stat().st_size
+
+
+def _deep(levels: int) -> dict[str, object]:
+    value: dict[str, object] = {}
+    for _ in range(levels):
+        value = {"d": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ({"meta": {"x": object()}}, "meta must hold only JSON values"),
+        ({"meta": {"x": float("nan")}}, "meta must hold only JSON values"),
+        ({"meta": {"x": [1.0, float("inf")]}}, "meta must hold only JSON values"),
+        ({"meta": {1: "a"}}, "meta keys must be strings"),
+        ({"meta": ["not", "a", "mapping"]}, "meta must be a JSON object"),
+        ({"meta": _deep(40)}, "meta is nested deeper than"),
+        ({"meta": {"x": "y" * 300_000}}, "meta is larger than"),
+        ({"importance": "0.5"}, "importance must be a number"),
+        ({"importance": True}, "importance must be a number"),
+        ({"confidence": False}, "confidence must be a number"),
+        ({"valid_from": 1e30}, "valid_from must be between"),
+        ({"valid_to": -1e15}, "valid_to must be between"),
+        ({"valid_from": float("inf")}, "valid_from must be a finite time"),
+        ({"tags": ["ok", "nul\x00tag"]}, "tags must not hold control characters"),
+        ({"tags": ["bell\x07"]}, "tags must not hold control characters"),
+    ],
+)
+def test_edge_inputs_are_invalid_and_write_nothing(
+    tmp_path: Path, call: dict[str, object], message: str
+) -> None:
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        before = _log_size(kb)
+        with pytest.raises(InvalidInput) as err:
+            kb.remember("the kestrel nests on the tower", **call)  # type: ignore[arg-type]
+        assert message in err.value.message
+        assert "\n" not in str(err.value)
+        assert _log_size(kb) == before
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"meta": {"x": object()}}, "meta must hold only JSON values"),
+        ({"meta": {"x": float("nan")}}, "meta must hold only JSON values"),
+        ({"tags": ["nul\x00"]}, "tags must not hold control characters"),
+    ],
+)
+def test_add_passages_validates_meta_and_tags(
+    tmp_path: Path, item: dict[str, object], message: str
+) -> None:
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        before = _log_size(kb)
+        with pytest.raises(InvalidInput, match=message):
+            kb.add_passages([{"text": "fine"}, {"text": "a passage", **item}])
+        assert _log_size(kb) == before
+
+
+def test_lenient_batches_coerce_strings_but_not_bools(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING"):
+        out = validate_fields({"importance": "0.7", "confidence": True}, strict=False)
+    assert (out["importance"], out["confidence"]) == (0.7, 0.5)
+    assert "not a number" in caplog.text
+
+
+def test_meta_is_kept_as_given_when_valid() -> None:
+    meta = {"a": [1, 2.5, None, True, "x"], "b": {"c": _deep(10)}}
+    assert validate_meta(meta) == meta
+    assert validate_meta(None) == {}
+
+
+def test_valid_times_at_the_edges_of_the_calendar() -> None:
+    assert parse_time("0001-01-01T00:00:00Z", "t") == MIN_TIME
+    assert parse_time("9999-12-31T23:59:59Z", "t") == MAX_TIME
+    assert parse_time(MAX_TIME, "t") == MAX_TIME
+    with pytest.raises(InvalidInput):
+        parse_time(MAX_TIME + 1, "t")

@@ -11,7 +11,8 @@ from __future__ import annotations
 from kredenc.ingest.chunker import chunk
 from kredenc.ingest.document import Chunk, LoadedDocument, Section
 from kredenc.ingest.loaders.base import Loader
-from kredenc.ingest.loaders.registry import iter_sources, loader_for, loaders
+from kredenc.ingest.loaders.registry import loader_for, loaders
+from kredenc.ingest.sources import iter_sources
 
 __all__ = [
     "Chunk",

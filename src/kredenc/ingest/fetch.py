@@ -35,6 +35,7 @@ import httpcore
 import httpx
 
 from kredenc.errors import FetchRefused, IngestError, InvalidInput
+from kredenc.ingest.loaders.base import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,8 @@ USER_AGENT = "kredenc/0.1 (+ingest)"
 Resolver = Callable[[str, int], Sequence[str]]
 
 _PRIVATE_HINT = (
-    "private, loopback and link-local addresses are refused unless allowed "
-    "(setting fetch_allow_private, or allow_hosts for one host)"
+    "private, loopback and link-local addresses are refused unless allowed: list the host "
+    "in the setting fetch_allow_hosts, or set fetch_allow_private (see docs/configuration.md)"
 )
 # NAT64 (RFC 6052): 64:ff9b::a.b.c.d reaches the IPv4 address a.b.c.d.
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
@@ -65,7 +66,10 @@ _CLASSES = (
 
 @dataclass(frozen=True)
 class Fetched:
-    """The answer to one fetch: ``final_url`` is where the last redirect led."""
+    """The answer to one fetch: ``final_url`` is where the last redirect led.
+
+    Both URLs have any ``user:password@`` masked (``***@``): they are shown and filed.
+    """
 
     url: str
     final_url: str
@@ -331,7 +335,12 @@ def fetch(
         timeout=httpx.Timeout(timeout_s),
         headers={"User-Agent": USER_AGENT},
     ) as client:
-        return _Hops(client, policy, url, max_bytes, timeout_s).run(max_redirects)
+        try:
+            return _Hops(client, policy, url, max_bytes, timeout_s).run(max_redirects)
+        except IngestError as exc:  # every message of a fetch passes here: no password
+            exc.message = redact_url(exc.message)
+            exc.args = (exc.message,)
+            raise
 
 
 class _Hops:
@@ -432,8 +441,8 @@ class _Hops:
                 "try again later",
             ) from exc
         return Fetched(
-            url=self.url,
-            final_url=str(response.url),
+            url=redact_url(self.url),
+            final_url=redact_url(str(response.url)),
             status=response.status_code,
             content_type=response.headers.get("content-type", ""),
             body=bytes(body),

@@ -16,12 +16,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kredenc.config import Settings
 from kredenc.errors import KredencError
 from kredenc.ingest.chunker import chunk as cut
 from kredenc.ingest.document import Chunk, LoadedDocument
-from kredenc.ingest.loaders.registry import iter_sources, loader_for
+from kredenc.ingest.loaders.base import (
+    LoadLimits,
+    collapsed_warnings,
+    redact_url,
+    symlink_policy,
+)
+from kredenc.ingest.loaders.registry import loader_for
 from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
+from kredenc.ingest.sources import iter_sources
 from kredenc.memory.checks import check_name
 
 if TYPE_CHECKING:
@@ -41,6 +49,7 @@ def ingest(
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     on_progress: Callable[[str, IngestReport], None] | None = None,
+    follow_symlinks: bool = False,
 ) -> IngestReport:
     """Load files, folders and URLs and file each document into ``ns`` as one batch.
 
@@ -59,23 +68,42 @@ def ingest(
     filed: list[tuple[str, list[tuple[str, str]]]] = []
     inc = list(include) if include is not None else None
     excl = list(exclude) if exclude is not None else None
-    for source in iter_sources([str(s) for s in items], inc, excl):
-        try:
-            for doc in loader_for(source, store.settings).load(source):
-                chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
-                parts = file_document(store, ns, doc, chunks, drawer, report)
-                if parts:
-                    filed.append((doc.title, parts))
-                links.extend((doc.source, target) for target in doc.links)
-        except KredencError as exc:
-            log.warning("ingest: %s", exc)
-            report.failed.append((source, str(exc)))
-        if on_progress is not None:
-            on_progress(source, report)
+    with symlink_policy(follow=follow_symlinks, on_skip=lambda s, why: _skip(report, s, why)):
+        for source in iter_sources([str(s) for s in items], inc, excl):
+            try:
+                for doc in _load(source, store.settings):
+                    chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
+                    parts = file_document(store, ns, doc, chunks, drawer, report)
+                    if parts:
+                        filed.append((doc.title, parts))
+                    links.extend((doc.source, target) for target in doc.links)
+            except KredencError as exc:
+                reason = redact_url(str(exc))  # a URL's password is never reported
+                log.warning("ingest: %s", reason)
+                report.failed.append((redact_url(source), reason))
+            if on_progress is not None:
+                on_progress(source, report)
     file_links(store, ns, links, report)
     file_mentions(store, ns, filed, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _load(source: str, settings: Settings) -> list[LoadedDocument]:
+    """The documents of one source, within the ``ingest_*`` limits; a loader's repeated
+    warnings are collapsed into one line with a count."""
+    loader = loader_for(source, settings)
+    limits = LoadLimits.from_settings(settings)
+    limits.check_file(source)
+    with collapsed_warnings(type(loader).__module__):
+        docs = loader.load(source)
+    limits.check_documents(docs)
+    return docs
+
+
+def _skip(report: IngestReport, source: str, reason: str) -> None:
+    log.warning("ingest: %s: skipped: %s", source, reason)
+    report.skipped.append((source, reason))
 
 
 def file_document(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.errors import InvalidInput
 from kredenc.memory.checks import check_name, check_text
-from kredenc.memory.fields import validate_tags
+from kredenc.memory.fields import validate_meta, validate_tags
 from kredenc.records import new_id
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def add_passages(
         if item.get("title"):
             payload["title"] = str(item["title"])
         if item.get("meta"):
-            payload["meta"] = dict(item["meta"])
+            payload["meta"] = validate_meta(item["meta"])
         if item.get("tags"):
             payload["tags"] = validate_tags(item["tags"])
         for key in ("context", "embed_context", "doc_id"):

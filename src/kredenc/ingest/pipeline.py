@@ -20,7 +20,9 @@ from kredenc.records import new_id, now
 
 @dataclass
 class IngestReport:
-    """What an ingest run did; ``failed`` holds (source, one-line reason)."""
+    """What an ingest run did; ``failed`` holds (source, one-line reason) for each source
+    that could not be read, ``skipped`` (source, reason) for each left out on purpose
+    (a symlink that leaves the folder walked)."""
 
     documents: int = 0
     chunks: int = 0
@@ -29,6 +31,7 @@ class IngestReport:
     links: int = 0
     mentions: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
     doc_ids: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -41,6 +44,7 @@ class IngestReport:
             "links": self.links,
             "mentions": self.mentions,
             "failed": [{"source": s, "error": e} for s, e in self.failed],
+            "skipped": [{"source": s, "reason": r} for s, r in self.skipped],
             "seconds": round(self.seconds, 3),
         }
 

@@ -12,7 +12,6 @@ them on the group.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ from kredenc.interfaces.cli_common import (
     memory_json,
     short,
 )
+from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
 
 log = logging.getLogger("kredenc.cli")
 
@@ -54,10 +54,9 @@ def cli(
     debug: bool,
 ) -> None:
     """kredenc: a local-first memory and retrieval engine for LLM agents."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     ctx.obj = Context(store, namespace, as_json)
 
 
@@ -201,13 +200,23 @@ def _hit_json(hit: Any) -> dict[str, Any]:
 @click.option("--drawer", default="documents", show_default=True)
 @click.option("--include", multiple=True, help="Glob of files to take from folders (repeat).")
 @click.option("--exclude", multiple=True, help="Glob of files to skip (repeat).")
+@click.option(
+    "--follow-symlinks", is_flag=True, help="Read files in folders that symlink out of them."
+)
 @json_option
 def ingest(
-    sources: tuple[str, ...], drawer: str, include: tuple[str, ...], exclude: tuple[str, ...]
+    sources: tuple[str, ...],
+    drawer: str,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    follow_symlinks: bool,
 ) -> None:
     """Load files, folders and URLs into the knowledge base."""
+    import rich.markup
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kredenc.ingest.loaders.base import redact_url
 
     c = context()
     for source in sources:
@@ -228,7 +237,8 @@ def ingest(
         task = bar.add_task("ingesting", total=None)
 
         def progress(source: str, _report: Any) -> None:
-            bar.update(task, advance=1, description=short(source, 50))
+            shown = rich.markup.escape(escape(redact_url(short(source, 50))))
+            bar.update(task, advance=1, description=shown)
 
         report = kb.ingest(
             list(sources),
@@ -236,6 +246,7 @@ def ingest(
             include=list(include) or None,
             exclude=list(exclude) or None,
             on_progress=progress,
+            follow_symlinks=follow_symlinks,
         )
     data = report.to_json()
 
@@ -243,10 +254,14 @@ def ingest(
         click.echo(
             f"{data['documents']} documents filed ({data['chunks']} chunks), "
             f"{data['unchanged']} unchanged, {data['replaced']} replaced, "
-            f"{len(data['failed'])} failed, in {data['seconds']} s"
+            f"{len(data['failed'])} failed, {len(data['skipped'])} skipped, in {data['seconds']} s"
         )
         for fail in data["failed"]:
             click.echo(f"  failed: {fail['error']}")
+        for skip in data["skipped"]:
+            click.echo(f"  skipped: {skip['source']}: {skip['reason']}")
+        if data["skipped"]:
+            click.echo("  (--follow-symlinks reads files that symlink out of the folder)")
 
     c.emit(data, human)
     if data["failed"] and not data["documents"] and not data["unchanged"]:
@@ -328,7 +343,7 @@ def demo() -> None:
     c = context()
     report = run_demo(c.store, c.namespace, quiet=c.json)
     if c.json:
-        click.echo(json.dumps(report, ensure_ascii=False))
+        click.echo(json_text(report))
 
 
 def _home(c: Context) -> Path:
@@ -369,26 +384,32 @@ def main(argv: list[str] | None = None) -> None:
         if ctx is not None:
             hint = f"see '{ctx.command_path} --help'"
         message = " ".join(exc.format_message().split())
-        click.echo(f"error: {message} ({hint})", err=True)
+        _error(f"error: {message} ({hint})")
         sys.exit(exc.exit_code)
     except KredencError as exc:
         line = f"error: {exc.message}"
         if exc.hint:
             line += f" ({exc.hint})"
-        click.echo(line, err=True)
+        _error(line)
         sys.exit(exc.exit_code)
     except OSError as exc:
-        click.echo(f"error: {exc.strerror or exc} ({exc.filename or ''})", err=True)
+        _error(f"error: {exc.strerror or exc} ({exc.filename or ''})")
         sys.exit(1)
     except Exception as exc:
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
-        click.echo(
+        _error(
             f"error: internal error: {type(exc).__name__}: {exc} "
-            "(run with --debug for the traceback, and please report it)",
-            err=True,
+            "(run with --debug for the traceback, and please report it)"
         )
         sys.exit(1)
+
+
+def _error(line: str) -> None:
+    """Print an error line on stderr: URL credentials masked, control characters escaped."""
+    from kredenc.ingest.loaders.base import redact_url
+
+    click.echo(escape(redact_url(line)), err=True)
 
 
 # Command modules: one import above and one entry here each.

@@ -7,7 +7,6 @@ the group that registers them form no cycle.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from kredenc.errors import InvalidInput
+from kredenc.interfaces.terminal import escaped_output, json_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,9 +35,10 @@ class Context:
 
     def emit(self, data: Any, human: Callable[[], None]) -> None:
         if self.json:
-            click.echo(json.dumps(data, ensure_ascii=False, default=str))
+            click.echo(json_text(data))
         else:
-            human()
+            with escaped_output():  # no control character reaches the terminal raw
+                human()
 
 
 def json_option(func: F) -> F:

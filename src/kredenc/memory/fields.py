@@ -1,15 +1,25 @@
 """What a memory carries, and the one function that validates it.
 
 ``validate_fields`` has two modes. *strict* (the API and CLI): anything out of range
-or unknown is rejected with a clear error and nothing is written. *lenient* (records
-produced by jobs, importers or models): scores are clamped into [0, 1] and unknown
-enum values are coerced to safe defaults, each with a WARNING that says so.
+or unknown is rejected with a clear error and nothing is written; a score is a number
+(``int`` or ``float``, never ``bool`` or a string: the CLI parses its own flags).
+*lenient* (records produced by jobs, importers or models): scores are clamped into
+[0, 1], numeric strings read as numbers and unknown enum values are coerced to safe
+defaults, each with a WARNING that says so.
+
+``validate_meta`` checks a record's free-form ``meta``: a JSON object with string keys
+and JSON values only (no NaN or infinity, which would reach the log as bare ``NaN``,
+not JSON), at most :data:`MAX_META_DEPTH` deep and :data:`MAX_META_BYTES` as JSON.
+Times are bounded to the calendar years 1 to 9999 (:data:`MIN_TIME`, :data:`MAX_TIME`);
+tags hold no control characters.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import unicodedata
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +47,13 @@ DEFAULTS: dict[str, Any] = {
     "valid_to": None,
 }
 
+#: The first and last second a time may name: 0001-01-01 and 9999-12-31T23:59:59, UTC.
+MIN_TIME = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+#: How deep ``meta`` may nest, and how large it may be as JSON (UTF-8 bytes).
+MAX_META_DEPTH = 32
+MAX_META_BYTES = 256 * 1024
+
 _ENUMS: dict[str, tuple[str, ...]] = {
     "kind": MEMORY_KINDS,
     "status": STATUSES,
@@ -54,6 +71,11 @@ def parse_time(value: object, what: str) -> float | None:
     if isinstance(value, int | float):
         if not math.isfinite(value):
             raise InvalidInput(f"{what} must be a finite time")
+        if not MIN_TIME <= value <= MAX_TIME:
+            raise InvalidInput(
+                f"{what} must be between year 1 and year 9999, not {value:g} seconds",
+                "give Unix seconds or an ISO 8601 time, e.g. 2026-11-30T14:00:00Z",
+            )
         return float(value)
     if isinstance(value, datetime):
         dt = value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -71,13 +93,14 @@ def parse_time(value: object, what: str) -> float | None:
 
 def _score(name: str, value: object, strict: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        try:
-            value = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            if strict:
-                raise InvalidInput(f"{name} must be a number in [0, 1], not {value!r}") from None
+        if strict:
+            raise InvalidInput(f"{name} must be a number in [0, 1], not {_shown(value)}")
+        read = None if isinstance(value, bool) else _number(value)
+        if read is None:
             log.warning("memory field %s=%r is not a number; using %s", name, value, 0.5)
             return 0.5
+        log.warning("memory field %s=%r is not a number; read as %s", name, value, read)
+        value = read
     number = float(value)
     if math.isnan(number):
         if strict:
@@ -158,5 +181,67 @@ def validate_tags(tags: object) -> list[str]:
             tag.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidInput("tags must be valid UTF-8") from None
+        if any(unicodedata.category(c) == "Cc" for c in tag):
+            raise InvalidInput(
+                f"tags must not hold control characters, not {_shown(tag)}",
+                "use printable words, e.g. --tags birds,city",
+            )
         seen.setdefault(tag.strip(), None)
     return list(seen)
+
+
+def validate_meta(meta: object) -> dict[str, Any]:
+    """``meta`` as a new dict, once it is known to be a JSON object the log can hold.
+
+    None is an empty object. Refused (:class:`InvalidInput`): anything but a mapping,
+    keys that are not strings, values that are not JSON (objects, NaN, infinity),
+    nesting deeper than :data:`MAX_META_DEPTH`, more than :data:`MAX_META_BYTES` as JSON.
+    """
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise InvalidInput(f"meta must be a JSON object, not {type(meta).__name__}")
+    _check_json(meta, 1)
+    size = len(json.dumps(meta, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    if size > MAX_META_BYTES:
+        raise InvalidInput(
+            f"meta is larger than {MAX_META_BYTES} bytes as JSON ({size})",
+            "keep large content in the text, or in a document",
+        )
+    return dict(meta)
+
+
+def _check_json(value: object, depth: int) -> None:
+    if depth > MAX_META_DEPTH:
+        raise InvalidInput(f"meta is nested deeper than {MAX_META_DEPTH} levels")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"meta keys must be strings, not {type(key).__name__}")
+            _check_json(item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_json(item, depth + 1)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(
+                f"meta must hold only JSON values, not {value!r}", "use null or a finite number"
+            )
+    elif not (value is None or isinstance(value, str | int | bool)):
+        raise InvalidInput(
+            f"meta must hold only JSON values, not {type(value).__name__}",
+            "use strings, numbers, true/false, null, lists and objects",
+        )
+
+
+def _number(value: object) -> float | None:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _shown(value: object, width: int = 40) -> str:
+    """``repr`` of a user's value for a message: one line, at most ``width`` characters."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.errors import InvalidInput, NotFound, ReadOnlyRecord
 from kredenc.memory.checks import check_name, check_text, check_utf8
-from kredenc.memory.fields import SCORES, validate_fields
+from kredenc.memory.fields import SCORES, validate_fields, validate_meta
 from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.records import Memory, new_id
 
@@ -39,8 +39,6 @@ def memory_payload(
     """A validated ``put`` payload for a new memory in ``ns`` (not yet written)."""
     checked_text = check_text(text, store.settings.max_text_chars)
     check_name("drawer", drawer)
-    if meta is not None and not isinstance(meta, Mapping):
-        raise InvalidInput("meta must be a JSON object")
     values = validate_fields({**fields, "kind": kind, "tags": tags}, strict=strict)
     payload: dict[str, Any] = {
         "op": "put",
@@ -52,7 +50,7 @@ def memory_payload(
         "ts": store.now(),
         "text": checked_text,
         "tags": values["tags"],
-        "meta": dict(meta or {}),
+        "meta": validate_meta(meta),
         "scores": {k: values[k] for k in SCORES},
         "status": values["status"],
         "source": values["source"],

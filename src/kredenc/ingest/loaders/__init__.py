@@ -7,6 +7,6 @@ only when :func:`loaders` is first called.
 from __future__ import annotations
 
 from kredenc.ingest.loaders.base import Loader
-from kredenc.ingest.loaders.registry import iter_sources, loader_for, loaders, supported_suffixes
+from kredenc.ingest.loaders.registry import loader_for, loaders, supported_suffixes
 
-__all__ = ["Loader", "iter_sources", "loader_for", "loaders", "supported_suffixes"]
+__all__ = ["Loader", "loader_for", "loaders", "supported_suffixes"]

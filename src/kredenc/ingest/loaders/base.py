@@ -14,10 +14,17 @@ from __future__ import annotations
 
 import codecs
 import logging
+import re
 from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from kredenc.config import Settings
 from kredenc.errors import IngestError
 from kredenc.ingest.document import LoadedDocument
 
@@ -53,6 +60,17 @@ def is_url(source: str) -> bool:
     return "://" in source
 
 
+# The user name and password of a URL: everything between ``scheme://`` and the last
+# ``@`` before the host ends.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s?#]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` (a URL, or a message naming URLs) with every URL's ``user:password@``
+    replaced by ``***@``, so that no message, report or log line echoes a secret."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
 def resolve_source(source: str) -> str:
     """The canonical form of a file source: its absolute, resolved path."""
     return str(Path(source).expanduser().resolve())
@@ -72,6 +90,159 @@ def read_text_file(path: Path) -> str:
             "check that the file exists and is readable",
         ) from exc
     return decode_text(data, str(path)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+#: The reason reported for an entry skipped because its resolved path leaves the folder.
+LEAVES_FOLDER = "symlink leaves the folder"
+
+#: ``on_skip(source, reason)``: told of each entry a walk leaves out for a reason.
+OnSkip = Callable[[str, str], None]
+
+
+def _log_skip(source: str, reason: str) -> None:
+    logger.warning("%s: skipped: %s", source, reason)
+
+
+@dataclass(frozen=True)
+class SymlinkPolicy:
+    """Whether a walk follows symlinks out of its folder, and whom it tells of skips."""
+
+    follow: bool = False
+    on_skip: OnSkip = _log_skip
+
+
+_SAFE = SymlinkPolicy()  # frozen: safe to share as the default
+_POLICY: ContextVar[SymlinkPolicy] = ContextVar("kredenc_symlink_policy", default=_SAFE)
+
+
+@contextmanager
+def symlink_policy(*, follow: bool = False, on_skip: OnSkip | None = None) -> Iterator[None]:
+    """Set the symlink policy of the walks (and folder loaders) run inside the block."""
+    token = _POLICY.set(SymlinkPolicy(follow, on_skip or _log_skip))
+    try:
+        yield
+    finally:
+        _POLICY.reset(token)
+
+
+def follows_symlinks() -> bool:
+    """Whether the current symlink policy follows symlinks out of a folder."""
+    return _POLICY.get().follow
+
+
+def admit(root: Path, path: Path) -> bool:
+    """Whether ``path`` (found under the resolved folder ``root``) may be read.
+
+    An entry whose resolved path leaves ``root`` is admitted only when the current
+    policy follows symlinks; otherwise it is reported as skipped.
+    """
+    policy = _POLICY.get()
+    if policy.follow or not path.is_symlink():
+        return True
+    try:
+        target = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        target = None
+    if target is not None and target.is_relative_to(root):
+        return True
+    policy.on_skip(str(path), LEAVES_FOLDER)
+    return False
+
+
+_DEFAULTS = Settings.model_fields
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    """How much of one local file a loader reads (settings ``ingest_*``).
+
+    ``max_bytes``: the file's size; ``max_pages``: pages of a paged document;
+    ``max_page_chars``: characters kept of one page (the rest is cut, with a warning);
+    ``max_chars``: characters of one document; ``timeout_s``: time to parse one file.
+    Past any but ``max_page_chars`` the file fails and nothing of it is filed. The
+    defaults are the settings' defaults.
+    """
+
+    max_bytes: int = _DEFAULTS["ingest_max_bytes"].default
+    max_pages: int = _DEFAULTS["ingest_max_pages"].default
+    max_page_chars: int = _DEFAULTS["ingest_max_page_chars"].default
+    max_chars: int = _DEFAULTS["ingest_max_chars"].default
+    timeout_s: float = _DEFAULTS["ingest_timeout_s"].default
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LoadLimits:
+        return cls(
+            max_bytes=settings.ingest_max_bytes,
+            max_pages=settings.ingest_max_pages,
+            max_page_chars=settings.ingest_max_page_chars,
+            max_chars=settings.ingest_max_chars,
+            timeout_s=settings.ingest_timeout_s,
+        )
+
+    def check_file(self, source: str) -> None:
+        """Fail a local file larger than ``max_bytes`` before it is read."""
+        if is_url(source):
+            return  # a URL's size is bounded by the fetch (setting fetch_max_bytes)
+        try:
+            size = Path(source).stat().st_size
+        except OSError:
+            return  # the loader says what is wrong with it
+        if Path(source).is_file() and size > self.max_bytes:
+            raise IngestError(
+                f"{source}: {size} bytes is larger than the limit of {self.max_bytes} bytes "
+                "(setting ingest_max_bytes)",
+                "raise ingest_max_bytes in kredenc.toml if the file is genuine",
+            )
+
+    def check_documents(self, docs: list[LoadedDocument]) -> None:
+        """Fail a load with a document of more than ``max_chars`` characters."""
+        for doc in docs:
+            chars = sum(len(section.text) for section in doc.sections)
+            if chars > self.max_chars:
+                raise IngestError(
+                    f"{doc.source}: more than {self.max_chars} characters "
+                    f"(setting ingest_max_chars; it has {chars})",
+                    "raise ingest_max_chars in kredenc.toml if the file is genuine, or split it",
+                )
+
+
+class _Collapse(logging.Filter):
+    """Lets the first ``keep`` records of each message template through, counts the rest."""
+
+    def __init__(self, keep: int) -> None:
+        super().__init__()
+        self.keep = keep
+        self.seen: Counter[tuple[str, int, str]] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, str(record.msg))
+        self.seen[key] += 1
+        return self.seen[key] <= self.keep
+
+
+@contextmanager
+def collapsed_warnings(*names: str, keep: int = 3) -> Iterator[None]:
+    """Collapse repeated log records of the loggers ``names`` inside the block.
+
+    Of each message template (``"page %d skipped"``), the first ``keep`` records are
+    logged; the rest are counted, and one line per template says how many were left
+    out when the block ends. A parser that warns once per broken object of a hostile
+    file writes a few lines, not a million.
+    """
+    loggers = [logging.getLogger(name) for name in names]
+    collapse = _Collapse(keep)
+    for each in loggers:
+        each.addFilter(collapse)
+    try:
+        yield
+    finally:
+        for each in loggers:
+            each.removeFilter(collapse)
+        for (name, level, template), count in collapse.seen.items():
+            if count > keep:
+                logging.getLogger(name).log(
+                    level, "%d more warnings like %r (collapsed)", count - keep, template
+                )
 
 
 def decode_text(data: bytes, name: str) -> str:
@@ -95,4 +266,18 @@ def decode_text(data: bytes, name: str) -> str:
     return data.decode("cp1252", errors="replace")
 
 
-__all__ = ["Loader", "decode_text", "is_url", "read_text_file", "resolve_source"]
+__all__ = [
+    "LEAVES_FOLDER",
+    "LoadLimits",
+    "Loader",
+    "SymlinkPolicy",
+    "admit",
+    "collapsed_warnings",
+    "decode_text",
+    "follows_symlinks",
+    "is_url",
+    "read_text_file",
+    "redact_url",
+    "resolve_source",
+    "symlink_policy",
+]

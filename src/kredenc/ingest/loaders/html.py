@@ -48,7 +48,7 @@ from kredenc.ingest.fetch import (
     DEFAULT_TIMEOUT_S,
     fetch,
 )
-from kredenc.ingest.loaders.base import Loader, is_url, resolve_source
+from kredenc.ingest.loaders.base import Loader, is_url, redact_url, resolve_source
 
 if TYPE_CHECKING:
     from kredenc.config import Settings
@@ -170,6 +170,7 @@ class HtmlLoader(Loader):
         """A loader with the ``fetch_*`` limits of ``settings``."""
         return cls(
             allow_private=settings.fetch_allow_private,
+            allow_hosts=settings.fetch_allow_hosts,
             max_bytes=settings.fetch_max_bytes,
             timeout_s=settings.fetch_timeout_s,
         )
@@ -199,6 +200,7 @@ class HtmlLoader(Loader):
             timeout_s=self.timeout_s,
             max_redirects=self.max_redirects,
         )
+        url = redact_url(url)  # the source filed and shown never holds a password
         if fetched.media_type and fetched.media_type not in HTML_MEDIA_TYPES:
             raise IngestError(
                 f"{url}: not an HTML page (content type {fetched.media_type})",

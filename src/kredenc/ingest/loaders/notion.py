@@ -20,6 +20,8 @@ An export looks like this (every name ends in the page's 32-hex id)::
   page in the export is that page (with the row's columns added to its meta); a row
   without one becomes a document of ``Column: value`` lines whose source is
   ``<csv source>#row=<n>``. Of the two CSV files of a database, ``_all`` is read.
+- A file of the export that is a symlink leading out of it is skipped and reported,
+  as in any folder walked (see :mod:`kredenc.ingest.sources`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import ClassVar
 
 from kredenc.errors import IngestError
 from kredenc.ingest.document import LoadedDocument, Section
-from kredenc.ingest.loaders.base import Loader, is_url, read_text_file
+from kredenc.ingest.loaders.base import Loader, admit, is_url, read_text_file
 from kredenc.ingest.loaders.markdown import parse_markdown
 
 logger = logging.getLogger(__name__)
@@ -185,6 +187,7 @@ class _Export:
                 for p in root.rglob("*")
                 if p.is_file()
                 and not any(part.startswith(".") for part in p.relative_to(root).parts)
+                and admit(root, p)  # a symlink out of the export is not read
             ),
             key=str,  # "Page <id>.md" before the "Page <id>/" folder of its sub-pages
         )

@@ -29,8 +29,15 @@ footnote mark glued to its first word at a line start is split off ("1Preliminar
 Failures are per file: an encrypted, truncated (no ``%%EOF`` marker in its last
 1,024 bytes, where readers look for it; PDFium would otherwise quietly rebuild what it
 can) or garbage file raises :class:`~kredenc.errors.IngestError` naming the file; a
-single page PDFium cannot read is skipped with a warning. PDFium is not thread-safe,
-so one lock serialises every call into it.
+page PDFium cannot read is skipped, and all such pages are named in one warning.
+PDFium is not thread-safe, so one lock serialises every call into it.
+
+Limits (:class:`~kredenc.ingest.loaders.base.LoadLimits`, settings ``ingest_*``): more
+pages than ``ingest_max_pages`` fails the file before any page is read; a page's
+characters are counted inside PDFium and a page longer than ``ingest_max_page_chars``
+is cut there, before its text is copied out or normalised (one warning names the pages
+cut; the document's meta lists them as ``cut_pages``); past ``ingest_max_chars`` in all,
+or ``ingest_timeout_s`` (checked between pages), the file fails.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 import unicodedata
 from collections import Counter
 from datetime import UTC, datetime, timedelta, timezone
@@ -48,9 +56,10 @@ from typing import ClassVar
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from kredenc.config import Settings
 from kredenc.errors import IngestError
 from kredenc.ingest.document import LoadedDocument, Section
-from kredenc.ingest.loaders.base import Loader, resolve_source
+from kredenc.ingest.loaders.base import Loader, LoadLimits, resolve_source
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +111,20 @@ class PdfLoader(Loader):
     name: ClassVar[str] = "pdf"
     suffixes: ClassVar[tuple[str, ...]] = (".pdf",)
 
+    def __init__(self, limits: LoadLimits | None = None) -> None:
+        self.limits = limits or LoadLimits()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PdfLoader:
+        """A loader with the ``ingest_*`` limits of ``settings``."""
+        return cls(LoadLimits.from_settings(settings))
+
     def load(self, source: str) -> list[LoadedDocument]:
         path = Path(source)
         with _PDFIUM_LOCK:
             pdf = _open(path)
             try:
-                raw_pages, row_pages = _extract(pdf, path)
+                raw_pages, row_pages, cut_pages = _extract(pdf, path, self.limits)
                 info = _metadata(pdf)
             finally:
                 pdf.close()
@@ -121,6 +138,8 @@ class PdfLoader(Loader):
         meta: dict[str, object] = {"pages": len(raw_pages)}
         if row_pages:
             meta["layout_pages"] = row_pages
+        if cut_pages:
+            meta["cut_pages"] = cut_pages
         meta.update(info)
         title = str(meta.pop("title", "")) or path.stem
         return [LoadedDocument(resolve_source(source), title, self.name, sections, meta=meta)]
@@ -155,51 +174,118 @@ def _open(path: Path) -> pdfium.PdfDocument:
         raise IngestError(f"{path}: not a readable PDF ({exc})", _DAMAGED_HINT) from exc
 
 
-def _extract(pdf: pdfium.PdfDocument, path: Path) -> tuple[list[str], list[int]]:
-    """The raw text of every page ("" for a page that failed) and the pages read as rows."""
+def _extract(
+    pdf: pdfium.PdfDocument, path: Path, limits: LoadLimits
+) -> tuple[list[str], list[int], list[int]]:
+    """The raw text of every page ("" for a page that failed), the pages read as rows
+    and the pages cut at ``limits.max_page_chars``.
+
+    Fails the file past ``limits.max_pages``, ``limits.max_chars`` or
+    ``limits.timeout_s`` (checked between pages). Pages PDFium cannot read and pages
+    cut are each reported in one warning line, however many there are.
+    """
+    count = len(pdf)
+    if count > limits.max_pages:
+        raise IngestError(
+            f"{path}: {count} pages, more than the limit of {limits.max_pages} "
+            "(setting ingest_max_pages)",
+            "raise ingest_max_pages in kredenc.toml if the file is genuine, or split it",
+        )
+    deadline = time.monotonic() + limits.timeout_s
     texts: list[str] = []
     row_pages: list[int] = []
-    failed = 0
-    for number in range(1, len(pdf) + 1):
+    cut_pages: list[int] = []
+    failed: list[int] = []
+    first_error = ""
+    total = 0
+    for number in range(1, count + 1):
+        if time.monotonic() > deadline:
+            raise IngestError(
+                f"{path}: parsing took longer than {limits.timeout_s:g} s "
+                f"(setting ingest_timeout_s); stopped at page {number} of {count}",
+                "raise ingest_timeout_s in kredenc.toml if the file is genuine",
+            )
         try:
-            text, as_rows = _read_page(pdf, number - 1)
+            text, as_rows, cut = _read_page(pdf, number - 1, limits.max_page_chars)
         except pdfium.PdfiumError as exc:
-            logger.warning("%s: page %d skipped, PDFium cannot read it: %s", path, number, exc)
-            failed += 1
-            text, as_rows = "", False
+            failed.append(number)
+            first_error = first_error or str(exc)
+            text, as_rows, cut = "", False, False
+        total += len(text)
+        if total > limits.max_chars:
+            raise IngestError(
+                f"{path}: more than {limits.max_chars} characters of text by page {number} "
+                "(setting ingest_max_chars)",
+                "raise ingest_max_chars in kredenc.toml if the file is genuine, or split it",
+            )
         texts.append(text)
         if as_rows:
             row_pages.append(number)
-    if texts and failed == len(texts):
-        raise IngestError(f"{path}: PDFium could read none of its {failed} page(s)", _DAMAGED_HINT)
-    return texts, row_pages
+        if cut:
+            cut_pages.append(number)
+    if texts and len(failed) == len(texts):
+        raise IngestError(
+            f"{path}: PDFium could read none of its {len(failed)} page(s)", _DAMAGED_HINT
+        )
+    if failed:
+        logger.warning(
+            "%s: %d page(s) skipped, PDFium cannot read them (%s): pages %s",
+            path,
+            len(failed),
+            first_error,
+            _page_list(failed),
+        )
+    if cut_pages:
+        logger.warning(
+            "%s: %d page(s) longer than %d characters were cut at the limit "
+            "(setting ingest_max_page_chars): pages %s",
+            path,
+            len(cut_pages),
+            limits.max_page_chars,
+            _page_list(cut_pages),
+        )
+    return texts, row_pages, cut_pages
 
 
-def _read_page(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
+def _page_list(pages: list[int], shown: int = 10) -> str:
+    listed = ", ".join(str(p) for p in pages[:shown])
+    return listed + (f" and {len(pages) - shown} more" if len(pages) > shown else "")
+
+
+def _read_page(pdf: pdfium.PdfDocument, index: int, max_chars: int) -> tuple[str, bool, bool]:
     page = pdf[index]
     try:
         textpage = page.get_textpage()
         try:
-            return page_text(textpage)
+            return page_text(textpage, max_chars)
         finally:
             textpage.close()
     finally:
         page.close()
 
 
-def page_text(textpage: pdfium.PdfTextPage) -> tuple[str, bool]:
-    """The text of one page and whether it was rebuilt as rows (see the module doc)."""
+def page_text(textpage: pdfium.PdfTextPage, max_chars: int | None = None) -> tuple[str, bool, bool]:
+    """The text of one page, whether it was rebuilt as rows (see the module doc) and
+    whether it was cut at ``max_chars``.
+
+    The characters are counted before any text is copied out of PDFium, so a page of
+    millions of characters costs ``max_chars`` of Python memory, not millions.
+    """
+    count = textpage.count_chars()
+    if max_chars is not None and count > max_chars:
+        cut = textpage.get_text_range(0, max_chars)
+        return cut.replace("\r\n", "\n").replace("\ufffe", "-\n"), False, True
     plain = textpage.get_text_range().replace("\r\n", "\n").replace("\ufffe", "-\n")
     ratio = _one_word_ratio(plain)
     if ratio < _DUMP_RATIO:
-        return plain, False
+        return plain, False, False
     runs = _runs(textpage)
     rows = rows_from_runs(runs)
     ink = _ink(plain)
     same_text = abs(sum(_ink(run[4]) for run in runs) - ink) <= _ROWS_INK_TOLERANCE * ink
     if same_text and _one_word_ratio(rows, min_lines=1) <= ratio / 2:
-        return rows, True
-    return plain, False
+        return rows, True, False
+    return plain, False, False
 
 
 def _runs(textpage: pdfium.PdfTextPage) -> list[Run]:

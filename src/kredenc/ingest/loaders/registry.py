@@ -1,4 +1,6 @@
-"""Finding loaders: entry points, the loader for a source, the sources under a folder.
+"""Finding loaders: entry points and the loader for a source.
+
+The sources under a folder are found by :mod:`kredenc.ingest.sources`.
 
 Loaders are classes registered in the ``kredenc.loaders`` entry point group of the
 plugin registry (:mod:`kredenc.plugins`); the built-ins are registered there too, in
@@ -14,10 +16,7 @@ a built-in's name replaces the built-in.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
-import os
-from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -74,7 +73,7 @@ def loader_for(source: str, settings: Settings | None = None) -> Loader:
         if path.is_dir():
             raise IngestError(
                 f"{source}: is a folder, not a file",
-                "walk it with iter_sources() to ingest the files in it",
+                "walk it with kredenc.ingest.iter_sources() to ingest the files in it",
             )
     kinds = ", ".join(supported_suffixes())
     raise IngestError(
@@ -87,75 +86,4 @@ def _url_loader() -> bool:
     return any(loader.can_load("https://example.com/") for loader in loaders())
 
 
-def iter_sources(
-    paths: Iterable[str | os.PathLike[str]],
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-) -> Iterator[str]:
-    """The sources to ingest under ``paths``, each once, in a stable order.
-
-    A URL or a file named in ``paths`` is yielded as given (files resolved to absolute
-    paths), whatever its type, so that a source nobody can read fails loudly later
-    rather than vanishing. A folder is walked recursively (hidden entries skipped,
-    names sorted) and yields the files some loader reads; a Notion export inside it is
-    yielded as one source. ``include`` and ``exclude`` are glob patterns matched
-    against a file's path relative to the folder walked and against its name
-    (``*.pdf``, ``notes/*``); ``exclude`` also prunes folders.
-    """
-    seen: set[str] = set()
-    for item in paths:
-        raw = os.fspath(item)
-        if is_url(raw):
-            candidates: Iterable[str] = [raw]
-        else:
-            path = Path(raw).expanduser()
-            if path.is_dir() and not _is_export(path):
-                candidates = _walk(path.resolve(), include or [], exclude or [])
-            else:
-                candidates = [str(path.resolve())]
-        for source in candidates:
-            if source not in seen:
-                seen.add(source)
-                yield source
-
-
-def _walk(root: Path, include: list[str], exclude: list[str]) -> Iterator[str]:
-    suffixes = set(supported_suffixes())
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        kept: list[str] = []
-        for name in sorted(dirnames):
-            folder = here / name
-            rel = folder.relative_to(root).as_posix()
-            if name.startswith(".") or _matches(rel, name, exclude):
-                continue
-            if _is_export(folder):
-                if not include or _matches(rel, name, include):
-                    yield str(folder)
-                continue
-            kept.append(name)
-        dirnames[:] = kept  # os.walk descends into these only, in this order
-        for name in sorted(filenames):
-            file = here / name
-            rel = file.relative_to(root).as_posix()
-            if name.startswith(".") or _matches(rel, name, exclude):
-                continue
-            if include and not _matches(rel, name, include):
-                continue
-            if file.suffix.lower() in suffixes:
-                yield str(file)
-            else:
-                logger.debug("%s: skipped, no loader reads %r files", file, file.suffix)
-
-
-def _matches(rel: str, name: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
-
-
-def _is_export(path: Path) -> bool:
-    """Whether a folder is read whole by a loader (a Notion export) rather than walked."""
-    source = str(path)
-    return any(loader.can_load(source) for loader in loaders() if not loader.suffixes)
-
-
-__all__ = ["iter_sources", "loader_for", "loaders", "supported_suffixes"]
+__all__ = ["loader_for", "loaders", "supported_suffixes"]

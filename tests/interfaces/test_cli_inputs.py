@@ -1,0 +1,151 @@
+"""Hostile and careless input at the command line (issue 13, findings 3, 8 and 9).
+
+In-process through ``main()`` with the test embedder (no model loads), as in
+test_cli_memory.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kredenc.interfaces.cli import main
+from kredenc.interfaces.terminal import escape, json_text
+from kredenc.testing.embedders import HashEmbedder
+
+CANARY = "canary-7d3c"
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: HashEmbedder())
+    for key in ("KREDENC_HOME", "KREDENC_NAMESPACE", "KREDENC_EMBED_PROVIDER"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("KREDENC_DURABILITY", "none")
+    home = tmp_path / "store"
+
+    def _run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = 0
+        try:
+            main(["--store", str(home), *args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+def _fold(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "passwd").write_text(f"root:x:0:0 {CANARY}\n", encoding="utf-8")
+    (outside / "shadow").write_text(f"root:{CANARY}:19000\n", encoding="utf-8")
+    fold = tmp_path / "fold"
+    (fold / "sub").mkdir(parents=True)
+    (fold / "notes.md").write_text("# Notes\n\nThe kestrel nests.\n", encoding="utf-8")
+    (fold / "passwd.txt").symlink_to(outside / "passwd")
+    (fold / "sub" / "shadow.md").symlink_to(outside / "shadow")
+    return fold
+
+
+def test_ingest_reports_symlinks_out_of_the_folder(run: Any, tmp_path: Path) -> None:
+    fold = _fold(tmp_path)
+    code, out, _ = run("ingest", str(fold))
+    assert code == 0
+    assert "1 documents filed" in out and "2 skipped" in out
+    assert f"  skipped: {fold / 'passwd.txt'}: symlink leaves the folder" in out
+    assert f"  skipped: {fold / 'sub' / 'shadow.md'}: symlink leaves the folder" in out
+    code, out, _ = run("search", CANARY, "--mode", "lexical", "--json")
+    assert json.loads(out)["hits"] == []
+    code, out, _ = run("ingest", str(fold), "--follow-symlinks", "--json")
+    data = json.loads(out)
+    assert (code, data["documents"], data["skipped"]) == (0, 2, [])  # passwd.txt, sub/shadow.md
+    code, out, _ = run("search", CANARY, "--mode", "lexical", "--json")
+    assert len(json.loads(out)["hits"]) == 2
+
+
+def test_ingest_json_lists_skipped_files(run: Any, tmp_path: Path) -> None:
+    fold = _fold(tmp_path)
+    code, out, err = run("ingest", str(fold), "--json")
+    assert code == 0, err
+    skipped = json.loads(out)["skipped"]
+    assert skipped == [
+        {"source": str(fold / "passwd.txt"), "reason": "symlink leaves the folder"},
+        {"source": str(fold / "sub" / "shadow.md"), "reason": "symlink leaves the folder"},
+    ]
+
+
+# -- control characters never reach the terminal raw; JSON stays JSON -----------------
+
+HOSTILE = "ring\x07bell \x1b[2J\x1b[31mred\x9b1m \u202eevil\x7f done"
+RAW = ("\x07", "\x1b", "\x9b", "\u202e", "\x7f")
+
+
+def _clean(text: str) -> bool:
+    return not any(c in text for c in RAW)
+
+
+def test_human_output_escapes_control_characters(run: Any) -> None:
+    code, out, err = run("remember", HOSTILE, "--tags", "t", "--json")
+    assert code == 0, err
+    mem = json.loads(out)
+    assert mem["text"] == HOSTILE  # JSON carries the text exactly
+    assert _clean(out)  # ... with every control character as an escape
+    code, out, _ = run("get", mem["id"])
+    assert code == 0 and _clean(out)
+    # (click drops whole ANSI sequences itself when the output is not a terminal)
+    assert "ring\\x07bell" in out and "red\\x9b1m \\u202eevil\\x7f" in out
+    code, out, _ = run("get", mem["id"], "--json")
+    assert _clean(out) and json.loads(out)["text"] == HOSTILE
+    code, out, _ = run("search", "ring bell", "--mode", "lexical")
+    assert code == 0 and "ring\\x07bell" in out and _clean(out)
+    code, out, _ = run("search", "ring bell", "--mode", "lexical", "--json")
+    assert json.loads(out)["hits"][0]["text"] == HOSTILE and _clean(out)
+
+
+def test_error_lines_escape_control_characters(run: Any, tmp_path: Path) -> None:
+    run("init")
+    code, out, err = run("get", "m\x1b[2Jx")
+    assert code == 1 and out == ""
+    assert err.startswith("error: ") and _clean(err) and "\\x1b[2J" in err
+    code, out, err = run("ingest", str(tmp_path / "gone\x07.md"))
+    assert code == 1 and _clean(out) and _clean(err)
+    assert "gone\\x07.md" in out
+
+
+def test_escape_and_json_text() -> None:
+    assert escape(HOSTILE) == ("ring\\x07bell \\x1b[2J\\x1b[31mred\\x9b1m \\u202eevil\\x7f done")
+    assert escape("tab\tand\nnewline stay") == "tab\tand\nnewline stay"
+    line = json_text({"t": HOSTILE})
+    assert _clean(line) and json.loads(line) == {"t": HOSTILE}
+
+
+# -- secrets in URLs are never echoed; hints name real settings ---------------------
+
+
+def test_url_credentials_are_not_echoed(run: Any) -> None:
+    url = "http://alice:hunter2@127.0.0.1:9/private"
+    code, out, err = run("ingest", url)
+    assert code == 1
+    assert "hunter2" not in out + err and "alice" not in out + err
+    assert "http://***@127.0.0.1:9/private" in out
+    code, out, err = run("ingest", url, "--json")
+    assert "hunter2" not in out + err
+    failed = json.loads(out)["failed"]
+    assert failed[0]["source"] == "http://***@127.0.0.1:9/private"
+
+
+def test_fetch_refusal_hint_names_real_settings(run: Any) -> None:
+    from kredenc.config import Settings
+
+    _, out, _ = run("ingest", "http://127.0.0.1:9/x", "--json")
+    error = json.loads(out)["failed"][0]["error"]
+    named = set(re.findall(r"\b(fetch_[a-z_]+)", error))
+    assert named and named <= set(Settings.model_fields), error
+    assert "allow_hosts for" not in error
