@@ -454,6 +454,9 @@ def main(argv: list[str] | None = None) -> None:
 def _register_subcommands() -> None:
     # Command groups living in their own modules register on ``cli`` when imported.
     from kredenc.interfaces import cli_eval, cli_memory, cli_recall  # noqa: F401
+    from kredenc.interfaces.cli_keys import keys
+
+    cli.add_command(keys)
 
 
 _register_subcommands()
