@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -142,6 +143,8 @@ class Kredenc:
 
     def close(self) -> None:
         """Flush, stop the writer, close files and release the lock. Idempotent."""
+        if getattr(self, "_view", False):  # trust-proxy: a scoped() view owns nothing
+            return
         if getattr(self, "_closed", False):
             return
         self._closed = True
@@ -440,6 +443,22 @@ class Kredenc:
             self._live(rid)
         payloads = edge_payloads(self.namespace, src, dst, rel, weight, now(), remove=remove)
         hk.write(payloads, batch=len(payloads) > 1)
+
+    # -- BEGIN trust-proxy: minimal scoped() so the proxy serves several tenants; the
+    # seams-store branch (issue 12) brings the real one and replaces this at merge.
+    _view = False
+
+    def scoped(self, namespace: str) -> Kredenc:
+        """A view of this open store for ``namespace``: same files, index, writer and
+        embedder (no second open); its own per-session turn context; ``close()`` of
+        the view does nothing (close the store it came from)."""
+        view = copy.copy(self)
+        view.namespace = _check_name("namespace", namespace)
+        view._recent_turns = {}
+        view._view = True
+        return view
+
+    # -- END trust-proxy
 
     def use_namespace(self, namespace: str) -> None:
         """Switch this handle to another namespace of the same store."""
