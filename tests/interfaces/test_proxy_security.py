@@ -199,6 +199,14 @@ def test_keyless_mode_serves_the_stores_namespace_only_on_loopback(
             assert response.status_code == 200
             # The client's own key goes upstream when the proxy holds no kredenc keys.
             assert upstream.requests[-1].headers["authorization"] == "Bearer sk-clients-own"
+            # A kredenc key never does, even sent when none is needed.
+            stray = httpx.post(
+                base_url + "/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                headers={"Authorization": "Bearer kr_" + "x" * 43},
+            )
+            assert stray.status_code == 200
+            assert "authorization" not in upstream.requests[-1].headers
             # A key added while the proxy runs locks it at once.
             key, _ = KeyRing(kb.home).add(kb.namespace)
             refused = httpx.post(

@@ -68,7 +68,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from kredenc.errors import InvalidInput, KredencError, MissingExtra
-from kredenc.interfaces.auth import KeyRing, bearer_token
+from kredenc.interfaces.auth import KEY_PREFIX, KeyRing, bearer_token
 from kredenc.recall.budget import Budget
 from kredenc.recall.conversation import SessionClock, conversation_id, new_turns
 from kredenc.recall.filing import Reply, TurnFiler
@@ -448,7 +448,9 @@ def create_app(
             for k, v in request.headers.items()
             if k.lower() not in _HOP and not k.lower().startswith(INTERNAL_PREFIX)
         }
-        if tenant.keyed or upstream_key:
+        token = bearer_token(out.get("authorization")) or ""
+        if tenant.keyed or upstream_key or token.startswith(KEY_PREFIX):
+            # A kredenc key never leaves the proxy, even one sent when none is needed.
             out = {k: v for k, v in out.items() if k.lower() != "authorization"}
         if upstream_key:
             out["authorization"] = f"Bearer {upstream_key}"
