@@ -217,7 +217,7 @@ class _Gate:
         self.always_keyed = not is_loopback(bind_host)
         self.hosts = frozenset(h.strip().lower().rstrip(".") for h in hosts if h.strip())
         if bind_host.lower() not in _WILDCARDS:
-            self.hosts |= {_host_name(bind_host)}
+            self.hosts |= {bind_host.strip().strip("[]").lower().rstrip(".")}
         self.max_body = max_body
 
     def allowed_host(self, name: str) -> bool:
