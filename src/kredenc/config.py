@@ -157,6 +157,22 @@ class Settings(BaseSettings):
     recall_min_similarity: float = Field(
         0.2, ge=0.0, le=1.0, description="Cosine a record found by meaning alone must reach."
     )
+    proxy_allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names (besides localhost and loopback addresses) the proxy answers "
+        "to and whose pages (Origin) may call it.",
+    )
+    proxy_max_body_bytes: int = Field(
+        32 * 1024 * 1024, ge=1, description="Largest request body the proxy accepts (bytes)."
+    )
+    proxy_max_json_depth: int = Field(
+        64, ge=4, le=500, description="Deepest nesting of a JSON body the proxy accepts."
+    )
+    proxy_upstream_api_key: SecretStr = Field(
+        SecretStr(""),
+        description="Key the proxy sends to the upstream (Authorization: Bearer) in place of "
+        "the client's; needed when clients authenticate with kredenc keys.",
+    )
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )

@@ -37,6 +37,7 @@ from recall.scripted_chat import (
 REPLY = "You like jasmine tea."
 QUESTION = "Which tea do I like?"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}]
+JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -151,7 +152,7 @@ def test_a_body_without_messages_goes_to_the_upstream_as_is(
     upstream: LoopbackServer, proxy: str
 ) -> None:
     raw = b'{"model": "m",  "prompt": "x"}'
-    response = httpx.post(proxy + "/chat/completions", content=raw)
+    response = httpx.post(proxy + "/chat/completions", content=raw, headers=JSON)
     assert response.status_code == 400  # the upstream's verdict
     assert upstream.requests[-1].body == raw
 
@@ -201,7 +202,7 @@ def test_request_bytes_forwarded_unchanged_when_nothing_is_recalled(
 ) -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "zebra quokka?"}]}
     raw = json.dumps(body, separators=(",", ":")).encode()
-    response = httpx.post(proxy + "/chat/completions", content=raw)
+    response = httpx.post(proxy + "/chat/completions", content=raw, headers=JSON)
     assert response.headers["x-kredenc-recalled"] == "0"
     assert upstream.requests[-1].body == raw
 

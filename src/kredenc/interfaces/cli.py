@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import click
 
 from kredenc.errors import InvalidInput, KredencError
-from kredenc.interfaces import cli_eval, cli_memory, cli_recall
+from kredenc.interfaces import cli_eval, cli_keys, cli_memory, cli_recall
 from kredenc.interfaces.cli_common import (
     Context,
     check_arg_text,
@@ -29,6 +28,7 @@ from kredenc.interfaces.cli_common import (
     json_option,
     memory_json,
     short,
+    store_home,
 )
 from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
 
@@ -297,7 +297,7 @@ def check() -> None:
     from kredenc.storage.verify import verify_store
 
     c = context()
-    report = verify_store(_home(c))
+    report = verify_store(store_home(c))
     c.emit(report, lambda: click.echo("\n".join(report["findings"])))
     if not report["sound"]:
         sys.exit(1)
@@ -344,12 +344,6 @@ def demo() -> None:
     report = run_demo(c.store, c.namespace, quiet=c.json)
     if c.json:
         click.echo(json_text(report))
-
-
-def _home(c: Context) -> Path:
-    from kredenc.config import resolve_home
-
-    return resolve_home(c.store)
 
 
 def _check_args_utf8(args: list[str]) -> None:
@@ -413,7 +407,7 @@ def _error(line: str) -> None:
 
 
 # Command modules: one import above and one entry here each.
-COMMAND_MODULES: tuple[ModuleType, ...] = (cli_eval, cli_memory, cli_recall)
+COMMAND_MODULES: tuple[ModuleType, ...] = (cli_eval, cli_keys, cli_memory, cli_recall)
 for _module in COMMAND_MODULES:
     for _command in _module.COMMANDS:
         cli.add_command(_command)

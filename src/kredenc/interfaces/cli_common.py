@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -56,6 +57,13 @@ def json_option(func: F) -> F:
         callback=callback,
         help="Print JSON.",
     )(func)
+
+
+def store_home(c: Context) -> Path:
+    """The store directory the command names (``--store``, else ``KREDENC_HOME``)."""
+    from kredenc.config import resolve_home
+
+    return resolve_home(c.store)
 
 
 def context() -> Context:

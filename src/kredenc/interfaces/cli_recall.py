@@ -8,7 +8,13 @@ import sys
 import click
 
 from kredenc.errors import InvalidInput
-from kredenc.interfaces.cli_common import check_arg_text, context, json_option, read_stdin_text
+from kredenc.interfaces.cli_common import (
+    check_arg_text,
+    context,
+    json_option,
+    read_stdin_text,
+    store_home,
+)
 
 
 @click.command("recall")
@@ -91,16 +97,41 @@ def recall_command(
 )
 @click.option("--dry-run", is_flag=True, default=None, help="Recall and log, inject nothing.")
 @click.option("--no-filing", is_flag=True, help="Do not file turns.")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer to this host name (repeat; adds to proxy_allowed_hosts).",
+)
 def proxy_command(
-    upstream: str, port: int, host: str, timeout: float, dry_run: bool | None, no_filing: bool
+    upstream: str,
+    port: int,
+    host: str,
+    timeout: float,
+    dry_run: bool | None,
+    no_filing: bool,
+    allow_hosts: tuple[str, ...],
 ) -> None:
-    """Serve an OpenAI-compatible proxy that adds recall and filing to chat completions."""
-    from kredenc.interfaces.proxy import ProxyConfig, serve
+    """Serve an OpenAI-compatible proxy that adds recall and filing to chat completions.
+
+    With API keys in the store (kredenc keys add) every request needs one and is served
+    in the key's namespace; without keys it listens on loopback only.
+    """
+    from kredenc.interfaces.auth import KeyRing
+    from kredenc.interfaces.proxy import ProxyConfig, check_bind, serve
 
     c = context()
     if not upstream.strip():
         raise InvalidInput("--upstream is empty", "pass the base URL, e.g. http://host:8000/v1")
-    config = ProxyConfig(upstream, timeout_s=timeout, dry_run=dry_run, file_turns=not no_filing)
+    check_bind(host, KeyRing(store_home(c)))  # before the store and the model are loaded
+    config = ProxyConfig(
+        upstream,
+        timeout_s=timeout,
+        dry_run=dry_run,
+        file_turns=not no_filing,
+        allowed_hosts=allow_hosts,
+    )
     # The startup line and the proxy's own messages are INFO: show them.
     logging.getLogger("kredenc").setLevel(logging.INFO)
     with c.open() as kb:

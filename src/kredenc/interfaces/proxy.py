@@ -21,10 +21,25 @@ when the proxy shuts down. Answers to chat completions carry ``Server-Timing:
 recall;dur=MS``, the milliseconds the recall added before the request went upstream,
 followed by its steps (``lexical``, ``dense``, ``embed``, as they ran).
 
-Headers pass through except hop-by-hop ones (the client's ``Authorization`` reaches
-the upstream; the proxy keeps no key). The session is the ``X-Kredenc-Session``
-header, else an id derived from the conversation's opening messages. Answers carry
-``X-Kredenc-Session`` and ``X-Kredenc-Recalled`` (the number of memories injected).
+Who may call it (docs/security.md): when the store holds API keys
+(``kredenc keys add``, :mod:`kredenc.interfaces.auth`), every request needs
+``Authorization: Bearer <key>`` (what the OpenAI SDK sends as its ``api_key``) and is
+served in the key's namespace, never one the request names; the kredenc key is not
+forwarded, the ``proxy_upstream_api_key`` setting is sent upstream in its place.
+Without keys the proxy listens on loopback only (:func:`check_bind`), serves the
+store's namespace, and the client's own ``Authorization`` reaches the upstream. In
+both cases the ``Host`` must be a loopback address, ``localhost`` or a name in
+``proxy_allowed_hosts`` (403), an ``Origin`` must name one of those too (403), the
+chat route takes JSON bodies only (415), bodies are at most ``proxy_max_body_bytes``
+(413, before reading a body whose length is declared) and JSON at most
+``proxy_max_json_depth`` deep (400). A message with text that is not valid Unicode
+(a lone surrogate) is forwarded unchanged, without recall and without filing.
+
+Headers pass through except hop-by-hop ones and kredenc's own (``X-Kredenc-*``).
+The session is the ``X-Kredenc-Session`` header, else an id derived from the
+conversation's opening messages; a session lives in its namespace (two tenants'
+sessions of the same id are two sessions). Answers carry ``X-Kredenc-Session`` and
+``X-Kredenc-Recalled`` (the number of memories injected).
 
 The stack is Starlette on uvicorn, with httpx for the upstream: Starlette is what
 FastAPI (planned for the REST API) builds on, so the two can later share one server;
@@ -38,21 +53,24 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import ipaddress
 import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx
 
-from kredenc.errors import InvalidInput, MissingExtra
+from kredenc.errors import InvalidInput, KredencError, MissingExtra
+from kredenc.interfaces.auth import KEY_PREFIX, KeyRing, bearer_token
 from kredenc.recall.budget import Budget
-from kredenc.recall.conversation import conversation_id, new_turns
+from kredenc.recall.conversation import SessionClock, conversation_id, new_turns
 from kredenc.recall.filing import Reply, TurnFiler
 from kredenc.recall.reflex import RecallResult, announce, warm_up
 
@@ -61,9 +79,12 @@ try:
     import uvicorn
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
+    from starlette.datastructures import Headers
+    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
+    from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtra("kredenc proxy", "proxy") from exc
 
@@ -74,6 +95,7 @@ log = logging.getLogger("kredenc.proxy")
 
 DEFAULT_PORT = 8766
 SESSION_HEADER = "x-kredenc-session"
+INTERNAL_PREFIX = "x-kredenc-"  # kredenc's own headers: never forwarded upstream
 # Not forwarded either way: hop-by-hop headers, and what the proxy sets itself.
 _HOP = frozenset(
     {
@@ -91,10 +113,17 @@ _HOP = frozenset(
         "accept-encoding",
     }
 )
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]", "*"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_TENANT = "kredenc.tenant"  # the ASGI scope key the guard fills in
 
 
 @dataclass
 class ProxyConfig:
+    """How the proxy runs. The limits left ``None`` come from the store's settings
+    (``proxy_allowed_hosts``, ``proxy_max_body_bytes``, ``proxy_max_json_depth``,
+    ``proxy_upstream_api_key``); ``allowed_hosts`` adds to the setting's names."""
+
     upstream: str
     timeout_s: float = 600.0
     budget: Budget | Mapping[str, Any] | None = None
@@ -102,6 +131,10 @@ class ProxyConfig:
     time_budget_ms: float | None = None
     file_turns: bool = True
     transport: httpx.AsyncBaseTransport | None = field(default=None, repr=False)
+    allowed_hosts: Sequence[str] = ()
+    max_body_bytes: int | None = None
+    max_json_depth: int | None = None
+    upstream_api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         url = httpx.URL(self.upstream)
@@ -113,21 +146,266 @@ class ProxyConfig:
         self.upstream = str(url).rstrip("/")
 
 
-def error_response(status: int, code: str, message: str, hint: str) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, hint: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     """The one JSON error shape: ``{"error": {"code", "message", "hint"}}``."""
-    return JSONResponse({"error": {"code": code, "message": message, "hint": hint}}, status)
+    return JSONResponse(
+        {"error": {"code": code, "message": message, "hint": hint}}, status, headers=headers
+    )
 
 
-def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -> Starlette:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, brackets and port already gone) is this
+    machine only: ``localhost`` or a loopback address."""
+    name = host.strip().lower().rstrip(".")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, keys: KeyRing) -> None:
+    """Refuse to listen beyond loopback while the store holds no active API key."""
+    if is_loopback(host) or keys.active():
+        return
+    shown = host or "all addresses"
+    raise InvalidInput(
+        f"the store has no API keys, so the proxy listens on loopback only, not on {shown}",
+        "add a key with 'kredenc keys add --namespace NAME', or use --host 127.0.0.1",
+    )
+
+
+def _host_name(value: str) -> str:
+    """The name in a ``Host`` header value, without the port or IPv6 brackets."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[1:end] if end > 0 else value
+    name, _, _port = value.partition(":")
+    return name.rstrip(".")
+
+
+def _media_type(headers: Headers) -> str:
+    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def _is_json(media: str) -> bool:
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+@dataclass(frozen=True)
+class _Tenant:
+    namespace: str
+    keyed: bool  # the caller showed a kredenc key (so its Authorization is not forwarded)
+
+
+class _Gate:
+    """Who may come in, and as which tenant: Host, Origin, key, declared size."""
+
+    def __init__(
+        self, keys: KeyRing, namespace: str, bind_host: str, hosts: Sequence[str], max_body: int
+    ) -> None:
+        self.keys = keys
+        self.namespace = namespace
+        # Bound beyond loopback, a proxy never serves without a key, even once every
+        # key has been revoked.
+        self.always_keyed = not is_loopback(bind_host)
+        self.hosts = frozenset(h.strip().lower().rstrip(".") for h in hosts if h.strip())
+        if bind_host.lower() not in _WILDCARDS:
+            self.hosts |= {bind_host.strip().strip("[]").lower().rstrip(".")}
+        self.max_body = max_body
+
+    def allowed_host(self, name: str) -> bool:
+        return bool(name) and (name in self.hosts or is_loopback(name))
+
+    def admit(self, headers: Headers) -> _Tenant | JSONResponse:
+        host = _host_name(headers.get("host", ""))
+        if not self.allowed_host(host):
+            return error_response(
+                403,
+                "host_not_allowed",
+                f"this proxy does not answer to the host {host[:100]!r}",
+                "call it by a loopback address, or add the name to the proxy_allowed_hosts setting",
+            )
+        origin = headers.get("origin")
+        if origin is not None:
+            try:
+                origin_host = (urlsplit(origin).hostname or "").rstrip(".")
+            except ValueError:
+                origin_host = ""
+            if not self.allowed_host(origin_host):
+                return error_response(
+                    403,
+                    "origin_not_allowed",
+                    f"requests from the web page origin {origin[:100]!r} are refused",
+                    "call the proxy from a program, or from a page on a host in the"
+                    " proxy_allowed_hosts setting",
+                )
+        try:
+            tenant = self._tenant(headers)
+        except KredencError as exc:  # a key file that cannot be read: nobody comes in
+            log.error("refusing a request: %s", exc)
+            return error_response(503, exc.code, exc.message, exc.hint)
+        if tenant is None:
+            return error_response(
+                401,
+                "unauthorized",
+                "a valid kredenc API key is required (Authorization: Bearer <key>)",
+                "pass a key made with 'kredenc keys add --namespace NAME' as the client's api_key",
+                headers={"WWW-Authenticate": 'Bearer realm="kredenc"'},
+            )
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                return error_response(
+                    400, "bad_request", "Content-Length is not a number", "send a valid request"
+                )
+            if int(declared) > self.max_body:
+                return _too_large(self.max_body)
+        return tenant
+
+    def _tenant(self, headers: Headers) -> _Tenant | None:
+        if not self.always_keyed and not self.keys.active():
+            return _Tenant(self.namespace, keyed=False)
+        key = self.keys.verify(bearer_token(headers.get("authorization")))
+        return _Tenant(key.namespace, keyed=True) if key is not None else None
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return error_response(
+        413,
+        "body_too_large",
+        f"the request body is larger than {limit} bytes",
+        "send less, or raise the proxy_max_body_bytes setting",
+    )
+
+
+class _Guard:
+    """ASGI middleware in front of every route: a request the gate refuses never
+    reaches a route, the upstream or the store."""
+
+    def __init__(self, app: ASGIApp, gate: _Gate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        admitted = self.gate.admit(Headers(scope=scope))
+        if isinstance(admitted, JSONResponse):
+            log.info(
+                "refused %s %s: %s",
+                scope.get("method"),
+                scope.get("path"),
+                bytes(admitted.body).decode(errors="replace")[:200],
+            )
+            await admitted(scope, receive, send)
+            return
+        scope[_TENANT] = admitted
+        await self.app(scope, receive, send)
+
+
+def _json_shape(value: Any, limit: int) -> tuple[bool, bool]:
+    """(deeper than ``limit``, every string valid Unicode) for a parsed JSON value;
+    depth counts the objects and arrays on the deepest path."""
+    clean = True
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            depth += 1
+            if depth > limit:
+                return True, clean
+            children = item.items() if isinstance(item, dict) else ((None, v) for v in item)
+            for key, child in children:
+                if clean and key is not None and not _valid_text(key):
+                    clean = False
+                stack.append((child, depth))
+        elif clean and isinstance(item, str) and not _valid_text(item):
+            clean = False
+    return False, clean
+
+
+def _valid_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _session_refusal(session: str) -> JSONResponse | None:
+    if 0 < len(session) <= 200 and session.strip() and not any(ord(c) < 32 for c in session):
+        return None
+    return error_response(
+        400,
+        "invalid_session",
+        "X-Kredenc-Session must be 1-200 characters without control characters",
+        "send a shorter session id, or leave the header out",
+    )
+
+
+def create_app(
+    kb: Kredenc,
+    config: ProxyConfig,
+    *,
+    freeze_heap: bool = False,
+    bind_host: str = "127.0.0.1",
+) -> Starlette:
     """The proxy as an ASGI app (served by :func:`serve` or :class:`ProxyServer`).
 
     ``freeze_heap``: after the warm-up, move everything alive to the garbage
     collector's permanent generation (``gc.freeze``): the model, the index and the
     libraries are never scanned again, so a full collection during a request costs
     well under a millisecond instead of ~15 ms. For a process that is only the proxy.
+    ``bind_host``: the address it listens on; beyond loopback every request needs a
+    key, whatever the key file holds.
     """
+    s = kb.settings
+    max_body = config.max_body_bytes or s.proxy_max_body_bytes
+    max_depth = config.max_json_depth or s.proxy_max_json_depth
+    upstream_key = (
+        config.upstream_api_key
+        if config.upstream_api_key is not None
+        else s.proxy_upstream_api_key.get_secret_value()
+    )
+    gate = _Gate(
+        KeyRing(kb.home),
+        kb.namespace,
+        bind_host,
+        [*s.proxy_allowed_hosts, *config.allowed_hosts],
+        max_body,
+    )
     state: dict[str, httpx.AsyncClient] = {}
-    filer = TurnFiler(kb)
+    views: dict[str, Kredenc] = {kb.namespace: kb}
+    filers: dict[str, TurnFiler] = {}
+    sessions = SessionClock()
+
+    def tenant_of(request: Request) -> tuple[_Tenant, Kredenc]:
+        tenant: _Tenant = request.scope[_TENANT]
+        view = views.get(tenant.namespace)
+        if view is None:
+            view = views[tenant.namespace] = kb.scoped(tenant.namespace)
+        return tenant, view
+
+    def filer_for(view: Kredenc) -> TurnFiler:
+        filer = filers.get(view.namespace)
+        if filer is None:
+            filer = filers[view.namespace] = TurnFiler(view)
+        return filer
+
+    def shut_down() -> None:
+        for filer in list(filers.values()):
+            filer.close()
+        for view in views.values():
+            if view is not kb:
+                view.flush_access()  # the access counts a view holds (kb flushes its own)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -146,6 +424,13 @@ def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -
         log.info(
             "kredenc proxy forwards to %s (http=%s, loop=%s)", config.upstream, *server_stack()
         )
+        keys = len(gate.keys.active())
+        log.info(
+            "%s",
+            f"{keys} API key(s): every request needs one"
+            if keys or gate.always_keyed
+            else f"no API keys: loopback clients are served in namespace {kb.namespace}",
+        )
         async with httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=min(10.0, config.timeout_s)),
             transport=config.transport,
@@ -156,14 +441,41 @@ def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -
                 yield
             finally:
                 # Connections are done: file what is still waiting before the store closes.
-                await anyio.to_thread.run_sync(filer.close)
+                await anyio.to_thread.run_sync(shut_down)
 
-    async def send(request: Request, path: str, body: bytes) -> httpx.Response | JSONResponse:
+    def upstream_headers(request: Request, tenant: _Tenant) -> dict[str, str]:
+        out = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() not in _HOP and not k.lower().startswith(INTERNAL_PREFIX)
+        }
+        token = bearer_token(out.get("authorization")) or ""
+        if tenant.keyed or upstream_key or token.startswith(KEY_PREFIX):
+            # A kredenc key never leaves the proxy, even one sent when none is needed.
+            out = {k: v for k, v in out.items() if k.lower() != "authorization"}
+        if upstream_key:
+            out["authorization"] = f"Bearer {upstream_key}"
+        return out
+
+    async def read_body(request: Request) -> bytes | JSONResponse:
+        """The body, counted as it arrives: past the limit the rest is never read."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body:
+                return _too_large(max_body)
+            parts.append(chunk)
+        return b"".join(parts)
+
+    async def send(
+        request: Request, tenant: _Tenant, path: str, body: bytes
+    ) -> httpx.Response | JSONResponse:
         url = config.upstream + path
         if request.url.query:
             url += "?" + request.url.query
         upstream = state["client"].build_request(
-            request.method, url, content=body, headers=_forward(request.headers.items())
+            request.method, url, content=body, headers=upstream_headers(request, tenant)
         )
         upstream.headers["accept-encoding"] = "identity"  # relay bytes as they are
         try:
@@ -184,37 +496,73 @@ def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -
             )
 
     async def chat(request: Request) -> Response:
-        raw = await request.body()
-        body = _json_object(raw)
+        tenant, view = tenant_of(request)
+        if not _is_json(_media_type(request.headers)):
+            return _unsupported("application/json")
+        session_header = request.headers.get(SESSION_HEADER)
+        if session_header is not None and (refused := _session_refusal(session_header)):
+            return refused
+        raw = await read_body(request)
+        if isinstance(raw, JSONResponse):
+            return raw
+        try:
+            body = _json_object(raw)
+        except RecursionError:
+            body, too_deep, clean = None, True, False
+        else:
+            too_deep, clean = _json_shape(body, max_depth) if body is not None else (False, True)
+        if too_deep:
+            return error_response(
+                400,
+                "json_too_deep",
+                f"the JSON body is nested more than {max_depth} levels deep",
+                "send flatter JSON, or raise the proxy_max_json_depth setting",
+            )
         messages = body.get("messages") if body is not None else None
         if body is None or not isinstance(messages, list):
             return await relay(request, "/chat/completions", raw)  # the upstream's to judge
-        session = request.headers.get(SESSION_HEADER) or conversation_id(messages)
-        started = time.perf_counter()
-        result: RecallResult = await anyio.to_thread.run_sync(
-            partial(
-                kb.recall,
-                messages,
-                session_id=session,
-                budget=config.budget,
-                dry_run=config.dry_run,
-                time_budget_ms=config.time_budget_ms,
+        extra: dict[str, str] = {}
+        session = session_header
+        turns: list[dict[str, str]] = []
+        if not clean:
+            # The reflex never breaks a turn: text it cannot read goes on as it came.
+            log.warning("recall skipped: the request holds text that is not valid Unicode")
+            extra["X-Kredenc-Recalled"] = "0"
+        else:
+            session = session or conversation_id(messages)
+            key = f"{view.namespace}\n{session}"  # a session lives in its namespace
+            started = time.perf_counter()
+            result: RecallResult = await anyio.to_thread.run_sync(
+                partial(
+                    view.recall,
+                    messages,
+                    session_id=session,
+                    budget=config.budget,
+                    dry_run=config.dry_run,
+                    time_budget_ms=config.time_budget_ms,
+                    session_start=sessions.start(key),
+                )
             )
-        )
-        recall_ms = (time.perf_counter() - started) * 1000
-        if result.injected:
-            raw = json.dumps({**body, "messages": result.messages}, ensure_ascii=False).encode()
-        turns = new_turns(messages) if config.file_turns else []
-        extra = {
-            "X-Kredenc-Session": session,
-            "X-Kredenc-Recalled": str(len(result.items)) if result.injected else "0",
-            "Server-Timing": server_timing({"recall": recall_ms, **result.timings_ms}),
-        }
-        sent = await send(request, "/chat/completions", raw)
+            recall_ms = (time.perf_counter() - started) * 1000
+            injected = result.injected
+            if injected:
+                try:
+                    text = json.dumps({**body, "messages": result.messages}, ensure_ascii=False)
+                    raw = text.encode()
+                except (ValueError, RecursionError) as exc:
+                    log.warning("recall skipped: the request cannot be re-encoded: %s", exc)
+                    injected = False
+            turns = new_turns(messages) if config.file_turns else []
+            extra["X-Kredenc-Recalled"] = str(len(result.items)) if injected else "0"
+            extra["Server-Timing"] = server_timing({"recall": recall_ms, **result.timings_ms})
+        if session is not None:
+            extra["X-Kredenc-Session"] = session
+        sent = await send(request, tenant, "/chat/completions", raw)
         if isinstance(sent, JSONResponse):
             return sent
         ok = 200 <= sent.status_code < 300
         headers = {**_forward(sent.headers.items()), **extra}
+        filer = filer_for(view)
         if body.get("stream") and ok:
             reply = _SseText()
 
@@ -230,17 +578,26 @@ def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -
                 chunks(),
                 status_code=sent.status_code,
                 headers=headers,
-                background=_filing(filer, session, turns, reply.text),
+                background=_filing(filer, session or "", turns, reply.text),
             )
         data = await sent.aread()
         await sent.aclose()
-        task = _filing(filer, session, turns, partial(_reply_text, data)) if ok else None
+        task = _filing(filer, session or "", turns, partial(_reply_text, data)) if ok else None
         return Response(data, sent.status_code, headers=headers, background=task)
 
     async def relay(request: Request, path: str, body: bytes | None = None) -> Response:
+        tenant: _Tenant = request.scope[_TENANT]
         if body is None:
-            body = await request.body()
-        sent = await send(request, path, body)
+            media = _media_type(request.headers)
+            if media and not (_is_json(media) or media == "multipart/form-data"):
+                return _unsupported("application/json or multipart/form-data")
+            read = await read_body(request)
+            if isinstance(read, JSONResponse):
+                return read
+            if read and not media and request.method in _BODY_METHODS:
+                return _unsupported("application/json or multipart/form-data")
+            body = read
+        sent = await send(request, tenant, path, body)
         if isinstance(sent, JSONResponse):
             return sent
 
@@ -264,7 +621,17 @@ def create_app(kb: Kredenc, config: ProxyConfig, *, freeze_heap: bool = False) -
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/{path:path}", passthrough, methods=methods),
         ],
+        middleware=[Middleware(_Guard, gate=gate)],
         lifespan=lifespan,
+    )
+
+
+def _unsupported(wanted: str) -> JSONResponse:
+    return error_response(
+        415,
+        "unsupported_media_type",
+        f"this route takes {wanted} bodies",
+        "send the body with Content-Type: application/json",
     )
 
 
@@ -375,7 +742,8 @@ def _uvicorn_config(app: Starlette, host: str, port: int, log_level: str) -> uvi
 
 def serve(kb: Kredenc, config: ProxyConfig, *, host: str, port: int) -> None:
     """Run the proxy in the foreground until interrupted."""
-    app = create_app(kb, config, freeze_heap=True)
+    check_bind(host, KeyRing(kb.home))
+    app = create_app(kb, config, freeze_heap=True, bind_host=host)
     server = uvicorn.Server(_uvicorn_config(app, host, port, "info"))
     log.info("kredenc proxy listening on http://%s:%d/v1", host, port)
     server.run()
@@ -396,8 +764,9 @@ class ProxyServer:
         host: str = "127.0.0.1",
         freeze_heap: bool = False,
     ) -> None:
-        app = create_app(kb, config, freeze_heap=freeze_heap)
-        self._server = uvicorn.Server(_uvicorn_config(app, host, 0, "warning"))
+        check_bind(host, KeyRing(kb.home))
+        self.app = create_app(kb, config, freeze_heap=freeze_heap, bind_host=host)
+        self._server = uvicorn.Server(_uvicorn_config(self.app, host, 0, "warning"))
         self._thread: threading.Thread | None = None
         self.host = host
 
