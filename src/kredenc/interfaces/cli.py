@@ -117,16 +117,6 @@ def _memory_json(mem: Any) -> dict[str, Any]:
 
 
 @cli.command()
-@json_option
-def init() -> None:
-    """Create a store (a directory) if it does not exist."""
-    c = _ctx()
-    with c.open() as kb:
-        stats = kb.stats()
-    c.emit(stats, lambda: click.echo(f"store ready at {stats['store']} ({stats['model']})"))
-
-
-@cli.command()
 @click.argument("query")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, 1000))
 @click.option(
@@ -163,7 +153,7 @@ def search(
     c = _ctx()
     query = _check_arg_text(query, "query")
     page_range = _page_range(pages)
-    with c.open() as kb:
+    with c.open(read_only=True) as kb:  # a read command never changes the store
         hits = kb.search(
             query,
             k=k,
@@ -337,33 +327,6 @@ def forget(record_id: str) -> None:
 
 @cli.command()
 @json_option
-def check() -> None:
-    """Verify the store; exit 0 when sound, 1 when not."""
-    from kredenc.storage.verify import verify_store
-
-    c = _ctx()
-    report = verify_store(_home(c))
-    c.emit(report, lambda: click.echo("\n".join(report["findings"])))
-    if not report["sound"]:
-        sys.exit(1)
-
-
-@cli.command()
-@json_option
-def rebuild() -> None:
-    """Drop the index and rebuild it from the log."""
-    import time
-
-    c = _ctx()
-    with c.open() as kb:
-        t0 = time.perf_counter()
-        out = kb.rebuild()
-        out["seconds"] = round(time.perf_counter() - t0, 3)
-    c.emit(out, lambda: click.echo(f"rebuilt {out['records']} records in {out['seconds']} s"))
-
-
-@cli.command()
-@json_option
 def stats() -> None:
     """Counts per drawer, log size, model."""
     c = _ctx()
@@ -453,7 +416,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _register_subcommands() -> None:
     # Command groups living in their own modules register on ``cli`` when imported.
-    from kredenc.interfaces import cli_eval, cli_memory, cli_recall  # noqa: F401
+    from kredenc.interfaces import cli_eval, cli_memory, cli_recall, cli_store  # noqa: F401
 
 
 _register_subcommands()
