@@ -119,7 +119,7 @@ def test_rebuild_recovers_from_any_content_of_the_derived_files(
     open_store: OpenStore, store_dir: Path, which: str
 ) -> None:
     ids = _fill(open_store, 30)
-    path = store_dir / which.split()[0]
+    path = store_dir / which.split(maxsplit=1)[0]
     if which.endswith("partly"):
         data = bytearray(path.read_bytes())
         data[8192 : 8192 + 6000] = b"\x5a" * 6000  # pages after the header overwritten
@@ -190,9 +190,7 @@ def test_check_finds_cached_vectors_of_the_wrong_size(
     assert verify_store(store_dir)["sound"]
 
 
-def test_a_missing_log_says_so_and_names_a_way_out(
-    open_store: OpenStore, store_dir: Path
-) -> None:
+def test_a_missing_log_says_so_and_names_a_way_out(open_store: OpenStore, store_dir: Path) -> None:
     _fill(open_store, 2)
     (store_dir / "haystack.log").unlink()
     with pytest.raises(StoreError) as missing:
