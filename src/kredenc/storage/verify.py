@@ -250,5 +250,7 @@ def _check_cache(
 
 def _report(findings: list[str], faults: list[str]) -> dict[str, Any]:
     sound = not faults
-    findings.append("sound" if sound else f"NOT sound ({', '.join(dict.fromkeys(faults))})")
+    if faults:
+        findings.append(f"at fault: {', '.join(dict.fromkeys(faults))}")
+    findings.append("sound" if sound else "NOT sound")
     return {"sound": sound, "findings": findings, "faults": list(dict.fromkeys(faults))}
