@@ -133,9 +133,17 @@ class Kredenc:
     def haystack(self) -> Haystack:
         return self.store.haystack
 
-    def rebuild(self) -> dict[str, int]:
-        """Drop the index and rebuild it from the log (embeddings come from the cache)."""
-        return self.store.rebuild()
+    def rebuild(self, *, fresh_cache: bool = False) -> dict[str, int]:
+        """Drop the index and rebuild it from the log (embeddings come from the cache;
+        an unreadable index or cache is set aside first, any cache with ``fresh_cache``)."""
+        return self.store.rebuild(fresh_cache=fresh_cache)
+
+    def compact(
+        self, *, purge: bool = False, on_step: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
+        """Merge the card index; with ``purge``, erase the text of forgotten records from
+        every file under the store (a new log generation; see docs/storage.md)."""
+        return self.store.compact(purge=purge, on_step=on_step)
 
     # -- calls handed on as they are, in this handle's namespace ----------------
     remember = _in_namespace(writes.remember)

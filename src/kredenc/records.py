@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # Payload ``op`` values, as in ARCHITECTURE.md.
-Op = Literal["put", "edge", "unedge", "score", "status", "tombstone", "access", "commit"]
+Op = Literal["put", "edge", "unedge", "score", "status", "tombstone", "access", "commit", "purged"]
 OPS: frozenset[str] = frozenset(
-    {"put", "edge", "unedge", "score", "status", "tombstone", "access", "commit"}
+    {"put", "edge", "unedge", "score", "status", "tombstone", "access", "commit", "purged"}
 )
 
 # What a ``put`` record holds.

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from kredenc.errors import InvalidInput, KredencError
-from kredenc.interfaces import cli_eval, cli_keys, cli_memory, cli_recall
+from kredenc.interfaces import cli_eval, cli_keys, cli_memory, cli_recall, cli_store
 from kredenc.interfaces.cli_common import (
     Context,
     check_arg_text,
@@ -28,7 +28,6 @@ from kredenc.interfaces.cli_common import (
     json_option,
     memory_json,
     short,
-    store_home,
 )
 from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
 
@@ -58,16 +57,6 @@ def cli(
     handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     ctx.obj = Context(store, namespace, as_json)
-
-
-@cli.command()
-@json_option
-def init() -> None:
-    """Create a store (a directory) if it does not exist."""
-    c = context()
-    with c.open() as kb:
-        stats = kb.stats()
-    c.emit(stats, lambda: click.echo(f"store ready at {stats['store']} ({stats['model']})"))
 
 
 @cli.command()
@@ -107,7 +96,7 @@ def search(
     c = context()
     query = check_arg_text(query, "query")
     page_range = _page_range(pages)
-    with c.open() as kb:
+    with c.open(read_only=True) as kb:  # a read command never changes the store
         hits = kb.search(
             query,
             k=k,
@@ -292,33 +281,6 @@ def forget(record_id: str) -> None:
 
 @cli.command()
 @json_option
-def check() -> None:
-    """Verify the store; exit 0 when sound, 1 when not."""
-    from kredenc.storage.verify import verify_store
-
-    c = context()
-    report = verify_store(store_home(c))
-    c.emit(report, lambda: click.echo("\n".join(report["findings"])))
-    if not report["sound"]:
-        sys.exit(1)
-
-
-@cli.command()
-@json_option
-def rebuild() -> None:
-    """Drop the index and rebuild it from the log."""
-    import time
-
-    c = context()
-    with c.open() as kb:
-        t0 = time.perf_counter()
-        out = kb.rebuild()
-        out["seconds"] = round(time.perf_counter() - t0, 3)
-    c.emit(out, lambda: click.echo(f"rebuilt {out['records']} records in {out['seconds']} s"))
-
-
-@cli.command()
-@json_option
 def stats() -> None:
     """Counts per drawer, log size, model."""
     c = context()
@@ -407,7 +369,13 @@ def _error(line: str) -> None:
 
 
 # Command modules: one import above and one entry here each.
-COMMAND_MODULES: tuple[ModuleType, ...] = (cli_eval, cli_keys, cli_memory, cli_recall)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    cli_eval,
+    cli_keys,
+    cli_memory,
+    cli_recall,
+    cli_store,
+)
 for _module in COMMAND_MODULES:
     for _command in _module.COMMANDS:
         cli.add_command(_command)

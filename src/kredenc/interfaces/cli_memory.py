@@ -123,7 +123,7 @@ def graph(query: str, hops: int, k: int, neighbors_max: int, budget: int) -> Non
     """The context graph of QUERY: ranked records and the typed edges between them."""
     c = context()
     query = check_arg_text(query, "query")
-    with c.open() as kb:
+    with c.open(read_only=True) as kb:  # a read command never changes the store
         found = kb.context_graph(query, hops=hops, k=k, neighbors_max=neighbors_max)
     prompt = found.to_prompt_text(budget)
     data = {

@@ -17,8 +17,10 @@ import json
 import logging
 import os
 import re
+import shlex
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -197,6 +199,7 @@ def scan(data: bytes, path: Path) -> Recovery:
                     f"{path}: damaged record at byte offset {pos} ({bad.reason}); "
                     f"valid records follow at offset {following}",
                     offset=pos,
+                    hint=salvage_hint(path.parent),
                 ) from None
             rec.truncated_bytes = size - pos
             what = "torn write" if bad.partial else bad.reason
@@ -206,6 +209,7 @@ def scan(data: bytes, path: Path) -> Recovery:
             raise CorruptLog(
                 f"{path}: record at byte offset {pos} has seq {seq}, expected {expected}",
                 offset=pos,
+                hint=salvage_hint(path.parent),
             )
         expected += 1
         count += 1
@@ -220,6 +224,7 @@ def scan(data: bytes, path: Path) -> Recovery:
                 f"{path}: batch at byte offset {open_txn_offset} has no commit record, "
                 f"but the record at byte offset {pos} follows it",
                 offset=open_txn_offset,
+                hint=salvage_hint(path.parent),
             )
         elif txn is not None:
             if open_txn_offset is None:
@@ -245,6 +250,114 @@ def scan(data: bytes, path: Path) -> Recovery:
     return rec
 
 
+def salvage_hint(home: Path) -> str:
+    """The hint for a damaged log: a command that copies what is readable."""
+    dest = shlex.quote(f"{home}.salvaged")
+    return (
+        f"run 'kredenc --store {shlex.quote(str(home))} salvage {dest}' to copy every "
+        "readable record into a new store"
+    )
+
+
+def missing_log_hint(path: Path) -> str:
+    home = shlex.quote(str(path.parent))
+    return (
+        f"restore {path.name} from a backup, or run 'kredenc --store {home} init --new-log' "
+        "to start an empty log in this store (its records are lost)"
+    )
+
+
+def aside_path(path: Path, tag: str) -> Path:
+    """A free name beside ``path`` for a copy set aside: ``<name>.<tag>-<UTC time>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    candidate = path.with_name(f"{path.name}.{tag}-{stamp}")
+    n = 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}.{tag}-{stamp}-{n}")
+        n += 1
+    return candidate
+
+
+def keep_cut_tail(path: Path, data: bytes, end: int) -> Path:
+    """Copy the bytes past ``end`` beside the log (durably), then cut the log there."""
+    kept = aside_path(path, "cut")
+    fd = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data[end:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(path.parent)
+    with open(path, "r+b") as fh:
+        fh.truncate(end)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return kept
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A verified record found by :func:`resync` (checksum good, JSON parses)."""
+
+    offset: int
+    end: int
+    seq: int
+    txn: int | None
+    op: str
+
+
+def resync(data: bytes) -> tuple[list[Frame], list[tuple[int, int, str]]]:
+    """Every verifiable record of a log, damaged or not, and the damaged byte ranges.
+
+    After a bad record the scan resumes at the next record magic whose frame verifies
+    (checksum and JSON), so records after any damage are found too. Returns
+    (frames in file order, [(start, end, reason)]). Never raises on bad bytes.
+    """
+    buf = memoryview(data)
+    size = len(data)
+    frames: list[Frame] = []
+    damage: list[tuple[int, int, str]] = []
+    pos = HEADER_SIZE
+    while pos < size:
+        try:
+            seq, txn, op, nxt = _parse_at(buf, pos, size, full=True)
+        except _Bad as bad:
+            nxt_pos = pos
+            while True:
+                nxt_pos = data.find(RECORD_MAGIC, nxt_pos + 1)
+                if nxt_pos < 0:
+                    nxt_pos = size
+                    break
+                try:
+                    _parse_at(buf, nxt_pos, size, full=True)
+                except _Bad:
+                    continue
+                break
+            damage.append((pos, nxt_pos, "torn write" if bad.partial else bad.reason))
+            pos = nxt_pos
+            continue
+        frames.append(Frame(pos, nxt, seq, txn, op))
+        pos = nxt
+    return frames, damage
+
+
+def scan_for_reading(data: bytes, path: Path) -> Recovery:
+    """What a reader may read: like :func:`scan`, but damage in the middle is reported
+    (once, as a warning naming the salvage command) instead of refused, and nothing is
+    ever cut. A torn tail is simply not read."""
+    try:
+        return scan(data, path)
+    except CorruptLog as exc:
+        frames, _damage = resync(data)
+        rec = Recovery(problems=[exc.message])
+        if frames:
+            rec.records = len(frames)
+            rec.last_seq = frames[-1].seq
+            rec.end = frames[-1].end
+        log.warning("%s; reading around it (%s)", exc.message, exc.hint)
+        return rec
+
+
 class Haystack:
     """An open haystack file: the file :class:`~kredenc.storage.base.Log`. Appends are
     serialised by the caller (the housekeeper).
@@ -253,13 +366,16 @@ class Haystack:
     descriptor and only ever read bytes below the durable end.
     """
 
-    def __init__(self, path: Path, *, durability: Durability = "append") -> None:
+    def __init__(
+        self, path: Path, *, durability: Durability = "append", writable: bool = True
+    ) -> None:
         if durability not in DURABILITIES:
             raise InvalidInput(
                 f"unknown durability {durability!r}", f"use one of {', '.join(DURABILITIES)}"
             )
         self.path = path
         self.durability: Durability = durability
+        self.writable = writable
         self._append_lock = threading.Lock()
         self._fd = -1
         self._rfd = -1
@@ -283,21 +399,24 @@ class Haystack:
 
     def _open(self) -> None:
         if not self.path.exists():
-            raise StoreError(f"{self.path}: haystack file is missing", "run 'kredenc init'")
+            raise StoreError(f"{self.path}: haystack file is missing", missing_log_hint(self.path))
         data = self.path.read_bytes()
         self.log_id = read_header(data, self.path)
-        recovery = scan(data, self.path)
-        if recovery.end < len(data):
-            for problem in recovery.problems:
-                log.warning("haystack recovery: %s", problem)
-            with open(self.path, "r+b") as fh:
-                fh.truncate(recovery.end)
-                fh.flush()
-                os.fsync(fh.fileno())
+        if self.writable:
+            recovery = scan(data, self.path)
+            if recovery.end < len(data):
+                kept = keep_cut_tail(self.path, data, recovery.end)
+                for problem in recovery.problems:
+                    log.warning(
+                        "haystack recovery: %s (the cut bytes are kept in %s)", problem, kept
+                    )
+        else:
+            # A reader never changes the file: it reads up to the last good record.
+            recovery = scan_for_reading(data, self.path)
         self.recovery = recovery
         self.end = recovery.end
         self.last_seq = recovery.last_seq
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND) if self.writable else -1
         self._rfd = os.open(self.path, os.O_RDONLY)
 
     # -- appending ------------------------------------------------------------
@@ -310,6 +429,8 @@ class Haystack:
         a commit record is appended after them, so recovery keeps all or none.
         ``sync`` fsyncs according to the durability policy.
         """
+        if not self.writable:
+            raise StoreError("the haystack is open read-only", "open the store for writing")
         with self._append_lock:
             seq = self.last_seq
             chunks: list[bytes] = []
@@ -365,10 +486,18 @@ class Haystack:
         head = os.pread(self._rfd, RECORD_HEADER_SIZE, offset)
         magic, length, checksum = RECORD_HEADER.unpack(head)
         if magic != RECORD_MAGIC or length > MAX_PAYLOAD:
-            raise CorruptLog(f"{self.path}: no valid record at offset {offset}", offset)
+            raise CorruptLog(
+                f"{self.path}: no valid record at offset {offset}",
+                offset,
+                salvage_hint(self.path.parent),
+            )
         body = os.pread(self._rfd, length, offset + RECORD_HEADER_SIZE)
         if len(body) != length or crc32c(body) != checksum:
-            raise CorruptLog(f"{self.path}: damaged record at offset {offset}", offset)
+            raise CorruptLog(
+                f"{self.path}: damaged record at offset {offset}",
+                offset,
+                salvage_hint(self.path.parent),
+            )
         payload: dict[str, Any] = json.loads(body)
         return payload
 

@@ -17,13 +17,15 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Protocol
 
 from kredenc.config import Settings
 from kredenc.errors import StoreError
 from kredenc.records import Appended
 from kredenc.records import now as wall_clock
-from kredenc.storage import layout
+from kredenc.storage import layout, repair
+from kredenc.storage import purge as purging
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, SqliteIndex, embed_text_of, text_hash
@@ -76,7 +78,11 @@ class Store:
         self._lock = None if read_only else StoreLock(self.home / layout.LOCK_FILE)
         self._housekeeper: Housekeeper | None = None
         try:
-            self.haystack = Haystack(self.home / layout.LOG_FILE, durability=settings.durability)
+            self.haystack = Haystack(
+                self.home / layout.LOG_FILE,
+                durability=settings.durability,
+                writable=not read_only,  # only a writer cuts a torn tail
+            )
             if self.haystack.log_id.hex() != self.meta.log_id:
                 raise StoreError(
                     f"{self.home}: haystack log id does not match store.json",
@@ -84,6 +90,7 @@ class Store:
                 )
             self.index = self._open_index()
             if not read_only:
+                purging.discard_stale_generation(self.home)
                 self._catch_up()
                 self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
         except BaseException:
@@ -135,6 +142,12 @@ class Store:
 
     # -- the index --------------------------------------------------------------
     def _open_index(self) -> SqliteIndex:
+        if self.read_only and not (self.home / layout.INDEX_FILE).exists():
+            # A reader creates nothing: the index is built by a writer (or rebuild).
+            raise StoreError(
+                f"{self.home / layout.INDEX_FILE} is missing",
+                f"run 'kredenc --store {self.home} rebuild' to build it from the log",
+            )
         try:
             return self._new_index()
         except IndexOutdated as exc:
@@ -143,6 +156,11 @@ class Store:
             log.warning("%s: dropping the index; it is rebuilt from the log", exc.message)
             layout.drop_index(self.home)
             return self._new_index()
+        except StoreError as exc:  # name the derived file at fault (index or cache)
+            raise repair.blame(self.home, self._cache_path()) or exc from exc
+
+    def _cache_path(self) -> Path:
+        return repair.cache_path_of(self.home, self.settings.embed_cache)
 
     def _new_index(self) -> SqliteIndex:
         s = self.settings
@@ -184,12 +202,19 @@ class Store:
         if chunk:
             self.index.apply(chunk, None, self.embed_many, hay.end)
 
-    def rebuild(self) -> dict[str, int]:
-        """Drop the index and rebuild it from the log (embeddings come from the cache)."""
+    def rebuild(self, *, fresh_cache: bool = False) -> dict[str, int]:
+        """Drop the index and rebuild it from the log (embeddings come from the cache).
+
+        A derived file that is unreadable (or a cache with vectors of the wrong size,
+        or any cache with ``fresh_cache``) is set aside as ``<name>.bad-<time>`` first.
+        """
         self._writable()
         assert self._housekeeper is not None
         self._housekeeper.close()
         self.index.close()
+        repair.set_aside_bad_files(
+            self.home, self._cache_path(), dim=self.embedder.dim, fresh_cache=fresh_cache
+        )
         layout.drop_index(self.home)
         self.index = self._open_index()
         self._catch_up()
@@ -198,6 +223,31 @@ class Store:
         self.index.save_ann()
         self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
         return {"records": self.index.live_count(), "last_seq": self.haystack.last_seq}
+
+    def compact(
+        self, *, purge: bool = False, on_step: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
+        """Merge the card index; with ``purge``, first write a new log generation without
+        the text of forgotten records and rebuild the index and cache from it
+        (``kredenc.storage.purge``). The writer lock is held throughout."""
+        hk = self._writable()
+        if not purge:
+            return {"purged": 0, "seconds": round(self.index.compact(), 3)}
+        self.flush_access()
+        hk.close()
+        self.index.close()
+        self.haystack.close()
+        try:
+            report = purging.purge_store(self.home, self._cache_path(), on_step=on_step)
+        finally:
+            self.haystack = Haystack(
+                self.home / layout.LOG_FILE, durability=self.settings.durability
+            )
+            self.index = self._open_index()
+            self._catch_up()
+            self.index.compact()
+            self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
+        return report.to_json()
 
     def stats(self, ns: str) -> dict[str, Any]:
         """What ``ns`` holds (records per drawer and type, edges) and the store's size."""

@@ -1,0 +1,189 @@
+"""Store upkeep on the command line: ``init``, ``check``, ``rebuild``, ``compact``,
+``salvage``."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kredenc.errors import InvalidInput, KredencError, StoreError
+from kredenc.interfaces.cli_common import Context, context, json_option, store_home
+
+
+def _settings(c: Context) -> Any:
+    from kredenc.config import load_settings
+
+    return load_settings(c.store, namespace=c.namespace)
+
+
+@click.command()
+@click.option(
+    "--new-log",
+    is_flag=True,
+    help="For a store whose haystack.log is gone: start an empty log (its records are lost).",
+)
+@json_option
+def init(new_log: bool) -> None:
+    """Create a store (a directory) if it does not exist."""
+    from kredenc.storage import layout, repair
+
+    c = context()
+    home = store_home(c)
+    log_missing = layout.is_store(home) and not (home / layout.LOG_FILE).exists()
+    if log_missing and not new_log:
+        raise StoreError(
+            f"{home} has a store.json but its {layout.LOG_FILE} is missing",
+            f"restore {layout.LOG_FILE} from a backup, or run 'kredenc --store "
+            f"{shlex.quote(str(home))} init --new-log' to start an empty log (the old "
+            "records are lost)",
+        )
+    if new_log and not log_missing:
+        raise InvalidInput(
+            "--new-log is only for a store whose haystack.log is missing", "leave it out"
+        )
+    if new_log:
+        repair.start_new_log(home)
+    with c.open() as kb:
+        stats = kb.stats()
+    c.emit(stats, lambda: click.echo(f"store ready at {stats['store']} ({stats['model']})"))
+
+
+@click.command()
+@click.option("--full", is_flag=True, help="Compare every record with the index, not a sample.")
+@json_option
+def check(full: bool) -> None:
+    """Verify the store without changing it; exit 0 when sound, 1 when not."""
+    from kredenc.engine import make_default_embedder
+    from kredenc.storage import repair
+    from kredenc.storage.verify import verify_store
+
+    c = context()
+    home = store_home(c)
+    settings = _settings(c)
+    model_id: str | None = None
+    dim: int | None = None
+    embed: Any = None
+    try:
+        embedder = make_default_embedder(settings)
+        model_id, dim, embed = embedder.model_id, embedder.dim, embedder.embed
+    except KredencError as exc:
+        click.echo(f"warning: the configured embedder is not checked ({exc.message})", err=True)
+    report = verify_store(
+        home,
+        model_id=model_id,
+        dim=dim,
+        cache=repair.cache_path_of(home, settings.embed_cache),
+        full=full,
+        embed=embed,
+    )
+    c.emit(report, lambda: click.echo("\n".join(report["findings"])))
+    if not report["sound"]:
+        sys.exit(1)
+
+
+@click.command()
+@click.option(
+    "--fresh-cache", is_flag=True, help="Set the embedding cache aside and embed every record."
+)
+@json_option
+def rebuild(fresh_cache: bool) -> None:
+    """Drop the index and rebuild it from the log (a bad index.db or embeddings.db is
+    set aside as <name>.bad-<time> first)."""
+    from kredenc.storage import repair
+
+    c = context()
+    home = store_home(c)
+    # Before opening: a file that cannot be opened would stop the open itself.
+    aside = repair.set_aside_bad_files(home, repair.cache_path_of(home, _settings(c).embed_cache))
+    with c.open() as kb:
+        t0 = time.perf_counter()
+        out: dict[str, Any] = dict(kb.rebuild(fresh_cache=fresh_cache))
+        out["seconds"] = round(time.perf_counter() - t0, 3)
+    out["set_aside"] = aside
+
+    def human() -> None:
+        for line in aside:
+            click.echo(line)
+        click.echo(f"rebuilt {out['records']} records in {out['seconds']} s")
+
+    c.emit(out, human)
+
+
+@click.command()
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Rewrite the log without the text of forgotten records (see docs/storage.md).",
+)
+@json_option
+def compact(purge: bool) -> None:
+    """Merge the card index; with --purge, erase forgotten records' text from every file."""
+    c = context()
+    with c.open() as kb:
+        t0 = time.perf_counter()
+        out = kb.compact(purge=purge)
+        out["seconds"] = round(time.perf_counter() - t0, 3)
+
+    def human() -> None:
+        if purge:
+            click.echo(
+                f"purged {out['purged']} forgotten records ({out['stripped']} records reduced "
+                f"to ids); log {out['bytes_before']} -> {out['bytes_after']} bytes; "
+                f"{out['cache_dropped']} cached vectors dropped"
+            )
+            for name in out["removed_files"]:
+                click.echo(f"  removed {name}")
+        click.echo(f"compacted in {out['seconds']} s")
+
+    c.emit(out, human)
+
+
+@click.command()
+@click.argument("dest", type=click.Path(path_type=Path))
+@json_option
+def salvage(dest: Path) -> None:
+    """Copy every readable record of a damaged store into a new store at DEST.
+
+    The damaged store is only read. Records before and after any damage are kept with
+    their ids; a batch missing any part is left out whole; the seqs lost are reported.
+    """
+    from kredenc.engine import Kredenc, make_default_embedder
+    from kredenc.storage import layout
+    from kredenc.storage.salvage import salvage as run_salvage
+
+    c = context()
+    home = store_home(c)
+    model_id: str | None = None
+    dim: int | None = None
+    embedder = None
+    try:
+        layout.read_meta(home)
+    except KredencError:
+        embedder = make_default_embedder(_settings(c))
+        model_id, dim = embedder.model_id, embedder.dim
+    report = run_salvage(home, dest, model_id=model_id, dim=dim)
+    # Opening DEST for writing builds its index from the new log.
+    with Kredenc.open(dest, c.namespace, embedder=embedder) as kb:
+        indexed = kb.index.reader().execute("SELECT count(*) FROM records").fetchone()[0]
+    data = {**report.to_json(), "indexed": int(indexed)}
+
+    def human() -> None:
+        click.echo(f"salvaged {report.records} records into {dest}")
+        lost = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in report.lost_seqs)
+        click.echo(f"  seqs lost: {lost or 'none'}")
+        for start, end, why in report.damaged_bytes:
+            click.echo(f"  damaged bytes {start}-{end}: {why}")
+        for txn, n in report.dropped_batches:
+            click.echo(f"  batch {txn} left out whole ({n} records): part of it is damaged")
+        for note in report.notes:
+            click.echo(f"  note: {note}")
+
+    c.emit(data, human)
+
+
+COMMANDS = (init, check, rebuild, compact, salvage)
