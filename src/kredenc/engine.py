@@ -13,16 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from kredenc.checks import check_name
 from kredenc.config import Settings, load_settings
 from kredenc.ingest import passages
 from kredenc.memory import writes
-from kredenc.memory.checks import check_name
 from kredenc.memory.turns import TurnFiler
 from kredenc.providers.embed.base import Embedder
 from kredenc.retrieve import query as queries
 from kredenc.storage import layout
+from kredenc.storage.base import Index
 from kredenc.storage.haystack import Haystack
-from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.store import Store
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Kredenc:
             self.store.close()
 
     @property
-    def index(self) -> SqliteIndex:
+    def index(self) -> Index:
         return self.store.index
 
     @property

@@ -13,6 +13,7 @@ from conftest import OpenStore
 from kredenc import plugins
 from kredenc.errors import IngestError
 from kredenc.ingest.loaders import registry
+from kredenc.ingest.sources import iter_sources
 from kredenc.testing.distributions import write_distribution
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "ingest"
@@ -84,7 +85,7 @@ def test_a_package_adds_a_loader(install: Install, open_store: OpenStore, tmp_pa
     book = tmp_path / "books" / "dune.epub"
     book.parent.mkdir()
     book.write_text("The spice must flow across the desert planet Arrakis.")
-    assert list(registry.iter_sources([book.parent])) == [str(book.resolve())]
+    assert list(iter_sources([book.parent])) == [str(book.resolve())]
     with open_store() as kb:
         report = kb.ingest(book.parent)
         assert (report.documents, report.failed) == (1, [])

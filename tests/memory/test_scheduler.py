@@ -11,7 +11,7 @@ import pytest
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, StoreError
 from kredenc.memory.lifecycle import JobReport
-from kredenc.memory.lifecycle.scheduler import JOBS, Scheduler, default_jobs, run_jobs
+from kredenc.memory.scheduler import JOBS, Scheduler, default_jobs, run_jobs
 
 
 class FakeClock:
@@ -81,7 +81,7 @@ def test_a_failing_job_is_logged_and_retried(caplog: pytest.LogCaptureFixture) -
 
     jobs = {"broken": (5, broken), "buggy": (5, buggy), "good": (5, good)}
     sched = Scheduler(Untouchable(), "ns", jobs, clock=clock)  # type: ignore[arg-type]
-    with caplog.at_level(logging.WARNING, logger="kredenc.memory.lifecycle.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="kredenc.memory.scheduler"):
         assert sched.tick() == ["broken", "buggy", "good"]
     assert good.calls == 1
     warning = next(r for r in caplog.records if r.levelno == logging.WARNING)

@@ -16,7 +16,7 @@ from kredenc.recall import Budget, RecallResult, recall
 from kredenc.recall.budget import MARKER, estimate_tokens
 from kredenc.recall.conversation import SESSIONS, conversation_id, new_turns
 from kredenc.recall.render import PREAMBLE
-from kredenc.recall.terms import recall_terms
+from kredenc.retrieve.message_terms import recall_terms
 from kredenc.storage.index.filters import Filters
 
 HISTORY: list[dict[str, Any]] = [

@@ -35,7 +35,7 @@ import httpcore
 import httpx
 
 from kredenc.errors import FetchRefused, IngestError, InvalidInput
-from kredenc.ingest.loaders.base import redact_url
+from kredenc.ingest.redact import redact_url
 
 log = logging.getLogger(__name__)
 

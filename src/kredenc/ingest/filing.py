@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kredenc.checks import check_name
 from kredenc.config import Settings
 from kredenc.errors import KredencError
 from kredenc.ingest.chunker import chunk as cut
@@ -23,14 +24,13 @@ from kredenc.ingest.document import Chunk, LoadedDocument
 from kredenc.ingest.loaders.base import (
     LoadLimits,
     collapsed_warnings,
-    redact_url,
     symlink_policy,
 )
 from kredenc.ingest.loaders.registry import loader_for
 from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
+from kredenc.ingest.redact import redact_url
 from kredenc.ingest.sources import iter_sources
-from kredenc.memory.checks import check_name
 
 if TYPE_CHECKING:
     from kredenc.storage.store import Store

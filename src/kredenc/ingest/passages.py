@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kredenc.checks import check_name, check_text
 from kredenc.errors import InvalidInput
-from kredenc.memory.checks import check_name, check_text
-from kredenc.memory.fields import validate_meta, validate_tags
+from kredenc.fields import validate_meta, validate_tags
 from kredenc.records import new_id
 
 if TYPE_CHECKING:

@@ -144,7 +144,7 @@ class KeyRing:
     # -- changing -------------------------------------------------------------
     def add(self, namespace: str, name: str | None = None) -> tuple[str, ApiKey]:
         """Make a key for ``namespace``; returns it (to show once) and what is stored."""
-        from kredenc.memory.checks import check_name  # the one name rule (lazy: a light CLI)
+        from kredenc.checks import check_name  # the one name rule (lazy: a light CLI)
 
         check_name("namespace", namespace)
         if name is not None:

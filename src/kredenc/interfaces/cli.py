@@ -205,7 +205,7 @@ def ingest(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from kredenc.ingest.loaders.base import redact_url
+    from kredenc.ingest.redact import redact_url
 
     c = context()
     for source in sources:
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _error(line: str) -> None:
     """Print an error line on stderr: URL credentials masked, control characters escaped."""
-    from kredenc.ingest.loaders.base import redact_url
+    from kredenc.ingest.redact import redact_url
 
     click.echo(escape(redact_url(line)), err=True)
 

@@ -19,7 +19,7 @@ from kredenc.interfaces.cli_common import (
     read_stdin_text,
     short,
 )
-from kredenc.memory.lifecycle.scheduler import JOBS, run_jobs
+from kredenc.memory.scheduler import JOBS, run_jobs
 
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:

@@ -169,7 +169,7 @@ def salvage(dest: Path) -> None:
     report = run_salvage(home, dest, model_id=model_id, dim=dim)
     # Opening DEST for writing builds its index from the new log.
     with Kredenc.open(dest, c.namespace, embedder=embedder) as kb:
-        indexed = kb.index.reader().execute("SELECT count(*) FROM records").fetchone()[0]
+        indexed = kb.index.live_count()
     data = {**report.to_json(), "indexed": int(indexed)}
 
     def human() -> None:

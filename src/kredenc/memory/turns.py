@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kredenc.checks import check_name
 from kredenc.ingest.passages import add_passages
-from kredenc.memory.checks import check_name
-from kredenc.recall.terms import recall_terms
+from kredenc.retrieve.message_terms import recall_terms
 
 if TYPE_CHECKING:
     from kredenc.storage.store import Store

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kredenc.checks import check_name, check_text, check_utf8
 from kredenc.errors import InvalidInput, NotFound, ReadOnlyRecord
-from kredenc.memory.checks import check_name, check_text, check_utf8
-from kredenc.memory.fields import SCORES, validate_fields, validate_meta
+from kredenc.fields import SCORES, validate_fields, validate_meta
 from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.records import Memory, new_id
 

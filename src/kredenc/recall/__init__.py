@@ -11,8 +11,8 @@ from kredenc.recall.conversation import SESSIONS, conversation_id, file_turn
 from kredenc.recall.deps import Conversant, RecallStore, TurnSink
 from kredenc.recall.reflex import announce, recall, warm_up
 from kredenc.recall.result import RecallItem, RecallResult
-from kredenc.recall.terms import Term, recall_terms
 from kredenc.recall.wrap import wrap
+from kredenc.retrieve.message_terms import Term, recall_terms
 
 __all__ = [
     "SESSIONS",

@@ -6,7 +6,7 @@ for. Nothing before the tail changes (the same message objects, in the same orde
 a provider's prompt cache stays valid.
 
 How it finds them: it runs search's legs (:func:`kredenc.retrieve.search.run_legs`)
-with a deadline. Terms of the newest user message (:mod:`kredenc.recall.terms`) search
+with a deadline. Terms of the newest user message (:mod:`kredenc.retrieve.message_terms`) search
 the index cards by words (FTS5), the message's embedding searches them by meaning
 (vectors); the two ranked lists are fused as search fuses them (the store's ``fusion``
 setting: min-max by default). Only ``memory`` and ``turn`` records filed before the
@@ -55,8 +55,8 @@ from kredenc.recall.conversation import SESSIONS, newest_user_text
 from kredenc.recall.deps import RecallStore
 from kredenc.recall.render import PREAMBLE, Picked, render
 from kredenc.recall.result import RecallItem, RecallResult
-from kredenc.recall.terms import recall_terms
 from kredenc.records import LegScore
+from kredenc.retrieve.message_terms import recall_terms
 from kredenc.retrieve.search import SearchParams, fuse, hit_from_payload, run_legs
 from kredenc.storage.index.filters import Filters
 

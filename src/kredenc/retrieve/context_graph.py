@@ -20,9 +20,9 @@ import numpy as np
 from kredenc.errors import InvalidInput
 from kredenc.records import ContextGraph, GraphEdge, GraphNode
 from kredenc.retrieve.graph import expand
+from kredenc.storage.base import Index
 from kredenc.storage.haystack import Haystack
 from kredenc.storage.index.filters import Filters
-from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import F32
 
 WEAK_SEED = 0.35  # below this cosine, dense seeds are backed by hybrid search
@@ -51,7 +51,7 @@ class Blend:
 
 
 def build(
-    index: SqliteIndex,
+    index: Index,
     haystack: Haystack,
     ns: str,
     query: str,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kredenc.storage.base import Index
 from kredenc.storage.index.filters import Filters
-from kredenc.storage.index.sqlite import SqliteIndex
 
 DECAY = 0.5
 
@@ -24,7 +24,7 @@ class Expanded:
 
 
 def expand(
-    index: SqliteIndex,
+    index: Index,
     ns: str,
     seeds: list[tuple[int, float]],
     *,

@@ -12,10 +12,10 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kredenc.checks import check_name
 from kredenc.config import Settings
 from kredenc.errors import InvalidInput
-from kredenc.memory.checks import check_name
-from kredenc.memory.fields import parse_time
+from kredenc.fields import parse_time
 from kredenc.providers.rerank import Reranker, make_reranker
 from kredenc.records import ContextGraph, Hit
 from kredenc.retrieve import context_graph as graphs

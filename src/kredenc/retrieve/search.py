@@ -21,10 +21,10 @@ from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
 from kredenc.retrieve.graph import expand, merge
 from kredenc.retrieve.rerank import rerank
 from kredenc.retrieve.terms import phrases, query_terms, tokens
+from kredenc.storage.base import Index
 from kredenc.storage.haystack import Haystack
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import MAX_SCORED, Phrase
-from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import F32
 
 Mode = Literal["hybrid", "lexical", "dense"]
@@ -251,7 +251,7 @@ def _best_per_document(
 
 
 def search(
-    index: SqliteIndex,
+    index: Index,
     haystack: Haystack,
     ns: str,
     query: str,

@@ -101,6 +101,10 @@ class Index(Protocol):
     housekeeper); any number of threads read while it does.
     """
 
+    #: The backend's own exceptions for a failed query (``sqlite3.Error``, a driver's
+    #: error class): jobs that degrade rather than stop catch these.
+    errors: tuple[type[Exception], ...]
+
     # -- projecting the log -------------------------------------------------
     def apply(
         self,
@@ -129,8 +133,10 @@ class Index(Protocol):
         *,
         context_weight: float = ...,
         max_scored: int = ...,
+        deadline: float | None = ...,
     ) -> list[tuple[int, float]]:
-        """Top ``k`` (rowid, score) by BM25, best first (scores > 0)."""
+        """Top ``k`` (rowid, score) by BM25, best first (scores > 0); past ``deadline``
+        (``time.perf_counter()`` seconds) it raises ``DeadlineExceeded``."""
         ...
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
@@ -190,6 +196,33 @@ class Index(Protocol):
 
     def fingerprint(self) -> dict[str, Any]:
         """A content summary of every namespace, to compare an index with its rebuild."""
+        ...
+
+    # -- the queries the memory jobs need ---------------------------------------
+    def live_memory_rows(
+        self,
+        ns: str,
+        *,
+        not_status: str | None = None,
+        reflections: bool | None = None,
+        writable_only: bool = False,
+        in_episode: bool = False,
+        episode_id: str | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Live memories of ``ns`` in filing order, one tuple each in the order
+        ``kredenc.storage.index.reads.MEMORY_ROW_COLUMNS`` names."""
+        ...
+
+    def targets_of(self, ns: str, src: str, rel: str) -> set[str]:
+        """Ids ``src`` has an edge ``rel`` to (deleted ends included)."""
+        ...
+
+    def edge_pairs(self, ns: str, rel: str) -> list[tuple[str, str]]:
+        """Every edge ``rel`` of ``ns`` as (src, dst)."""
+        ...
+
+    def live_count(self) -> int:
+        """Live (not forgotten) records of every namespace."""
         ...
 
     # -- embedding cache --------------------------------------------------------

@@ -26,6 +26,7 @@ from kredenc.records import Appended
 from kredenc.records import now as wall_clock
 from kredenc.storage import layout, repair
 from kredenc.storage import purge as purging
+from kredenc.storage.base import Index
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, SqliteIndex, embed_text_of, text_hash
@@ -88,7 +89,7 @@ class Store:
                     f"{self.home}: haystack log id does not match store.json",
                     "the log and store.json belong to different stores",
                 )
-            self.index = self._open_index()
+            self.index: Index = self._open_index()
             if not read_only:
                 purging.discard_stale_generation(self.home)
                 self._catch_up()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import codecs
 import logging
-import re
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -58,17 +57,6 @@ class Loader(ABC):
 def is_url(source: str) -> bool:
     """Whether ``source`` is a URL (``scheme://...``) rather than a local path."""
     return "://" in source
-
-
-# The user name and password of a URL: everything between ``scheme://`` and the last
-# ``@`` before the host ends.
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s?#]*@")
-
-
-def redact_url(text: str) -> str:
-    """``text`` (a URL, or a message naming URLs) with every URL's ``user:password@``
-    replaced by ``***@``, so that no message, report or log line echoes a secret."""
-    return _USERINFO.sub(r"\1***@", text)
 
 
 def resolve_source(source: str) -> str:
@@ -277,7 +265,6 @@ __all__ = [
     "follows_symlinks",
     "is_url",
     "read_text_file",
-    "redact_url",
     "resolve_source",
     "symlink_policy",
 ]

@@ -48,7 +48,8 @@ from kredenc.ingest.fetch import (
     DEFAULT_TIMEOUT_S,
     fetch,
 )
-from kredenc.ingest.loaders.base import Loader, is_url, redact_url, resolve_source
+from kredenc.ingest.loaders.base import Loader, is_url, resolve_source
+from kredenc.ingest.redact import redact_url
 
 if TYPE_CHECKING:
     from kredenc.config import Settings

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kredenc.memory.fields import validate_fields
+from kredenc.fields import validate_fields
 from kredenc.records import now as wall_clock
 
 if TYPE_CHECKING:

@@ -78,6 +78,9 @@ class SqliteIndex:
     """The SQLite :class:`~kredenc.storage.base.Index`: one file, plus the embedding
     cache (``embeddings.db``) and the ANN graphs (``ann/``) beside it."""
 
+    #: What a failed query raises here, for callers that degrade instead of stopping.
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+
     def __init__(
         self,
         path: Path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kredenc.recall.terms import (
+from kredenc.retrieve.message_terms import (
     MAX_TERMS,
     STOPWORDS_HU,
     Term,

@@ -10,7 +10,6 @@ tried again at its next interval; it never stops the scheduler or the other jobs
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -108,9 +107,15 @@ class Scheduler:
         return ran
 
     def _run(self, name: str, fn: Job) -> None:
+        expected: tuple[type[Exception], ...] = (
+            KredencError,
+            OSError,
+            ValueError,
+            *self.store.index.errors,  # the backend's own query errors
+        )
         try:
             report = fn(self.store, self.ns)
-        except (KredencError, OSError, sqlite3.Error, ValueError) as exc:
+        except expected as exc:
             self.failures[name] += 1
             log.warning("lifecycle job %s failed: %s", name, exc)
             return

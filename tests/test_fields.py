@@ -8,7 +8,7 @@ import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
-from kredenc.memory.fields import (
+from kredenc.fields import (
     MAX_TIME,
     MIN_TIME,
     parse_time,
