@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# Payload ``op`` values, as in ARCHITECTURE.md.
+# Payload ``op`` values (docs/architecture.md, "The log format").
 Op = Literal["put", "edge", "unedge", "score", "status", "tombstone", "access", "commit", "purged"]
 OPS: frozenset[str] = frozenset(
     {"put", "edge", "unedge", "score", "status", "tombstone", "access", "commit", "purged"}

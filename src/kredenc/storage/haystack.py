@@ -1,6 +1,6 @@
 """The haystack: the append-only log that is the truth of a store.
 
-Format (ARCHITECTURE.md, "The haystack")::
+Format (docs/storage.md; docs/architecture.md, "The log format")::
 
     file header : b"KRDH" | u16 format version | u16 flags | 16-byte log id
     record      : b"KRD1" | u32 LE payload length | u32 LE CRC32C(payload) | payload
