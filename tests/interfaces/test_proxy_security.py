@@ -240,7 +240,7 @@ def test_the_openai_sdk_authenticates_with_its_api_key(setup: Setup) -> None:
 
 
 def test_with_keys_the_proxy_may_bind_beyond_loopback(setup: Setup) -> None:
-    from kredenc.interfaces.proxy import check_bind
+    from kredenc.interfaces.guard import check_bind
 
     check_bind("0.0.0.0", KeyRing(setup.kb.home))  # keys exist: allowed
 

@@ -119,7 +119,8 @@ def proxy_command(
     in the key's namespace; without keys it listens on loopback only.
     """
     from kredenc.interfaces.auth import KeyRing
-    from kredenc.interfaces.proxy import ProxyConfig, check_bind, serve
+    from kredenc.interfaces.guard import check_bind
+    from kredenc.interfaces.proxy import ProxyConfig, serve
 
     c = context()
     if not upstream.strip():

@@ -47,13 +47,17 @@ uvicorn is its reference server; httpx is already a core dependency and streams 
 ways. uvicorn parses HTTP with httptools and runs on uvloop where they are installed
 (the ``proxy`` extra brings both; about 1 ms less per request than h11 on asyncio),
 else on h11 and asyncio. Install with ``pip install 'kredenc[proxy]'``.
+
+The front door (Host, Origin, keys, declared size) is :mod:`kredenc.interfaces.guard`.
+This module stays one file of about 600 lines because ``create_app``'s routes share
+one closure of per-app state (the tenants' views and filers, the upstream client, the
+session clocks); splitting it would mean passing that state through every route.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib.util
-import ipaddress
 import json
 import logging
 import threading
@@ -63,12 +67,24 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from kredenc.errors import InvalidInput, KredencError, MissingExtra
+from kredenc.errors import InvalidInput, MissingExtra
 from kredenc.interfaces.auth import KEY_PREFIX, KeyRing, bearer_token
+from kredenc.interfaces.guard import (
+    TENANT_KEY,
+    Gate,
+    Guard,
+    Tenant,
+    check_bind,
+    error_response,
+    is_json,
+    json_shape,
+    media_type,
+    session_refusal,
+    too_large,
+)
 from kredenc.recall.budget import Budget
 from kredenc.recall.conversation import SessionClock, conversation_id, new_turns
 from kredenc.recall.filing import Reply, TurnFiler
@@ -79,12 +95,10 @@ try:
     import uvicorn
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
-    from starlette.datastructures import Headers
     from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
-    from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtra("kredenc proxy", "proxy") from exc
 
@@ -113,9 +127,7 @@ _HOP = frozenset(
         "accept-encoding",
     }
 )
-_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]", "*"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_TENANT = "kredenc.tenant"  # the ASGI scope key the guard fills in
 
 
 @dataclass
@@ -146,211 +158,6 @@ class ProxyConfig:
         self.upstream = str(url).rstrip("/")
 
 
-def error_response(
-    status: int, code: str, message: str, hint: str, headers: Mapping[str, str] | None = None
-) -> JSONResponse:
-    """The one JSON error shape: ``{"error": {"code", "message", "hint"}}``."""
-    return JSONResponse(
-        {"error": {"code": code, "message": message, "hint": hint}}, status, headers=headers
-    )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or an address, brackets and port already gone) is this
-    machine only: ``localhost`` or a loopback address."""
-    name = host.strip().lower().rstrip(".")
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, keys: KeyRing) -> None:
-    """Refuse to listen beyond loopback while the store holds no active API key."""
-    if is_loopback(host) or keys.active():
-        return
-    shown = host or "all addresses"
-    raise InvalidInput(
-        f"the store has no API keys, so the proxy listens on loopback only, not on {shown}",
-        "add a key with 'kredenc keys add --namespace NAME', or use --host 127.0.0.1",
-    )
-
-
-def _host_name(value: str) -> str:
-    """The name in a ``Host`` header value, without the port or IPv6 brackets."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        return value[1:end] if end > 0 else value
-    name, _, _port = value.partition(":")
-    return name.rstrip(".")
-
-
-def _media_type(headers: Headers) -> str:
-    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
-
-
-def _is_json(media: str) -> bool:
-    return media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json")
-    )
-
-
-@dataclass(frozen=True)
-class _Tenant:
-    namespace: str
-    keyed: bool  # the caller showed a kredenc key (so its Authorization is not forwarded)
-
-
-class _Gate:
-    """Who may come in, and as which tenant: Host, Origin, key, declared size."""
-
-    def __init__(
-        self, keys: KeyRing, namespace: str, bind_host: str, hosts: Sequence[str], max_body: int
-    ) -> None:
-        self.keys = keys
-        self.namespace = namespace
-        # Bound beyond loopback, a proxy never serves without a key, even once every
-        # key has been revoked.
-        self.always_keyed = not is_loopback(bind_host)
-        self.hosts = frozenset(h.strip().lower().rstrip(".") for h in hosts if h.strip())
-        if bind_host.lower() not in _WILDCARDS:
-            self.hosts |= {bind_host.strip().strip("[]").lower().rstrip(".")}
-        self.max_body = max_body
-
-    def allowed_host(self, name: str) -> bool:
-        return bool(name) and (name in self.hosts or is_loopback(name))
-
-    def admit(self, headers: Headers) -> _Tenant | JSONResponse:
-        host = _host_name(headers.get("host", ""))
-        if not self.allowed_host(host):
-            return error_response(
-                403,
-                "host_not_allowed",
-                f"this proxy does not answer to the host {host[:100]!r}",
-                "call it by a loopback address, or add the name to the proxy_allowed_hosts setting",
-            )
-        origin = headers.get("origin")
-        if origin is not None:
-            try:
-                origin_host = (urlsplit(origin).hostname or "").rstrip(".")
-            except ValueError:
-                origin_host = ""
-            if not self.allowed_host(origin_host):
-                return error_response(
-                    403,
-                    "origin_not_allowed",
-                    f"requests from the web page origin {origin[:100]!r} are refused",
-                    "call the proxy from a program, or from a page on a host in the"
-                    " proxy_allowed_hosts setting",
-                )
-        try:
-            tenant = self._tenant(headers)
-        except KredencError as exc:  # a key file that cannot be read: nobody comes in
-            log.error("refusing a request: %s", exc)
-            return error_response(503, exc.code, exc.message, exc.hint)
-        if tenant is None:
-            return error_response(
-                401,
-                "unauthorized",
-                "a valid kredenc API key is required (Authorization: Bearer <key>)",
-                "pass a key made with 'kredenc keys add --namespace NAME' as the client's api_key",
-                headers={"WWW-Authenticate": 'Bearer realm="kredenc"'},
-            )
-        declared = headers.get("content-length")
-        if declared is not None:
-            if not declared.strip().isdigit():
-                return error_response(
-                    400, "bad_request", "Content-Length is not a number", "send a valid request"
-                )
-            if int(declared) > self.max_body:
-                return _too_large(self.max_body)
-        return tenant
-
-    def _tenant(self, headers: Headers) -> _Tenant | None:
-        if not self.always_keyed and not self.keys.active():
-            return _Tenant(self.namespace, keyed=False)
-        key = self.keys.verify(bearer_token(headers.get("authorization")))
-        return _Tenant(key.namespace, keyed=True) if key is not None else None
-
-
-def _too_large(limit: int) -> JSONResponse:
-    return error_response(
-        413,
-        "body_too_large",
-        f"the request body is larger than {limit} bytes",
-        "send less, or raise the proxy_max_body_bytes setting",
-    )
-
-
-class _Guard:
-    """ASGI middleware in front of every route: a request the gate refuses never
-    reaches a route, the upstream or the store."""
-
-    def __init__(self, app: ASGIApp, gate: _Gate) -> None:
-        self.app = app
-        self.gate = gate
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        admitted = self.gate.admit(Headers(scope=scope))
-        if isinstance(admitted, JSONResponse):
-            log.info(
-                "refused %s %s: %s",
-                scope.get("method"),
-                scope.get("path"),
-                bytes(admitted.body).decode(errors="replace")[:200],
-            )
-            await admitted(scope, receive, send)
-            return
-        scope[_TENANT] = admitted
-        await self.app(scope, receive, send)
-
-
-def _json_shape(value: Any, limit: int) -> tuple[bool, bool]:
-    """(deeper than ``limit``, every string valid Unicode) for a parsed JSON value;
-    depth counts the objects and arrays on the deepest path."""
-    clean = True
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            depth += 1
-            if depth > limit:
-                return True, clean
-            children = item.items() if isinstance(item, dict) else ((None, v) for v in item)
-            for key, child in children:
-                if clean and key is not None and not _valid_text(key):
-                    clean = False
-                stack.append((child, depth))
-        elif clean and isinstance(item, str) and not _valid_text(item):
-            clean = False
-    return False, clean
-
-
-def _valid_text(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _session_refusal(session: str) -> JSONResponse | None:
-    if 0 < len(session) <= 200 and session.strip() and not any(ord(c) < 32 for c in session):
-        return None
-    return error_response(
-        400,
-        "invalid_session",
-        "X-Kredenc-Session must be 1-200 characters without control characters",
-        "send a shorter session id, or leave the header out",
-    )
-
-
 def create_app(
     kb: Kredenc,
     config: ProxyConfig,
@@ -375,7 +182,7 @@ def create_app(
         if config.upstream_api_key is not None
         else s.proxy_upstream_api_key.get_secret_value()
     )
-    gate = _Gate(
+    gate = Gate(
         KeyRing(kb.home),
         kb.namespace,
         bind_host,
@@ -387,8 +194,8 @@ def create_app(
     filers: dict[str, TurnFiler] = {}
     sessions = SessionClock()
 
-    def tenant_of(request: Request) -> tuple[_Tenant, Kredenc]:
-        tenant: _Tenant = request.scope[_TENANT]
+    def tenant_of(request: Request) -> tuple[Tenant, Kredenc]:
+        tenant: Tenant = request.scope[TENANT_KEY]
         view = views.get(tenant.namespace)
         if view is None:
             view = views[tenant.namespace] = kb.scoped(tenant.namespace)
@@ -443,7 +250,7 @@ def create_app(
                 # Connections are done: file what is still waiting before the store closes.
                 await anyio.to_thread.run_sync(shut_down)
 
-    def upstream_headers(request: Request, tenant: _Tenant) -> dict[str, str]:
+    def upstream_headers(request: Request, tenant: Tenant) -> dict[str, str]:
         out = {
             k: v
             for k, v in request.headers.items()
@@ -464,12 +271,12 @@ def create_app(
         async for chunk in request.stream():
             size += len(chunk)
             if size > max_body:
-                return _too_large(max_body)
+                return too_large(max_body)
             parts.append(chunk)
         return b"".join(parts)
 
     async def send(
-        request: Request, tenant: _Tenant, path: str, body: bytes
+        request: Request, tenant: Tenant, path: str, body: bytes
     ) -> httpx.Response | JSONResponse:
         url = config.upstream + path
         if request.url.query:
@@ -497,10 +304,10 @@ def create_app(
 
     async def chat(request: Request) -> Response:
         tenant, view = tenant_of(request)
-        if not _is_json(_media_type(request.headers)):
+        if not is_json(media_type(request.headers)):
             return _unsupported("application/json")
         session_header = request.headers.get(SESSION_HEADER)
-        if session_header is not None and (refused := _session_refusal(session_header)):
+        if session_header is not None and (refused := session_refusal(session_header)):
             return refused
         raw = await read_body(request)
         if isinstance(raw, JSONResponse):
@@ -510,7 +317,7 @@ def create_app(
         except RecursionError:
             body, too_deep, clean = None, True, False
         else:
-            too_deep, clean = _json_shape(body, max_depth) if body is not None else (False, True)
+            too_deep, clean = json_shape(body, max_depth) if body is not None else (False, True)
         if too_deep:
             return error_response(
                 400,
@@ -586,10 +393,10 @@ def create_app(
         return Response(data, sent.status_code, headers=headers, background=task)
 
     async def relay(request: Request, path: str, body: bytes | None = None) -> Response:
-        tenant: _Tenant = request.scope[_TENANT]
+        tenant: Tenant = request.scope[TENANT_KEY]
         if body is None:
-            media = _media_type(request.headers)
-            if media and not (_is_json(media) or media == "multipart/form-data"):
+            media = media_type(request.headers)
+            if media and not (is_json(media) or media == "multipart/form-data"):
                 return _unsupported("application/json or multipart/form-data")
             read = await read_body(request)
             if isinstance(read, JSONResponse):
@@ -621,7 +428,7 @@ def create_app(
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/{path:path}", passthrough, methods=methods),
         ],
-        middleware=[Middleware(_Guard, gate=gate)],
+        middleware=[Middleware(Guard, gate=gate)],
         lifespan=lifespan,
     )
 
