@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,6 +28,13 @@ class Untouchable:
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"the scheduler touched the store ({name})")
+
+
+class FailureClassifier(Untouchable):
+    """Untouchable but for the index's error classes, which the scheduler reads to
+    tell a backend's query error (a warning) from a bug (a traceback)."""
+
+    index = SimpleNamespace(errors=(LookupError,))
 
 
 class Counting:
@@ -80,7 +88,7 @@ def test_a_failing_job_is_logged_and_retried(caplog: pytest.LogCaptureFixture) -
         raise RuntimeError("a bug")
 
     jobs = {"broken": (5, broken), "buggy": (5, buggy), "good": (5, good)}
-    sched = Scheduler(Untouchable(), "ns", jobs, clock=clock)  # type: ignore[arg-type]
+    sched = Scheduler(FailureClassifier(), "ns", jobs, clock=clock)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="kredenc.memory.scheduler"):
         assert sched.tick() == ["broken", "buggy", "good"]
     assert good.calls == 1
@@ -137,3 +145,18 @@ def test_run_jobs_by_name(kb: Kredenc) -> None:
     ]
     with pytest.raises(InvalidInput, match="unknown job"):
         run_jobs(kb.store, kb.namespace, ["sleep"])
+
+
+def test_a_backend_query_error_is_a_warning_not_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def querying(store: Any, ns: str) -> JobReport:
+        raise LookupError("database is locked")  # the stand-in index's own error class
+
+    sched = Scheduler(FailureClassifier(), "ns", {"q": (5, querying)}, clock=FakeClock())  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="kredenc.memory.scheduler"):
+        sched.tick()
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "database is locked" in record.getMessage()
+    assert sched.failures["q"] == 1

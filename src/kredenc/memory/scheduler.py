@@ -107,21 +107,18 @@ class Scheduler:
         return ran
 
     def _run(self, name: str, fn: Job) -> None:
-        expected: tuple[type[Exception], ...] = (
-            KredencError,
-            OSError,
-            ValueError,
-            *self.store.index.errors,  # the backend's own query errors
-        )
         try:
             report = fn(self.store, self.ns)
-        except expected as exc:
+        except (KredencError, OSError, ValueError) as exc:
             self.failures[name] += 1
             log.warning("lifecycle job %s failed: %s", name, exc)
             return
-        except Exception:  # a bug in one job must not stop the others: log it loudly
+        except Exception as exc:  # one job's failure must not stop the others
             self.failures[name] += 1
-            log.exception("lifecycle job %s failed with an internal error", name)
+            if isinstance(exc, self.store.index.errors):  # the backend's own query error
+                log.warning("lifecycle job %s failed: %s", name, exc)
+            else:  # a bug: log it loudly, with the traceback
+                log.exception("lifecycle job %s failed with an internal error", name)
             return
         self.last_reports[name] = report
         if report.changed:
