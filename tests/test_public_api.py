@@ -16,11 +16,13 @@ PUBLIC = [
     "Budget",
     "ContextGraph",
     "CorruptLog",
+    "DeadlineExceeded",
     "FetchRefused",
     "FormatError",
     "GraphEdge",
     "GraphNode",
     "Hit",
+    "IndexOutdated",
     "IngestError",
     "IngestReport",
     "InvalidInput",
@@ -42,11 +44,11 @@ PUBLIC = [
 # Where each name is defined: the public name is that object, not a copy.
 HOMES = {
     "Kredenc": "kredenc.engine",
-    "wrap": "kredenc.recall.wrap",
+    "wrap": "kredenc",
     "IngestReport": "kredenc.ingest.pipeline",
     "Budget": "kredenc.recall.budget",
-    "RecallItem": "kredenc.recall.reflex",
-    "RecallResult": "kredenc.recall.reflex",
+    "RecallItem": "kredenc.recall.result",
+    "RecallResult": "kredenc.recall.result",
 }
 
 
