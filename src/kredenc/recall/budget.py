@@ -153,25 +153,34 @@ class Budget:
             # One newline joins each line to what is before it.
             room_chars = _least(self.item_chars, _left(self.total_chars, used_chars + 1))
             room_tokens = _least(self.item_tokens, _left(self.total_tokens, used_tokens + 1))
-
-            def fits(t: str, chars: int | None = room_chars, tokens: int | None = room_tokens) -> bool:
-                return self._fits(line_of(t), chars, tokens)
-
-            if not fits(""):
+            fitted = self._fit_item(line_of, text, room_chars, room_tokens)
+            if fitted is None:
                 break
-            kept = text
-            if not fits(text):
-                # A line is never shorter than its text: no longer prefix can fit.
-                head = text if room_chars is None else text[: room_chars + 1]
-                kept = _cut_to(head, fits, self.marker)
-                if len(kept) - len(self.marker) < min(MIN_TEXT_CHARS, len(text)):
-                    break
-            line = line_of(kept)
-            out.append((line, kept))
+            line, _kept = fitted
+            out.append(fitted)
             used_chars += 1 + len(line)
             if self._counts_tokens:
                 used_tokens += 1 + self.tokens(line)
         return out or None
+
+    def _fit_item(
+        self, line_of: Line, text: str, chars: int | None, tokens: int | None
+    ) -> tuple[str, str] | None:
+        """``(line, text)`` of one item within the room left, its text cut when needed;
+        ``None`` when its text would be cut below ``MIN_TEXT_CHARS``."""
+
+        def fits(t: str) -> bool:
+            return self._fits(line_of(t), chars, tokens)
+
+        if not fits(""):
+            return None
+        if fits(text):
+            return line_of(text), text
+        # A line is never shorter than its text: no longer prefix can fit.
+        kept = _cut_to(text if chars is None else text[: chars + 1], fits, self.marker)
+        if len(kept) - len(self.marker) < min(MIN_TEXT_CHARS, len(text)):
+            return None
+        return line_of(kept), kept
 
     @property
     def _counts_tokens(self) -> bool:

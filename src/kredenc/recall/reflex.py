@@ -3,8 +3,8 @@
 :func:`recall` takes an OpenAI-style message list and returns it with **one** message
 appended at the tail (role ``system``, or the ``recall_role`` setting's), holding the
 memories that the newest user message calls for, as an envelope of data
-(:mod:`kredenc.recall.render`). Nothing before the tail changes (the same message objects, in the same order), so
-a provider's prompt cache stays valid.
+(:mod:`kredenc.recall.render`). Nothing before the tail changes (the same message
+objects, in the same order), so a provider's prompt cache stays valid.
 
 How it finds them: it runs search's legs (:func:`kredenc.retrieve.search.run_legs`)
 with a deadline. Terms of the newest user message (:mod:`kredenc.retrieve.message_terms`) search
