@@ -4,6 +4,7 @@ envelope or pass for an instruction, and each item says where it came from."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from kredenc.engine import Kredenc
 from kredenc.recall import Budget, recall
-from kredenc.recall.render import CLOSE, Picked, render
+from kredenc.recall.render import CLOSE, OPEN, PREAMBLE, Picked, render
 from kredenc.records import Hit
 
 from .blocks import parse
@@ -231,3 +232,49 @@ def test_the_envelope_counts_against_the_budget() -> None:
         ).block
         assert 0 < len(block) <= total
         parse(block)
+
+
+def test_the_example_in_the_docs_is_what_the_code_writes() -> None:
+    def h(rid: str, text: str, filed: float, **fields: Any) -> Hit:
+        return hit(text, id=rid, created_at=filed, **{"kind": "", **fields})
+
+    picked = [
+        h(
+            "m018f3c2a9b10a1b2c3d4",
+            "The user prefers green tea in the morning.",
+            1714608000.0,
+            kind="preference",
+        ),
+        h(
+            "m0190a7e1c2205f6e7d8c",
+            "The user switched to black coffee in June.",
+            1718064000.0,
+            kind="fact",
+        ),
+        h(
+            "t018f22b0d4e19a8b7c6d",
+            "My sister Anna lives in Budapest.\nShe works at a hospital.",
+            1714262400.0,
+            type="turn",
+            meta={"role": "user", "session": "chat-41"},
+        ),
+        h(
+            "c0190b2c4d5e6f708192a",
+            'Warranty: "two years" from the date of purchase <see 4.2>.',
+            1718150400.0,
+            type="chunk",
+            title="Warranty terms.pdf",
+            page=7,
+        ),
+    ]
+    edges = [("m0190a7e1c2205f6e7d8c", "m018f3c2a9b10a1b2c3d4", "contradicts", 1.0)]
+    rendered = render(
+        [Picked(p, 1.0 - i / 10) for i, p in enumerate(picked)],
+        edges,
+        Budget(items=4, item_chars=None, total_chars=None),
+    )
+    assert len(parse(rendered.block)) == 4
+    doc = (Path(__file__).parents[2] / "docs" / "recall.md").read_text()
+    assert f"```\n{rendered.block}\n```" in doc
+    overhead = len(PREAMBLE) + len(OPEN) + len(CLOSE) + 2
+    assert f"The envelope (preamble and tags) takes {overhead} characters" in doc
