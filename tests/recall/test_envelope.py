@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kredenc.engine import Kredenc
 from kredenc.recall import Budget, recall
+from kredenc.recall.budget import MARKER
 from kredenc.recall.render import CLOSE, OPEN, PREAMBLE, Picked, render
 from kredenc.records import Hit
 
@@ -278,3 +279,45 @@ def test_the_example_in_the_docs_is_what_the_code_writes() -> None:
     assert f"```\n{rendered.block}\n```" in doc
     overhead = len(PREAMBLE) + len(OPEN) + len(CLOSE) + 2
     assert f"The envelope (preamble and tags) takes {overhead} characters" in doc
+
+
+@given(
+    st.lists(st.text(min_size=1, max_size=3000), min_size=1, max_size=3),
+    st.one_of(
+        st.builds(
+            Budget,
+            items=st.just(3),
+            item_chars=st.integers(100, 900),
+            total_chars=st.integers(250, 2500),
+        ),
+        st.builds(
+            Budget.in_tokens,
+            items=st.just(3),
+            item_tokens=st.integers(25, 300),
+            total_tokens=st.integers(60, 700),
+        ),
+    ),
+)
+def test_any_texts_under_any_budget_stay_whole_items_within_it(
+    texts: list[str], budget: Budget
+) -> None:
+    picked = [Picked(hit(t, id=f"m{n}"), 1.0) for n, t in enumerate(texts)]
+    rendered = render(picked, [], budget)
+    if not rendered.items:
+        assert rendered.block == ""
+        return
+    items = parse(rendered.block)
+    assert len(items) == len(rendered.items) <= len(texts)
+    for item, got, original in zip(rendered.items, items, texts, strict=False):
+        assert got["text"] == item.text
+        if item.truncated:
+            assert item.text.endswith(MARKER)
+            assert original.startswith(item.text[: -len(MARKER)])
+        else:
+            assert item.text == original
+    if budget.total_chars is not None:
+        assert len(rendered.block) <= budget.total_chars
+        assert all(len(i.line) <= (budget.item_chars or 0) for i in rendered.items)
+    else:
+        assert budget.tokens(rendered.block) <= (budget.total_tokens or 0)
+        assert all(budget.tokens(i.line) <= (budget.item_tokens or 0) for i in rendered.items)

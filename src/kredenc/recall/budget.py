@@ -26,6 +26,8 @@ from kredenc.records import _cut_words
 MARKER = " …"
 # An item is left out rather than cut below this many characters of its text.
 MIN_TEXT_CHARS = 40
+# The first prefix of a long text tried when only tokens limit it (doubled until too long).
+_WINDOW = 512
 
 TokenCounter = Callable[[str], int]
 # An item's line around its (possibly cut) text.
@@ -174,10 +176,18 @@ class Budget:
 
         if not fits(""):
             return None
-        if fits(text):
+        # Only a prefix of a long text can fit; find one that cannot, so the text is not
+        # encoded whole: a line is never shorter than its text, and grows with it.
+        if chars is not None:
+            window = text[: chars + 1]
+        else:
+            size = _WINDOW
+            while size < len(text) and fits(text[:size]):
+                size *= 2
+            window = text[:size]
+        if window == text and fits(text):
             return line_of(text), text
-        # A line is never shorter than its text: no longer prefix can fit.
-        kept = _cut_to(text if chars is None else text[: chars + 1], fits, self.marker)
+        kept = _cut_to(window, fits, self.marker)
         if len(kept) - len(self.marker) < min(MIN_TEXT_CHARS, len(text)):
             return None
         return line_of(kept), kept

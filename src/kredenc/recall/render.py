@@ -30,7 +30,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from kredenc.recall.budget import Budget
@@ -47,9 +47,8 @@ CLOSE = "</recalled_records>"
 
 Edge = tuple[str, str, str, float]  # (src id, dst id, relation, weight)
 
-# What JSON leaves as it is and a line must not hold raw: everything outside printable
-# ASCII is looked at (and kept when printable), "<" and ">" always escaped.
-_LOOK = re.compile(r"[^\x20-\x3b\x3d\x3f-\x7e]+")
+# Runs of characters beyond printable ASCII: kept when printable, else escaped.
+_LOOK = re.compile(r"[^\x20-\x7e]+")
 
 
 @dataclass(frozen=True)
@@ -160,19 +159,22 @@ def line(head: dict[str, Any], text: str) -> str:
 def encode(value: dict[str, Any]) -> str:
     """``value`` as one line of JSON that holds only printable characters and no ``<``
     or ``>`` (escaped as ``\\uXXXX``; it decodes to the same value)."""
+    # ("<" and ">" occur only inside strings here: JSON's own syntax has neither.)
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e")
+    if text.isprintable():
+        return text  # (most text: JSON has escaped its newlines and controls)
     return _LOOK.sub(_escape, text)
 
 
 def _escape(match: re.Match[str]) -> str:
     run = match.group()
-    if run.isprintable() and "<" not in run and ">" not in run:
-        return run  # letters beyond ASCII, as they are
-    return "".join(_escape_char(ch) for ch in run)
+    return run if run.isprintable() else "".join(map(_escape_char, run))
 
 
+@lru_cache(maxsize=4096)
 def _escape_char(ch: str) -> str:
-    if ch.isprintable() and ch not in "<>":
-        return ch
+    if ch.isprintable():
+        return ch  # a letter beyond ASCII, as it is
     units = ch.encode("utf-16-be", "surrogatepass")
     return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
