@@ -150,6 +150,11 @@ class Settings(BaseSettings):
     recall_mode: Literal["hybrid", "lexical", "dense"] = Field(
         "hybrid", description="How recall searches: words and meaning, or one of them."
     )
+    recall_role: Literal["system", "user"] = Field(
+        "system",
+        description="Role of the injected recall message: 'system', or 'user' for providers "
+        "that treat a trailing system message specially.",
+    )
     recall_types: list[str] = Field(
         default_factory=lambda: ["memory", "turn"], description="Record types recall may inject."
     )

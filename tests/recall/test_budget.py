@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 import pytest
 
 from kredenc.config import Settings
@@ -43,37 +46,65 @@ def test_text_that_fits_is_not_cut() -> None:
     assert Budget().cut("short text", 100, 10) == "short text"
 
 
+def prefixed(head: str) -> Callable[[str], str]:
+    return lambda text: head + text
+
+
+def as_json(n: int) -> Callable[[str], str]:
+    return lambda text: json.dumps({"n": n, "text": text})
+
+
 def test_fit_respects_items_per_item_and_total() -> None:
     b = Budget(items=2, item_chars=300, total_chars=500)
-    lines = b.fit("PRE", [("#1 ", WORDS), ("#2 ", WORDS), ("#3 ", WORDS)])
+    lines = b.fit("PRE", [(prefixed(f"#{n} "), WORDS) for n in (1, 2, 3)])
     assert lines is not None
     assert len(lines) == 2
-    assert all(len(line) <= 300 for line in lines)
-    assert len("\n".join(["PRE", *lines])) <= 500
-    assert lines[0].startswith("#1 word000 ")
-    assert all(line.endswith(MARKER) for line in lines)
+    assert all(len(line) <= 300 for line, _ in lines)
+    assert len("\n".join(["PRE", *(line for line, _ in lines)])) <= 500
+    assert lines[0][0].startswith("#1 word000 ")
+    assert all(line == f"#{n} " + text for n, (line, text) in enumerate(lines, 1))
+    assert all(text.endswith(MARKER) for _, text in lines)
+
+
+def test_fit_measures_the_rendered_line_and_counts_the_closing_line() -> None:
+    quoted = " ".join(['"q"'] * 200)  # each quote costs two characters once encoded
+    b = Budget(items=3, item_chars=300, total_chars=500)
+    closing = "E" * 40
+    lines = b.fit("PRE", [(as_json(1), quoted), (as_json(2), WORDS)], closing)
+    assert lines is not None and len(lines) == 2
+    for line, text in lines:
+        assert len(line) <= 300
+        assert json.loads(line)["text"] == text
+        assert text.endswith(MARKER)
+    assert len(lines[0][1]) < 300 * 0.75  # the escapes were counted, not the raw text
+    block = "\n".join(["PRE", *(line for line, _ in lines), closing])
+    assert 485 < len(block) <= 500  # the second item took what the total left
+    # Without the closing line's room the same budget holds more text.
+    more = b.fit("PRE", [(as_json(1), quoted), (as_json(2), WORDS)])
+    assert more is not None and len(more[1][1]) > len(lines[1][1])
 
 
 def test_fit_in_tokens() -> None:
     b = Budget.in_tokens(items=3, item_tokens=40, total_tokens=90)
-    lines = b.fit("Recalled:", [("#1 ", WORDS), ("#2 ", WORDS), ("#3 ", WORDS)])
+    lines = b.fit("Recalled:", [(prefixed(f"#{n} "), WORDS) for n in (1, 2, 3)])
     assert lines is not None
-    assert all(estimate_tokens(line) <= 40 for line in lines)
-    assert estimate_tokens("\n".join(["Recalled:", *lines])) <= 90
+    assert all(estimate_tokens(line) <= 40 for line, _ in lines)
+    assert estimate_tokens("\n".join(["Recalled:", *(line for line, _ in lines)])) <= 90
 
 
 def test_fit_leaves_out_items_that_would_be_cut_too_short() -> None:
     b = Budget(items=3, item_chars=600, total_chars=140)
-    lines = b.fit("P" * 50, [("#1 ", "x " * 20), ("#2 ", WORDS)])
-    assert lines == ["#1 " + "x " * 20]  # 43 chars; #2 would keep under 40 characters
+    lines = b.fit("P" * 50, [(prefixed("#1 "), "x " * 20), (prefixed("#2 "), WORDS)])
+    assert lines == [("#1 " + "x " * 20, "x " * 20)]  # 43 chars; #2 would keep under 40
 
 
 def test_fit_nothing_when_the_preamble_alone_is_too_long() -> None:
-    assert Budget(total_chars=10).fit("a long preamble", [("#1 ", "text")]) is None
+    assert Budget(total_chars=10).fit("a long preamble", [(prefixed("#1 "), "text")]) is None
+    assert Budget(total_chars=20).fit("PRE", [(prefixed("#1 "), "text")], "C" * 15) is None
 
 
 def test_zero_items_fits_nothing() -> None:
-    assert Budget(items=0).fit("P", [("#1 ", "text")]) is None
+    assert Budget(items=0).fit("P", [(prefixed("#1 "), "text")]) is None
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,10 @@ from kredenc.engine import Kredenc
 from kredenc.recall import Budget, RecallResult, recall
 from kredenc.recall.budget import MARKER, estimate_tokens
 from kredenc.recall.conversation import SESSIONS, conversation_id, new_turns
-from kredenc.recall.render import PREAMBLE
 from kredenc.retrieve.message_terms import recall_terms
 from kredenc.storage.index.filters import Filters
+
+from .blocks import parse
 
 HISTORY: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a helpful assistant. Be brief."},
@@ -52,8 +53,9 @@ def test_one_system_message_appended_and_the_prefix_is_byte_identical(
     assert tail == {"role": "system", "content": result.block}
     systems = [i for i, m in enumerate(result.messages) if m["role"] == "system"]
     assert systems == [0, len(HISTORY)]  # the original system prompt and the tail only
-    assert result.block.startswith(PREAMBLE + "\n#1 [preference, ")
-    assert "jasmine green tea" in result.block
+    (item,) = parse(result.block)
+    assert item["kind"] == "preference"
+    assert item["text"] == "The user likes jasmine green tea in the morning."
 
 
 def test_items_say_what_and_why(kb: Kredenc, session: str) -> None:
@@ -69,11 +71,19 @@ def test_items_say_what_and_why(kb: Kredenc, session: str) -> None:
     assert set(first.legs) == {"lexical", "dense"}
     assert all(v.rank >= 1 for v in first.legs.values())
     assert first.score > 0
-    assert first.line in result.block
+    assert first.line in result.block.split("\n")
     turn = next(i for i in result.items if i.type == "turn")
     assert turn.kind == "user"
-    assert f"[user turn, {time.strftime('%Y-%m-%d', time.gmtime(turn.created_at))}" in turn.line
-    assert turn.id in turn.line
+    assert json.loads(turn.line) == {
+        "n": turn.n,
+        "id": turn.id,
+        "type": "turn",
+        "role": "user",
+        "session": "earlier",
+        "filed": time.strftime("%Y-%m-%d", time.gmtime(turn.created_at)),
+        "text": "I brewed jasmine tea for my guests.",
+    }
+    assert [i["id"] for i in parse(result.block)] == [i.id for i in result.items]
     assert "Deploys" not in result.block  # shares no word and no meaning
     assert result.terms == ["jasmine", "tea", "drink"]
     data = result.to_dict()
@@ -116,7 +126,7 @@ def test_the_sessions_own_turns_are_never_recalled(kb: Kredenc, session: str) ->
         session_id=session,
         session_start=time.time() + 60,
     )
-    assert [i.line.split("] ", 1)[1] for i in result.items] == ["The gym locker code was 9912."]
+    assert [i.text for i in result.items] == ["The gym locker code was 9912."]
 
 
 def test_session_start_registry(session: str) -> None:
@@ -156,9 +166,9 @@ def long_text(topic: str, n: int = 300) -> str:
     return f"{topic} " + " ".join(f"detail{i}" for i in range(n))
 
 
-def check_cut(line: str, original: str) -> None:
-    assert line.endswith(MARKER)
-    kept = line.split("] ", 1)[1][: -len(MARKER)]
+def check_cut(text: str, original: str) -> None:
+    assert text.endswith(MARKER)
+    kept = text[: -len(MARKER)]
     assert original.startswith(kept)
     assert original[len(kept)] == " "  # cut between words
 
@@ -173,7 +183,9 @@ def test_budget_cuts_each_item_and_the_whole_on_word_boundaries(kb: Kredenc, ses
     for item in result.items:
         assert len(item.line) <= 600
         assert item.truncated
-        check_cut(item.line, next(t for t in texts if t.startswith(item.line.split("] ")[1][:18])))
+        assert json.loads(item.line)["text"] == item.text
+        check_cut(item.text, next(t for t in texts if t.startswith(item.text[:18])))
+    assert len(parse(result.block)) == 3
     small = recall(
         kb.store,
         kb.namespace,
@@ -184,6 +196,7 @@ def test_budget_cuts_each_item_and_the_whole_on_word_boundaries(kb: Kredenc, ses
     assert len(small.block) <= 700
     assert all(len(i.line) <= 300 for i in small.items)
     assert len(small.items) == 2  # a third would keep under 40 characters
+    assert len(parse(small.block)) == 2
 
 
 def test_budget_in_tokens(kb: Kredenc, session: str) -> None:
@@ -194,10 +207,10 @@ def test_budget_in_tokens(kb: Kredenc, session: str) -> None:
         kb.namespace,
         ask("orchard plan and budget"),
         session_id=session,
-        budget=Budget.in_tokens(items=3, item_tokens=60, total_tokens=150),
+        budget=Budget.in_tokens(items=3, item_tokens=60, total_tokens=200),
     )
-    assert len(result.items) == 2
-    assert estimate_tokens(result.block) <= 150
+    assert len(result.items) == 2  # (the envelope takes about 62 of the 200 tokens)
+    assert estimate_tokens(result.block) <= 200
     assert all(estimate_tokens(i.line) <= 60 and i.truncated for i in result.items)
 
 
@@ -214,7 +227,8 @@ def test_relations_between_recalled_memories_are_shown(kb: Kredenc, session: str
     assert set(by_id) >= {tea.id, coffee.id}
     n_tea = by_id[tea.id].n
     assert by_id[coffee.id].relations == (f"contradicts #{n_tea}",)
-    assert f"(contradicts #{n_tea}) The user drinks black coffee" in by_id[coffee.id].line
+    assert json.loads(by_id[coffee.id].line)["relations"] == [f"contradicts #{n_tea}"]
+    assert "relations" not in json.loads(by_id[tea.id].line)
     assert by_id[tea.id].relations == ()
     if other.id not in by_id:
         assert "related_to" not in result.block

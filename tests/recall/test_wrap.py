@@ -19,6 +19,7 @@ from kredenc.errors import InvalidInput  # noqa: E402
 from kredenc.recall import wrap  # noqa: E402
 from kredenc.testing.openai_server import LoopbackServer  # noqa: E402
 
+from .blocks import parse  # noqa: E402
 from .scripted_chat import chat_route, sent_messages  # noqa: E402
 
 REPLY = "You like jasmine tea, brewed for three minutes."
@@ -75,6 +76,21 @@ def test_sync(kb: Kredenc, server: LoopbackServer, memory: str, session: str) ->
     assert response.choices[0].message.content == REPLY
     check_request(server, memory)
     assert filed(kb, session) == EXPECTED
+
+
+def test_the_recall_role_setting_reaches_the_request(
+    open_store: Any, server: LoopbackServer, session: str
+) -> None:
+    with open_store(recall_role="user") as kb:
+        memory = kb.remember("The user likes jasmine tea in the morning.", kind="preference").id
+        client = wrap(sync_client(server), kb, session_id=session, warm=False)
+        with client:
+            client.chat.completions.create(model="m", messages=HISTORY)
+    sent = sent_messages(server.requests[-1])
+    assert json.dumps(sent[:-1]) == json.dumps(HISTORY)
+    assert sent[-1]["role"] == "user"
+    (item,) = parse(sent[-1]["content"])
+    assert item["id"] == memory and item["text"] == "The user likes jasmine tea in the morning."
 
 
 def test_sync_streaming(kb: Kredenc, server: LoopbackServer, memory: str, session: str) -> None:

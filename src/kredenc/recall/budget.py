@@ -1,8 +1,9 @@
 """How much the recall reflex may inject: items, and characters or tokens.
 
-A :class:`Budget` bounds the injected system message as a whole: at most ``items``
-memories; each memory's line (its header, text and relations) within the per-item
-limit; the whole message (its one-line preamble included) within the total limit.
+A :class:`Budget` bounds the injected message as a whole: at most ``items``
+memories; each memory's line (its fields, relations and text, as rendered) within the
+per-item limit; the whole message (the envelope's preamble and closing line included)
+within the total limit.
 Limits are in characters, in tokens, or both (each limit that is set applies). Text
 that does not fit is cut on a word boundary and ends with a marker (``" …"``).
 
@@ -25,8 +26,12 @@ from kredenc.records import _cut_words
 MARKER = " …"
 # An item is left out rather than cut below this many characters of its text.
 MIN_TEXT_CHARS = 40
+# The first prefix of a long text tried when only tokens limit it (doubled until too long).
+_WINDOW = 512
 
 TokenCounter = Callable[[str], int]
+# An item's line around its (possibly cut) text.
+Line = Callable[[str], str]
 
 
 def estimate_tokens(text: str) -> int:
@@ -128,36 +133,64 @@ class Budget:
             return text
         return _cut_to(text, lambda s: self.tokens(s) <= tokens, self.marker)
 
-    def fit(self, preamble: str, lines: Sequence[tuple[str, str]]) -> list[str] | None:
-        """Fit ``preamble`` and item lines (``head``, ``text``) into the budget.
+    def fit(
+        self, preamble: str, items: Sequence[tuple[Line, str]], closing: str = ""
+    ) -> list[tuple[str, str]] | None:
+        """Fit ``preamble``, the items' lines and ``closing`` into the budget.
 
-        Returns the lines as they fit, in order: a line's text is cut when the item or
-        the remaining total is too small for it; the first line whose text would be
-        cut below ``MIN_TEXT_CHARS`` and everything after it are left out. ``None``
-        when not even the preamble and one item fit.
+        Each item is ``(line, text)``: ``line(t)`` is the item's line around the text
+        ``t``, so it is the rendered line that is measured (escapes and all). Returns
+        ``(line, text as injected)`` pairs, in order: an item's text is cut on a word
+        boundary (with the marker) when the item or the remaining total is too small
+        for it; the first item whose text would be cut below ``MIN_TEXT_CHARS`` and
+        everything after it are left out. ``None`` when not even the preamble, the
+        closing line and one item fit. Lines are joined by one newline each.
         """
-        used_chars = len(preamble)
-        used_tokens = self.tokens(preamble) if self._counts_tokens else 0
-        out: list[str] = []
-        for head, text in lines[: self.items]:
+        used_chars = len(preamble) + (1 + len(closing) if closing else 0)
+        used_tokens = 0
+        if self._counts_tokens:
+            used_tokens = self.tokens(preamble) + (1 + self.tokens(closing) if closing else 0)
+        out: list[tuple[str, str]] = []
+        for line_of, text in items[: self.items]:
             # One newline joins each line to what is before it.
             room_chars = _least(self.item_chars, _left(self.total_chars, used_chars + 1))
             room_tokens = _least(self.item_tokens, _left(self.total_tokens, used_tokens + 1))
-            if room_chars is not None and room_chars <= len(head):
+            fitted = self._fit_item(line_of, text, room_chars, room_tokens)
+            if fitted is None:
                 break
-            if room_tokens is not None and room_tokens <= self.tokens(head):
-                break
-            line = head + text
-            if not self._fits(line, room_chars, room_tokens):
-                line = self.cut(line, room_chars, room_tokens)
-                kept = len(line) - len(head) - len(self.marker)
-                if not line.startswith(head) or kept < min(MIN_TEXT_CHARS, len(text)):
-                    break
-            out.append(line)
+            line, _kept = fitted
+            out.append(fitted)
             used_chars += 1 + len(line)
             if self._counts_tokens:
                 used_tokens += 1 + self.tokens(line)
         return out or None
+
+    def _fit_item(
+        self, line_of: Line, text: str, chars: int | None, tokens: int | None
+    ) -> tuple[str, str] | None:
+        """``(line, text)`` of one item within the room left, its text cut when needed;
+        ``None`` when its text would be cut below ``MIN_TEXT_CHARS``."""
+
+        def fits(t: str) -> bool:
+            return self._fits(line_of(t), chars, tokens)
+
+        if not fits(""):
+            return None
+        # Only a prefix of a long text can fit; find one that cannot, so the text is not
+        # encoded whole: a line is never shorter than its text, and grows with it.
+        if chars is not None:
+            window = text[: chars + 1]
+        else:
+            size = _WINDOW
+            while size < len(text) and fits(text[:size]):
+                size *= 2
+            window = text[:size]
+        if window == text and fits(text):
+            return line_of(text), text
+        kept = _cut_to(window, fits, self.marker)
+        if len(kept) - len(self.marker) < min(MIN_TEXT_CHARS, len(text)):
+            return None
+        return line_of(kept), kept
 
     @property
     def _counts_tokens(self) -> bool:

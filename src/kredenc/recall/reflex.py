@@ -1,9 +1,10 @@
 """The recall reflex: memories answer back before every model call.
 
-:func:`recall` takes an OpenAI-style message list and returns it with **one** system
-message appended at the tail, holding the memories that the newest user message calls
-for. Nothing before the tail changes (the same message objects, in the same order), so
-a provider's prompt cache stays valid.
+:func:`recall` takes an OpenAI-style message list and returns it with **one** message
+appended at the tail (role ``system``, or the ``recall_role`` setting's), holding the
+memories that the newest user message calls for, as an envelope of data
+(:mod:`kredenc.recall.render`). Nothing before the tail changes (the same message
+objects, in the same order), so a provider's prompt cache stays valid.
 
 How it finds them: it runs search's legs (:func:`kredenc.retrieve.search.run_legs`)
 with a deadline. Terms of the newest user message (:mod:`kredenc.retrieve.message_terms`) search
@@ -76,6 +77,7 @@ _EMBED_CHARS = 2000
 class _Plan:
     budget: Budget
     dry_run: bool
+    role: str  # the role of the injected message
     time_budget_ms: float
     types: tuple[str, ...]
     min_similarity: float
@@ -99,6 +101,7 @@ def _plan(
     return _Plan(
         budget=budget_from(budget, s),
         dry_run=bool(dry_run if dry_run is not None else s.recall_dry_run),
+        role=s.recall_role,
         time_budget_ms=ms,
         types=tuple(s.recall_types),
         min_similarity=float(s.recall_min_similarity),
@@ -190,8 +193,8 @@ def recall(
     mode: str | None = None,
 ) -> RecallResult:
     """``messages`` with the memories of namespace ``ns`` that the newest user message
-    calls for appended at the tail as one system message. Never raises; see the module
-    doc for the guarantees.
+    calls for appended at the tail as one message (role ``recall_role``). Never raises;
+    see the module doc for the guarantees.
 
     ``budget``: a :class:`Budget` (or a mapping of its fields); default from the
     settings (3 items, 600 characters each, 1,800 in all). ``dry_run``,
@@ -277,7 +280,7 @@ def _recall(
             ", ".join(i.id for i in result.items),
         )
     else:
-        result.messages = [*msgs, {"role": "system", "content": result.block}]
+        result.messages = [*msgs, {"role": plan.role, "content": result.block}]
         result.injected = True
         store.note_access(ns, [i.id for i in result.items])
     return _done(result, started, plan)

@@ -10,7 +10,8 @@ from kredenc.records import LegScore
 
 @dataclass(frozen=True)
 class RecallItem:
-    """One recalled memory: what was injected (``line``) and why (its legs' ranks)."""
+    """One recalled record: what was injected (``line``, and its decoded ``text``) and
+    why (its legs' ranks)."""
 
     n: int  # its number in the block: "#n"
     id: str
@@ -19,10 +20,11 @@ class RecallItem:
     score: float  # fused score (the leg's own score when one leg ran)
     legs: dict[str, LegScore]
     created_at: float
-    line: str  # the line as injected
+    line: str  # the line as injected: one JSON object (kredenc.recall.render)
     truncated: bool
     relations: tuple[str, ...] = ()  # e.g. ("contradicts #2",)
     meta: dict[str, Any] = field(default_factory=dict)
+    text: str = ""  # the record's text as injected (cut with " …" when truncated)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +36,7 @@ class RecallItem:
             "legs": {n: {"rank": v.rank, "score": v.score} for n, v in self.legs.items()},
             "created_at": self.created_at,
             "line": self.line,
+            "text": self.text,
             "truncated": self.truncated,
             "relations": list(self.relations),
             "meta": self.meta,
@@ -44,9 +47,10 @@ class RecallItem:
 class RecallResult:
     """The messages to send, and what was recalled and why.
 
-    ``messages`` is the input with one system message (``block``) appended, or the
-    input unchanged when nothing was recalled, in a dry run, or on any failure
-    (``skipped`` then says why).
+    ``messages`` is the input with one message (``block``, in the role the
+    ``recall_role`` setting names: ``system`` by default) appended, or the input
+    unchanged when nothing was recalled, in a dry run, or on any failure (``skipped``
+    then says why).
     """
 
     messages: list[Any]

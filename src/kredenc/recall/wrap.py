@@ -5,8 +5,9 @@
 replaces ``client.chat.completions.create`` on that client (sync ``OpenAI``
 or async ``AsyncOpenAI``, or any client shaped like them) and returns the client:
 
-* before the call, ``kb.recall`` (:func:`~kredenc.recall.reflex.recall`) appends one system message
-  with the memories the newest user message calls for;
+* before the call, ``kb.recall`` (:func:`~kredenc.recall.reflex.recall`) appends one
+  message (role ``recall_role``: ``system`` by default) with the memories the newest
+  user message calls for, as an envelope of data (:mod:`kredenc.recall.render`);
 * after it, the call's user message(s) and the model's reply are filed as ``turn``
   records. With ``stream=True`` the chunks pass through untouched, as they arrive;
   the reply is filed when the stream ends or is closed.
