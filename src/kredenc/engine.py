@@ -43,12 +43,15 @@ R = TypeVar("R")
 
 def _in_namespace(fn: Callable[Concatenate[Store, str, P], R]) -> Callable[Concatenate[Any, P], R]:
     """A facade method calling ``fn(store, namespace, ...)`` with the handle's store and
-    current namespace; it keeps ``fn``'s name, documentation and (less those two)
-    signature."""
+    current namespace, through the store's gate (a closed store raises ``StoreClosed``;
+    close() waits for the call); it keeps ``fn``'s name, documentation and (less those
+    two) signature."""
 
     @functools.wraps(fn)
     def method(self: Kredenc, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return fn(self.store, self.namespace, *args, **kwargs)
+        store = self.store
+        with store.gate:
+            return fn(store, self.namespace, *args, **kwargs)
 
     params = list(inspect.signature(fn).parameters.values())[2:]
     self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
@@ -120,7 +123,9 @@ class Kredenc:
         self.close()
 
     def close(self) -> None:
-        """Flush, stop the writer, close files and release the lock. Idempotent; a
+        """Wait for calls in flight (up to ``storage.store.CLOSE_TIMEOUT``, 30 s), then
+        flush, stop the writer, close files and release the lock; later calls raise
+        :class:`~kredenc.errors.StoreClosed`. Idempotent and thread-safe; a
         :meth:`scoped` view leaves the store open."""
         if self._owner:
             self.store.close()
@@ -166,7 +171,8 @@ class Kredenc:
         the speaker and its extracted terms (see ``memory.turns``), so recall can find
         it by words and meaning.
         """
-        return self._turns.file(self.store, self.namespace, session_id, turns, drawer=drawer)
+        with self.store.gate:
+            return self._turns.file(self.store, self.namespace, session_id, turns, drawer=drawer)
 
     def ingest(
         self,
@@ -189,11 +195,12 @@ class Kredenc:
         """
         from kredenc.ingest.filing import ingest  # loads the loaders: only when used
 
-        return ingest(
-            self.store, self.namespace, sources, drawer=drawer, include=include, exclude=exclude,
-            chunk_size=chunk_size, chunk_overlap=chunk_overlap, on_progress=on_progress,
-            follow_symlinks=follow_symlinks,
-        )  # fmt: skip
+        with self.store.gate:
+            return ingest(
+                self.store, self.namespace, sources, drawer=drawer, include=include,
+                exclude=exclude, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+                on_progress=on_progress, follow_symlinks=follow_symlinks,
+            )  # fmt: skip
 
     def recall(
         self,
@@ -210,17 +217,18 @@ class Kredenc:
         appended at the tail (never raises; see ``kredenc.recall.reflex``)."""
         from kredenc.recall.reflex import recall
 
-        return recall(
-            self.store,
-            self.namespace,
-            messages,
-            session_id=session_id,
-            budget=budget,
-            dry_run=dry_run,
-            time_budget_ms=time_budget_ms,
-            session_start=session_start,
-            mode=mode,
-        )
+        with self.store.gate:
+            return recall(
+                self.store,
+                self.namespace,
+                messages,
+                session_id=session_id,
+                budget=budget,
+                dry_run=dry_run,
+                time_budget_ms=time_budget_ms,
+                session_start=session_start,
+                mode=mode,
+            )
 
     def note_access(self, ids: Sequence[str]) -> None:
         """Count a recall of ``ids``; counts reach the log in batched ``access`` records."""

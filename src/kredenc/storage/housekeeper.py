@@ -36,7 +36,7 @@ class StoreLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
