@@ -44,7 +44,8 @@ class StoreLock:
             os.close(self._fd)
             raise StoreLocked(
                 f"store is locked by pid {holder}",
-                "stop the other kredenc process, or open the store read-only",
+                f"writes go through that process while it runs; stop it to write from here "
+                "(read commands such as search, get, recall, stats and check work beside it)",
             ) from None
         pid = f"{os.getpid()}\n".encode()
         os.pwrite(self._fd, pid, 0)  # write before truncating: never an empty file
