@@ -20,16 +20,18 @@ class CallGate:
     """Use as ``with gate:`` around a call; :meth:`shut` once, to close."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
         self._active = 0
         self._shut = False
+        self._drained = threading.Event()  # set when the calls close() waits for are done
+        self._target = 0  # calls left when close() may go on (its own call, if any)
         self._local = threading.local()
 
     def __enter__(self) -> None:
         local = self._local
         depth: int = getattr(local, "depth", 0)
         if depth == 0:
-            with self._cond:
+            with self._lock:
                 if self._shut:
                     raise StoreClosed()
                 self._active += 1
@@ -45,10 +47,10 @@ class CallGate:
         depth: int = local.depth - 1
         local.depth = depth
         if depth == 0:
-            with self._cond:
+            with self._lock:
                 self._active -= 1
-                if self._shut and self._active == 0:
-                    self._cond.notify_all()
+                if self._shut and self._active <= self._target:
+                    self._drained.set()
 
     @property
     def shut_down(self) -> bool:
@@ -59,9 +61,13 @@ class CallGate:
         (a call of the closing thread itself excepted). Returns how many are still
         running then (0 when all finished), or None if the gate was already shut."""
         own = 1 if getattr(self._local, "depth", 0) else 0
-        with self._cond:
+        with self._lock:
             if self._shut:
                 return None
             self._shut = True
-            self._cond.wait_for(lambda: self._active <= own, timeout)
+            self._target = own
+            if self._active <= own:
+                return 0
+        self._drained.wait(timeout)
+        with self._lock:
             return self._active - own

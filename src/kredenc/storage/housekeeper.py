@@ -44,7 +44,7 @@ class StoreLock:
             os.close(self._fd)
             raise StoreLocked(
                 f"store is locked by pid {holder}",
-                f"writes go through that process while it runs; stop it to write from here "
+                f"writes go through process {holder} while it runs; stop it to write from here "
                 "(read commands such as search, get, recall, stats and check work beside it)",
             ) from None
         pid = f"{os.getpid()}\n".encode()
