@@ -65,7 +65,10 @@ def test_read_commands_work_while_a_writer_runs(held: dict[str, Any]) -> None:
     assert got["id"] == held["first"]
     stats = ok_json("--store", home, "stats")
     assert stats["log_records"] >= 1
-    recall = ok_json("--store", home, "recall", "where does the kestrel nest?")
+    # A generous budget: this asserts what recall finds, not how fast on a busy machine.
+    recall = ok_json(
+        "--store", home, "recall", "where does the kestrel nest?", "--time-budget-ms", "10000"
+    )
     assert "kestrel" in json_text(recall)
     check = kredenc("--store", home, "check", "--json")
     assert check.returncode == 0, check.stdout + check.stderr
