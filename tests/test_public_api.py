@@ -34,6 +34,7 @@ PUBLIC = [
     "ReadOnlyRecord",
     "RecallItem",
     "RecallResult",
+    "StoreClosed",
     "StoreError",
     "StoreLocked",
     "wrap",

@@ -24,6 +24,7 @@ from kredenc.errors import (
     NotFound,
     ProviderError,
     ReadOnlyRecord,
+    StoreClosed,
     StoreError,
     StoreLocked,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "ReadOnlyRecord",
     "RecallItem",
     "RecallResult",
+    "StoreClosed",
     "StoreError",
     "StoreLocked",
     "wrap",

@@ -10,11 +10,13 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kredenc.checks import check_name
 from kredenc.config import Settings, load_settings
+from kredenc.errors import StoreClosed
 from kredenc.ingest import passages
 from kredenc.memory import writes
 from kredenc.memory.turns import TurnFiler
@@ -59,6 +61,17 @@ def _in_namespace(fn: Callable[Concatenate[Store, str, P], R]) -> Callable[Conca
         parameters=[self_param, *params]
     )
     return method
+
+
+class _Closed:
+    """A closed store as recall sees it: any use raises the ``StoreClosed`` that
+    refused the call, which the reflex turns into a skipped recall (it never raises)."""
+
+    def __init__(self, exc: StoreClosed) -> None:
+        self._exc = exc
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._exc
 
 
 class Kredenc:
@@ -217,9 +230,14 @@ class Kredenc:
         appended at the tail (never raises; see ``kredenc.recall.reflex``)."""
         from kredenc.recall.reflex import recall
 
-        with self.store.gate:
+        store: Any = self.store
+        with ExitStack() as calling:
+            try:
+                calling.enter_context(store.gate)
+            except StoreClosed as exc:
+                store = _Closed(exc)  # recall's one broad except makes it a skipped recall
             return recall(
-                self.store,
+                store,
                 self.namespace,
                 messages,
                 session_id=session_id,
