@@ -299,7 +299,7 @@ def test_closing_a_view_leaves_the_store_open_closing_the_owner_closes_it(
     view.remember("written after the view was closed")
     kb.remember("and through the owner")
     kb.close()
-    with pytest.raises(StoreError, match="read-only or closed"):
+    with pytest.raises(StoreError, match="store is closed"):
         view.remember("the owner closed the store")
     with open_store(home) as again:  # the lock was released
         assert again.scoped("b").stats()["records"] == 1

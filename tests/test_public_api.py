@@ -36,6 +36,7 @@ PUBLIC = [
     "ReadOnlyRecord",
     "RecallItem",
     "RecallResult",
+    "StoreClosed",
     "StoreError",
     "StoreLocked",
     "wrap",

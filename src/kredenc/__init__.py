@@ -26,6 +26,7 @@ from kredenc.errors import (
     NotFound,
     ProviderError,
     ReadOnlyRecord,
+    StoreClosed,
     StoreError,
     StoreLocked,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "ReadOnlyRecord",
     "RecallItem",
     "RecallResult",
+    "StoreClosed",
     "StoreError",
     "StoreLocked",
     "wrap",

@@ -10,11 +10,13 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kredenc.checks import check_name
 from kredenc.config import Settings, load_settings
+from kredenc.errors import StoreClosed
 from kredenc.ingest import passages
 from kredenc.memory import writes
 from kredenc.memory.turns import TurnFiler
@@ -43,12 +45,15 @@ R = TypeVar("R")
 
 def _in_namespace(fn: Callable[Concatenate[Store, str, P], R]) -> Callable[Concatenate[Any, P], R]:
     """A facade method calling ``fn(store, namespace, ...)`` with the handle's store and
-    current namespace; it keeps ``fn``'s name, documentation and (less those two)
-    signature."""
+    current namespace, through the store's gate (a closed store raises ``StoreClosed``;
+    close() waits for the call); it keeps ``fn``'s name, documentation and (less those
+    two) signature."""
 
     @functools.wraps(fn)
     def method(self: Kredenc, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return fn(self.store, self.namespace, *args, **kwargs)
+        store = self.store
+        with store.gate:
+            return fn(store, self.namespace, *args, **kwargs)
 
     params = list(inspect.signature(fn).parameters.values())[2:]
     self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
@@ -56,6 +61,17 @@ def _in_namespace(fn: Callable[Concatenate[Store, str, P], R]) -> Callable[Conca
         parameters=[self_param, *params]
     )
     return method
+
+
+class _Closed:
+    """A closed store as recall sees it: any use raises the ``StoreClosed`` that
+    refused the call, which the reflex turns into a skipped recall (it never raises)."""
+
+    def __init__(self, exc: StoreClosed) -> None:
+        self._exc = exc
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._exc
 
 
 class Kredenc:
@@ -120,7 +136,9 @@ class Kredenc:
         self.close()
 
     def close(self) -> None:
-        """Flush, stop the writer, close files and release the lock. Idempotent; a
+        """Wait for calls in flight (up to ``storage.store.CLOSE_TIMEOUT``, 30 s), then
+        flush, stop the writer, close files and release the lock; later calls raise
+        :class:`~kredenc.errors.StoreClosed`. Idempotent and thread-safe; a
         :meth:`scoped` view leaves the store open."""
         if self._owner:
             self.store.close()
@@ -166,7 +184,8 @@ class Kredenc:
         the speaker and its extracted terms (see ``memory.turns``), so recall can find
         it by words and meaning.
         """
-        return self._turns.file(self.store, self.namespace, session_id, turns, drawer=drawer)
+        with self.store.gate:
+            return self._turns.file(self.store, self.namespace, session_id, turns, drawer=drawer)
 
     def ingest(
         self,
@@ -189,11 +208,12 @@ class Kredenc:
         """
         from kredenc.ingest.filing import ingest  # loads the loaders: only when used
 
-        return ingest(
-            self.store, self.namespace, sources, drawer=drawer, include=include, exclude=exclude,
-            chunk_size=chunk_size, chunk_overlap=chunk_overlap, on_progress=on_progress,
-            follow_symlinks=follow_symlinks,
-        )  # fmt: skip
+        with self.store.gate:
+            return ingest(
+                self.store, self.namespace, sources, drawer=drawer, include=include,
+                exclude=exclude, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+                on_progress=on_progress, follow_symlinks=follow_symlinks,
+            )  # fmt: skip
 
     def recall(
         self,
@@ -210,17 +230,23 @@ class Kredenc:
         appended at the tail (never raises; see ``kredenc.recall.reflex``)."""
         from kredenc.recall.reflex import recall
 
-        return recall(
-            self.store,
-            self.namespace,
-            messages,
-            session_id=session_id,
-            budget=budget,
-            dry_run=dry_run,
-            time_budget_ms=time_budget_ms,
-            session_start=session_start,
-            mode=mode,
-        )
+        store: Any = self.store
+        with ExitStack() as calling:
+            try:
+                calling.enter_context(store.gate)
+            except StoreClosed as exc:
+                store = _Closed(exc)  # recall's one broad except makes it a skipped recall
+            return recall(
+                store,
+                self.namespace,
+                messages,
+                session_id=session_id,
+                budget=budget,
+                dry_run=dry_run,
+                time_budget_ms=time_budget_ms,
+                session_start=session_start,
+                mode=mode,
+            )
 
     def note_access(self, ids: Sequence[str]) -> None:
         """Count a recall of ``ids``; counts reach the log in batched ``access`` records."""

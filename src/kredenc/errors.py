@@ -50,6 +50,19 @@ class StoreLocked(StoreError):
     code = "store_locked"
 
 
+class StoreClosed(StoreError):
+    """A call on a store (or a handle on it) after :meth:`close`."""
+
+    code = "store_closed"
+
+    def __init__(
+        self,
+        message: str = "store is closed",
+        hint: str = "open it again with Kredenc.open(...)",
+    ) -> None:
+        super().__init__(message, hint)
+
+
 class FormatError(StoreError):
     """The store was written by another format version or another model."""
 

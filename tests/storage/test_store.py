@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kredenc.config import load_settings
-from kredenc.errors import StoreError, StoreLocked
+from kredenc.errors import StoreClosed, StoreError, StoreLocked
 from kredenc.records import new_id
 from kredenc.storage import layout
 from kredenc.storage.index.sqlite import IndexOutdated
@@ -67,7 +67,7 @@ def test_open_creates_a_store_and_close_releases_it(home: Path) -> None:
     first.close()
     first.close()  # idempotent
     assert first.closed
-    with pytest.raises(StoreError, match="read-only or closed"):
+    with pytest.raises(StoreClosed, match="store is closed"):
         first.write([put("a", "too late")])
     again = open_at(home)  # the lock went with close()
     again.close()

@@ -368,6 +368,10 @@ class Haystack:
 
     Reads (``read``) are safe from any thread: they use ``os.pread`` on their own
     descriptor and only ever read bytes below the durable end.
+
+    A read-only haystack follows the file as another process appends to it: asked for
+    an offset past the end it knows, it first takes in the records written since
+    (:meth:`follow`), up to the last complete record outside an unfinished batch.
     """
 
     def __init__(
@@ -392,7 +396,7 @@ class Haystack:
         """Write a new empty log (header only); return its id."""
         log_id = uuid.uuid4().bytes
         header = HEADER.pack(FILE_MAGIC, FORMAT_VERSION, 0, log_id)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, header)
             os.fsync(fd)
@@ -482,11 +486,54 @@ class Haystack:
             os.ftruncate(self._fd, self.end)
             raise
 
+    # -- following a writer (read-only) -----------------------------------------
+    def follow(self) -> bool:
+        """Take in the records another process appended since this reader last looked:
+        every verified record in order, up to the last one that is not part of an
+        unfinished batch (a batch counts once its commit record is there). A torn or
+        damaged record ends the walk without an error (a writer may be mid-append).
+        Returns whether the end moved. A writer's haystack knows its end already."""
+        if self.writable or self._rfd < 0:
+            return False
+        with self._append_lock:
+            start = self.end
+            size = os.fstat(self._rfd).st_size
+            if size <= start:
+                return False
+            data = os.pread(self._rfd, size - start, start)
+            buf = memoryview(data)
+            pos = 0
+            seq = last_seq = self.last_seq
+            end = 0
+            while pos < len(data):
+                try:
+                    got, txn, op, nxt = _parse_at(buf, pos, len(data))
+                except _Bad:
+                    break
+                if got != seq + 1:
+                    break
+                seq = got
+                pos = nxt
+                if op == "commit" or txn is None:
+                    end, last_seq = pos, seq
+            if end == 0:
+                return False
+            self.last_seq = last_seq
+            self.end = start + end
+            return True
+
     # -- reading --------------------------------------------------------------
     def read(self, offset: int) -> dict[str, Any]:
-        """The payload of the record at ``offset`` (verified)."""
+        """The payload of the record at ``offset`` (verified). A read-only haystack
+        asked for an offset past its end first follows the file (:meth:`follow`)."""
+        if offset >= self.end and not self.writable:
+            self.follow()
         if offset < HEADER_SIZE or offset >= self.end:
-            raise StoreError(f"no record at offset {offset}", "run 'kredenc rebuild'")
+            home = shlex.quote(str(self.path.parent))
+            raise StoreError(
+                f"{self.path}: no record at offset {offset} (the log ends at {self.end})",
+                f"run 'kredenc --store {home} check' to find the file at fault",
+            )
         head = os.pread(self._rfd, RECORD_HEADER_SIZE, offset)
         magic, length, checksum = RECORD_HEADER.unpack(head)
         if magic != RECORD_MAGIC or length > MAX_PAYLOAD:

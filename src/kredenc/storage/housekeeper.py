@@ -36,7 +36,7 @@ class StoreLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -44,7 +44,8 @@ class StoreLock:
             os.close(self._fd)
             raise StoreLocked(
                 f"store is locked by pid {holder}",
-                "stop the other kredenc process, or open the store read-only",
+                f"writes go through process {holder} while it runs; stop it to write from here "
+                "(read commands such as search, get, recall, stats and check work beside it)",
             ) from None
         pid = f"{os.getpid()}\n".encode()
         os.pwrite(self._fd, pid, 0)  # write before truncating: never an empty file

@@ -64,11 +64,13 @@ def is_store(home: Path) -> bool:
 
 
 def init_store(home: Path, model_id: str, dim: int) -> StoreMeta:
-    """Create a new store directory (or an empty existing one)."""
+    """Create a new store directory (or an empty existing one), private to its owner:
+    folders 0700, files 0600 (whatever the umask)."""
     check_directory(home)
     if is_store(home):
         return read_meta(home)
     home.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, 0o700)
     log_path = home / LOG_FILE
     if log_path.exists():
         if log_path.stat().st_size > HEADER_SIZE:
@@ -76,9 +78,16 @@ def init_store(home: Path, model_id: str, dim: int) -> StoreMeta:
         log_path.unlink()  # an init that crashed before store.json: nothing was filed
     log_id = Haystack.create(log_path)
     meta = StoreMeta(STORE_FORMAT, log_id.hex(), model_id, dim, time.time())
+    write_meta(home, meta.to_json())
+    return meta
+
+
+def write_meta(home: Path, raw: dict[str, Any]) -> None:
+    """Write ``store.json`` (mode 0600) durably: a temporary file, then a rename."""
     tmp = home / (META_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(meta.to_json(), indent=2) + "\n")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(raw, indent=2) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, home / META_FILE)
@@ -87,7 +96,6 @@ def init_store(home: Path, model_id: str, dim: int) -> StoreMeta:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return meta
 
 
 def read_meta(home: Path) -> StoreMeta:

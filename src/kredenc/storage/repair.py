@@ -8,7 +8,6 @@ with it) and rebuilt. Nothing here touches the log.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -130,10 +129,5 @@ def start_new_log(home: Path) -> Path:
     raw = meta.to_json()
     raw["log_id"] = log_id.hex()
     raw["created_at"] = time.time()
-    tmp = home / (layout.META_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(raw, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, home / layout.META_FILE)
+    layout.write_meta(home, raw)
     return log_path

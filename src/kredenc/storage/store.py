@@ -27,6 +27,7 @@ from kredenc.records import now as wall_clock
 from kredenc.storage import layout, repair
 from kredenc.storage import purge as purging
 from kredenc.storage.base import Index
+from kredenc.storage.gate import CallGate
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, SqliteIndex, embed_text_of, text_hash
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 _REPLAY_CHUNK = 2000
 QUERY_CACHE = 1024  # query vectors kept per store (an LRU)
+#: How long :meth:`Store.close` waits for calls in flight (seconds).
+CLOSE_TIMEOUT = 30.0
 
 
 class TextEmbedder(Protocol):
@@ -69,6 +72,8 @@ class Store:
         #: The wall clock records are stamped with (``now()``); tests set their own.
         self.clock: Callable[[], float] = clock or wall_clock
         self._closed = False
+        #: Every call passes it (``with store.gate:``); close() waits for those in flight.
+        self.gate = CallGate()
         layout.check_directory(self.home)
         if not layout.is_store(self.home):
             if read_only:
@@ -98,7 +103,8 @@ class Store:
             if self._lock is not None:
                 self._lock.release()
             raise
-        #: A query's vector, cached (an LRU of ``QUERY_CACHE`` queries).
+        #: A query's vector, cached (an LRU of ``QUERY_CACHE`` queries). Not gated: it
+        #: touches no store file (a late embedding may finish on a worker after close).
         self.embed_query: Callable[[str], F32] = lru_cache(maxsize=QUERY_CACHE)(self._query_vector)
         self._access: dict[str, dict[str, int]] = {}
         self._access_lock = threading.Lock()
@@ -120,19 +126,35 @@ class Store:
         return self.clock()
 
     # -- closing --------------------------------------------------------------
-    def close(self) -> None:
-        """Flush access counts, stop the writer, close files, release the lock. Idempotent."""
-        if self._closed:
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Refuse new calls (they raise :class:`~kredenc.errors.StoreClosed`), wait up to
+        ``timeout`` seconds for the calls in flight, then flush access counts, stop the
+        writer, close files and release the lock. Idempotent and thread-safe.
+
+        Should a call still run after ``timeout``, the writer is stopped and the lock
+        released all the same, but the log and index files are left open for that call
+        (they close with the process): closing them under it could crash the process.
+        """
+        running = self.gate.shut(timeout)
+        if running is None:
             return
         self._closed = True
         if self._housekeeper is not None:
-            self.flush_access()
+            self._flush_access()
             self._housekeeper.close()
             self._housekeeper = None
-        if getattr(self, "index", None) is not None:
-            self.index.close()
-        if getattr(self, "haystack", None) is not None:
-            self.haystack.close()
+        if running:
+            log.warning(
+                "%s: %d call(s) still running %.0f s after close(); their files stay open",
+                self.home,
+                running,
+                timeout,
+            )
+        else:
+            if getattr(self, "index", None) is not None:
+                self.index.close()
+            if getattr(self, "haystack", None) is not None:
+                self.haystack.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -170,6 +192,7 @@ class Store:
             dim=self.embedder.dim,
             model_id=self.embedder.model_id,
             cache_path=s.embed_cache,
+            read_only=self.read_only,
             ann=AnnParams(
                 threshold=s.ann_threshold,
                 dtype=s.ann_dtype,
@@ -209,6 +232,10 @@ class Store:
         A derived file that is unreadable (or a cache with vectors of the wrong size,
         or any cache with ``fresh_cache``) is set aside as ``<name>.bad-<time>`` first.
         """
+        with self.gate:
+            return self._rebuild(fresh_cache=fresh_cache)
+
+    def _rebuild(self, *, fresh_cache: bool) -> dict[str, int]:
         self._writable()
         assert self._housekeeper is not None
         self._housekeeper.close()
@@ -231,10 +258,14 @@ class Store:
         """Merge the card index; with ``purge``, first write a new log generation without
         the text of forgotten records and rebuild the index and cache from it
         (``kredenc.storage.purge``). The writer lock is held throughout."""
+        with self.gate:
+            return self._compact(purge=purge, on_step=on_step)
+
+    def _compact(self, *, purge: bool, on_step: Callable[[str], None] | None) -> dict[str, Any]:
         hk = self._writable()
         if not purge:
             return {"purged": 0, "seconds": round(self.index.compact(), 3)}
-        self.flush_access()
+        self._flush_access()
         hk.close()
         self.index.close()
         self.haystack.close()
@@ -252,7 +283,10 @@ class Store:
 
     def stats(self, ns: str) -> dict[str, Any]:
         """What ``ns`` holds (records per drawer and type, edges) and the store's size."""
-        out = self.index.stats(ns)
+        with self.gate:
+            if self.read_only:
+                self.haystack.follow()  # the log's size now, not when this handle opened
+            out = self.index.stats(ns)
         out.update(
             {
                 "store": str(self.home),
@@ -276,6 +310,10 @@ class Store:
 
     def vectors_for(self, payloads: Iterable[dict[str, Any]]) -> dict[str, F32]:
         """Vectors for new ``put`` payloads: from the cache by text hash, else embedded now."""
+        with self.gate:
+            return self._vectors_for(payloads)
+
+    def _vectors_for(self, payloads: Iterable[dict[str, Any]]) -> dict[str, F32]:
         texts = {p["id"]: embed_text_of(p) for p in payloads}
         hashes = {rid: text_hash(t) for rid, t in texts.items()}
         cached = self.index.cached_vectors(list(set(hashes.values())))
@@ -306,7 +344,8 @@ class Store:
         """Append prepared log records through the housekeeper; returns where they
         landed once they are durable (under the policy) and applied to the index.
         ``batch`` lands them all or none; ``vectors`` (by record id) saves embedding."""
-        return self._writable().write(payloads, batch=batch, vectors=vectors)
+        with self.gate:
+            return self._writable().write(payloads, batch=batch, vectors=vectors)
 
     # -- access counts --------------------------------------------------------
     def note_access(self, ns: str, ids: Sequence[str]) -> None:
@@ -314,16 +353,24 @@ class Store:
         ``access`` records (see ``access_batch``). Nothing is counted read-only."""
         if not ids or self._housekeeper is None:
             return
+        with self.gate:
+            self._note_access(ns, ids)
+
+    def _note_access(self, ns: str, ids: Sequence[str]) -> None:
         with self._access_lock:
             pending = self._access.setdefault(ns, {})
             for rid in ids:
                 pending[rid] = pending.get(rid, 0) + 1
             due = sum(len(p) for p in self._access.values()) >= self.settings.access_batch
         if due:
-            self.flush_access()
+            self._flush_access()
 
     def flush_access(self) -> None:
         """Hand pending access counts to the housekeeper (without waiting)."""
+        with self.gate:
+            self._flush_access()
+
+    def _flush_access(self) -> None:
         with self._access_lock:
             pending, self._access = self._access, {}
         if self._housekeeper is None:

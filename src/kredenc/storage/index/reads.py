@@ -245,6 +245,21 @@ def read_vectors(conn: sqlite3.Connection, dim: int) -> dict[str, tuple[I64, F32
     return {key: (ids[key][:n], mats[key][:n]) for key, n in fill.items() if n}
 
 
+def vectors_after(conn: sqlite3.Connection, rowid: int, dim: int) -> dict[str, tuple[I64, F32]]:
+    """The vectors of records after ``rowid``, per shard key, in rowid order."""
+    grouped: dict[str, tuple[list[int], list[F32]]] = {}
+    for rid, key, vec in conn.execute(
+        "SELECT rowid, shard, vec FROM vectors WHERE rowid > ? ORDER BY rowid", (rowid,)
+    ):
+        ids, vecs = grouped.setdefault(key, ([], []))
+        ids.append(int(rid))
+        vecs.append(np.frombuffer(vec, dtype=np.float32))
+    return {
+        key: (np.asarray(ids, dtype=np.int64), np.vstack(vecs).reshape(len(ids), dim))
+        for key, (ids, vecs) in grouped.items()
+    }
+
+
 def cached_vectors(
     conn: sqlite3.Connection, model_id: str, hashes: Sequence[bytes]
 ) -> dict[bytes, F32]:

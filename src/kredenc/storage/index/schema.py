@@ -6,6 +6,7 @@ The schema version is stored in ``meta``; an index built by another version rais
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,7 +106,13 @@ def shard_key(ns: str, drawer: str) -> str:
 
 
 def connect(path: Path, cache_path: Path) -> sqlite3.Connection:
-    """A connection to the index with the embedding cache attached as ``cache``."""
+    """A connection to the index with the embedding cache attached as ``cache``.
+
+    Either file that does not exist yet is created empty, mode 0600, first (SQLite would
+    create it 0644 less the umask); SQLite gives its ``-wal`` and ``-shm`` files the
+    mode of their database."""
+    for file in (path, cache_path):
+        private_file(file)
     try:
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -124,6 +131,18 @@ def connect(path: Path, cache_path: Path) -> sqlite3.Connection:
             f"{path}: index cannot be opened ({exc})", "run 'kredenc rebuild'"
         ) from exc
     return conn
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 unless it exists (a new SQLite file)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreError(
+            f"{path}: cannot be created ({exc.strerror})", "check the store directory"
+        ) from exc
 
 
 def init_meta(conn: sqlite3.Connection, path: Path) -> None:

@@ -89,8 +89,12 @@ class SqliteIndex:
         model_id: str,
         ann: AnnParams,
         cache_path: Path | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
+        #: A reader beside a writer in another process: its vector shards follow the
+        #: index (``_follow_shards``) and it never saves ANN graphs.
+        self.read_only = read_only
         self.cache_path = cache_path or path.parent / "embeddings.db"
         self.dim = dim
         self.model_id = model_id
@@ -102,6 +106,8 @@ class SqliteIndex:
         self._init_meta()
         self._shards: dict[str, VectorShard] | None = None
         self._shards_lock = threading.Lock()
+        self._shards_seq = 0  # applied_seq of the index when the shards last caught up
+        self._shards_rowid = 0  # the highest record rowid the shards have looked at
         self._vocabulary = lexical.Vocabulary()
         self._compacted: int | None = None  # cards at the last merge, read on first use
 
@@ -123,7 +129,8 @@ class SqliteIndex:
         if getattr(self, "_closed", False):
             return
         self._closed = True
-        self.save_ann()
+        if not self.read_only:
+            self.save_ann()
         for conn in [*getattr(self, "_readers", []), self._writer]:
             conn.close()
 
@@ -181,8 +188,11 @@ class SqliteIndex:
 
     # -- vectors --------------------------------------------------------------
     def shards(self) -> dict[str, VectorShard]:
-        """Vector shards, loaded from SQLite on first use (open stays fast)."""
+        """Vector shards, loaded from SQLite on first use (open stays fast). A read-only
+        index first catches them up with what another process's writer applied."""
         if self._shards is not None:
+            if self.read_only:
+                self._follow_shards()
             return self._shards
         with self._shards_lock:
             if self._shards is None:
@@ -197,8 +207,11 @@ class SqliteIndex:
                     row = conn.execute("SELECT value FROM meta WHERE key='applied_seq'")
                     applied_seq = int(row.fetchone()[0])
                     grouped = reads.read_vectors(conn, self.dim)
+                    top = conn.execute("SELECT coalesce(max(rowid), 0) FROM records")
+                    self._shards_rowid = int(top.fetchone()[0])
                 finally:
                     conn.execute("COMMIT")
+                self._shards_seq = applied_seq
                 for key in list(grouped):
                     ids, matrix = grouped.pop(key)
                     shard = self._new_shard(key)
@@ -208,6 +221,50 @@ class SqliteIndex:
                     shards[key] = shard
                 self._shards = shards
         return self._shards
+
+    def _follow_shards(self) -> None:
+        """Catch the loaded shards up with the index another process writes, when its
+        applied position moved: add the vectors of records filed since (rowids only
+        grow: records are tombstoned, never deleted), and when the index holds fewer
+        vectors than the shards would, drop those it no longer has (forgotten records).
+        Costs one indexed read per call while nothing moved."""
+        conn = self.reader()
+        row = conn.execute("SELECT value FROM meta WHERE key='applied_seq'").fetchone()
+        if int(row[0]) == self._shards_seq:
+            return
+        with self._shards_lock:
+            assert self._shards is not None
+            conn.execute("BEGIN")  # one snapshot: position, new vectors and count agree
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key='applied_seq'").fetchone()
+                applied_seq = int(row[0])
+                if applied_seq == self._shards_seq:
+                    return
+                fresh = reads.vectors_after(conn, self._shards_rowid, self.dim)
+                top = conn.execute("SELECT coalesce(max(rowid), 0) FROM records")
+                top_rowid = int(top.fetchone()[0])
+                stored = int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+                held = sum(len(s) for s in self._shards.values())
+                held += sum(len(ids) for ids, _ in fresh.values())
+                present = (
+                    None
+                    if stored == held
+                    else {int(r) for (r,) in conn.execute("SELECT rowid FROM vectors")}
+                )
+            finally:
+                conn.execute("COMMIT")
+            for key, (ids, matrix) in fresh.items():
+                shard = self._shards.get(key)
+                if shard is None:
+                    shard = self._shards[key] = self._new_shard(key)
+                shard.add(ids, matrix)
+            if present is not None:
+                for shard in self._shards.values():
+                    for rowid in shard.rowids():
+                        if rowid not in present:
+                            shard.remove(rowid)
+            self._shards_rowid = top_rowid
+            self._shards_seq = applied_seq
 
     def _new_shard(self, key: str) -> VectorShard:
         name = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
@@ -247,6 +304,7 @@ class SqliteIndex:
             conn.execute("UPDATE meta SET value=? WHERE key='applied_end'", (str(end),))
         with self._shards_lock:
             if self._shards is not None:
+                self._shards_seq = last_seq
                 for key, rowid in shard_removes:
                     shard = self._shards.get(key)
                     if shard is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,11 @@ class VectorShard:
                 self._ann_dirty = True
 
     # -- reads ----------------------------------------------------------------
+    def rowids(self) -> list[int]:
+        """The rowids this shard holds (a copy)."""
+        with self._lock:
+            return list(self._pos)
+
     def search(self, query: F32, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest rowids with cosine similarity, best first."""
         with self._lock:
@@ -191,12 +197,17 @@ class VectorShard:
         with self._lock:
             if self._ann is None or self.ann_path is None or not self._ann_dirty:
                 return
-            self.ann_path.parent.mkdir(parents=True, exist_ok=True)
+            self.ann_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             tmp = self.ann_path.with_suffix(".tmp")
             self._ann.save(str(tmp))
+            os.chmod(tmp, 0o600)  # usearch creates it 0666 less the umask
             tmp.replace(self.ann_path)
             side = {"applied_seq": applied_seq, "count": len(self._pos)}
-            self.ann_path.with_suffix(".json").write_text(json.dumps(side))
+            fd = os.open(
+                self.ann_path.with_suffix(".json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600
+            )
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(side))
             self._ann_dirty = False
 
     def load_ann(self, applied_seq: int) -> bool:
