@@ -1,0 +1,1 @@
+"""Chat-completion providers: the :class:`~kredenc.providers.llm.base.LLM` seam."""
