@@ -181,6 +181,29 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )
+    # -- LLM provider --
+    llm_provider: str = Field(
+        "none",
+        description="Chat model for the answer loop's LLM roles: 'none' (deterministic roles "
+        "only), a record (openai, groq, openrouter, ollama, vllm, llamacpp, lmstudio, "
+        "openai-compatible), 'local' (the kredenc[local] extra) or a kredenc.llms plugin's.",
+    )
+    llm_model: str = Field(
+        "", description="Model id for llm_provider; for 'local', a GGUF path (default: bundled)."
+    )
+    llm_base_url: str = Field(
+        "", description="Base URL replacing the provider record's (needed for openai-compatible)."
+    )
+    llm_api_key: SecretStr = Field(
+        SecretStr(""),
+        description="API key for llm_provider; when empty, the record's own variable "
+        "(OPENAI_API_KEY, GROQ_API_KEY, OPENROUTER_API_KEY, ...) is read.",
+    )
+    llm_timeout_s: float = Field(60.0, gt=0, description="Time limit for one LLM reply.")
+    llm_max_tokens: int = Field(1024, ge=1, description="Most tokens one LLM reply may hold.")
+    llm_local_threads: int = Field(
+        2, ge=1, le=64, description="CPU threads of the local model (llm_provider 'local')."
+    )
 
     @field_validator("embed_provider")
     @classmethod
@@ -189,6 +212,14 @@ class Settings(BaseSettings):
         if not plugins.is_known(plugins.EMBEDDERS, value):
             known = ", ".join(plugins.names(plugins.EMBEDDERS))
             raise ValueError(f"unknown embedder {value!r}; available: {known}")
+        return value
+
+    @field_validator("llm_provider")
+    @classmethod
+    def _known_llm(cls, value: str) -> str:
+        if value != "none" and not plugins.is_known(plugins.LLMS, value):
+            known = ", ".join(["none", *plugins.names(plugins.LLMS)])
+            raise ValueError(f"unknown LLM provider {value!r}; available: {known}")
         return value
 
     @model_validator(mode="after")
@@ -223,6 +254,12 @@ def resolve_home(store: str | Path | None) -> Path:
         return Path(store)
     env = os.environ.get("KREDENC_HOME")
     return Path(env) if env else DEFAULT_HOME
+
+
+def env_secret(name: str) -> SecretStr:
+    """The environment variable ``name`` as a secret (empty when unset): how a provider
+    record's own key variable (``OPENAI_API_KEY``) is read, here and nowhere else."""
+    return SecretStr(os.environ.get(name, ""))
 
 
 def load_settings(store: str | Path | None = None, **overrides: Any) -> Settings:

@@ -5,7 +5,7 @@ group                  what a plugin in it is
 =====================  ==========================================================
 ``kredenc.embedders``  an :class:`~kredenc.providers.embed.base.Embedder`
 ``kredenc.rerankers``  a :class:`~kredenc.providers.rerank.Reranker`
-``kredenc.llms``       an LLM provider (no built-in yet; the reasoning loop's)
+``kredenc.llms``       an :class:`~kredenc.providers.llm.base.LLM` (records, ``local``)
 ``kredenc.loaders``    a :class:`~kredenc.ingest.loaders.base.Loader` class
 ``kredenc.indexes``    an index backend (built-in: ``sqlite``)
 ``kredenc.tools``      a tool for the reasoning loop (no built-in yet)
@@ -70,7 +70,17 @@ BUILTINS: dict[str, dict[str, str]] = {
     RERANKERS: {
         "cross-encoder": "kredenc.providers.rerank:CrossEncoderReranker",
     },
-    LLMS: {},
+    LLMS: {
+        "openai": "kredenc.providers.llm.records:OPENAI",
+        "groq": "kredenc.providers.llm.records:GROQ",
+        "openrouter": "kredenc.providers.llm.records:OPENROUTER",
+        "ollama": "kredenc.providers.llm.records:OLLAMA",
+        "vllm": "kredenc.providers.llm.records:VLLM",
+        "llamacpp": "kredenc.providers.llm.records:LLAMACPP",
+        "lmstudio": "kredenc.providers.llm.records:LMSTUDIO",
+        "openai-compatible": "kredenc.providers.llm.records:OPENAI_COMPATIBLE",
+        "local": "kredenc.providers.llm.local:Gpt4AllLLM",
+    },
     LOADERS: {
         "pdf": "kredenc.ingest.loaders.pdf:PdfLoader",
         "markdown": "kredenc.ingest.loaders.markdown:MarkdownLoader",

@@ -25,14 +25,14 @@ pytest.importorskip("uvicorn")
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.interfaces.proxy import ProxyConfig, running
-from kredenc.testing.openai_server import LoopbackServer, Reply, Request
-from recall.gated_embedder import WAIT, GatedEmbedder
-from recall.scripted_chat import (
+from kredenc.testing.chat_server import (
     chat_route,
     models_route,
     sent_messages,
     sse_body,
 )
+from kredenc.testing.openai_server import LoopbackServer, Reply, Request
+from recall.gated_embedder import WAIT, GatedEmbedder
 
 REPLY = "You like jasmine tea."
 QUESTION = "Which tea do I like?"

@@ -25,9 +25,9 @@ pytest.importorskip("uvicorn")
 from kredenc.engine import Kredenc
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.proxy import running
+from kredenc.testing.chat_server import chat_route, models_route
 from kredenc.testing.embedders import HashEmbedder
 from kredenc.testing.openai_server import LoopbackServer, Reply, Request, Route
-from recall.scripted_chat import chat_route, models_route
 
 
 def tolerant(route: Route) -> Route:

@@ -23,8 +23,8 @@ pytest.importorskip("uvicorn")
 
 from kredenc.engine import Kredenc
 from kredenc.interfaces.proxy import running
+from kredenc.testing.chat_server import chat_route
 from kredenc.testing.openai_server import LoopbackServer
-from recall.scripted_chat import chat_route
 
 LIMIT = 256 * 1024
 MESSAGES = [{"role": "user", "content": "Which tea do I like?"}]

@@ -28,8 +28,8 @@ from starlette.routing import Route
 from kredenc.engine import Kredenc
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.proxy import ProxyConfig, ProxyServer
+from kredenc.testing.chat_server import chat_route, models_route
 from kredenc.testing.openai_server import LoopbackServer, Reply
-from recall.scripted_chat import chat_route, models_route
 
 CANARY = "4921"
 QUESTION = "What is the bank PIN?"

@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from kredenc.engine import Kredenc
+from kredenc.testing.chat_server import chat_route, sent_messages
 from kredenc.testing.openai_server import LoopbackServer
 
 from .blocks import parse
-from .scripted_chat import chat_route, sent_messages
 
 # The lead registers cli_recall in cli._register_subcommands; importing it does the same.
 ENTRY = "import kredenc.interfaces.cli_recall; from kredenc.interfaces.cli import main; main()"

@@ -17,10 +17,10 @@ openai = pytest.importorskip("openai")
 from kredenc.engine import Kredenc  # noqa: E402
 from kredenc.errors import InvalidInput  # noqa: E402
 from kredenc.recall import wrap  # noqa: E402
+from kredenc.testing.chat_server import chat_route, sent_messages  # noqa: E402
 from kredenc.testing.openai_server import LoopbackServer  # noqa: E402
 
 from .blocks import parse  # noqa: E402
-from .scripted_chat import chat_route, sent_messages  # noqa: E402
 
 REPLY = "You like jasmine tea, brewed for three minutes."
 QUESTION = "Which tea do I like in the morning?"

@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -138,6 +138,47 @@ class OpenAICompatClient:
 
         Files given as open handles are re-read from the start on a retry.
         """
+        return self._send(path, json=json, data=data, files=files, safe_to_repeat=safe_to_repeat)
+
+    def stream_lines(self, path: str, body: Any) -> Iterator[str]:
+        """``POST`` ``body`` as JSON and read the reply as server-sent events: the text of
+        each ``data:`` line, as it comes, until the server closes the stream.
+
+        The request is sent (and retried, and its HTTP errors mapped) before this
+        returns, like :meth:`post`; a failure while reading the stream is a
+        ProviderError too. A stream is never repeated: it may have been processed.
+        """
+        response = self._send(path, json=body, stream=True)
+        return self._events(path, response)
+
+    def _events(self, path: str, response: httpx.Response) -> Iterator[str]:
+        try:
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    yield line[5:].strip()
+        except httpx.TimeoutException as exc:
+            raise self.fail(
+                path, f"the stream stalled for {self.timeout:g} s", self.timeout_hint
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise self.fail(
+                path,
+                f"the stream broke: {type(exc).__name__}: {_one_line(str(exc))}",
+                "check the server's logs",
+            ) from exc
+        finally:
+            response.close()
+
+    def _send(
+        self,
+        path: str,
+        *,
+        json: Any = None,
+        data: Mapping[str, str] | None = None,
+        files: Mapping[str, Any] | None = None,
+        safe_to_repeat: bool = False,
+        stream: bool = False,
+    ) -> httpx.Response:
         if self._client.is_closed:
             raise self.fail(path, "the client was closed", "make a new one")
         url = f"{self.base_url}/{path.lstrip('/')}"
@@ -146,7 +187,8 @@ class OpenAICompatClient:
             tries += 1
             retry = tries <= self.max_retries
             try:
-                response = self._client.post(url, json=json, data=data, files=files)
+                request = self._client.build_request("POST", url, json=json, data=data, files=files)
+                response = self._client.send(request, stream=stream)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
                 if retry:  # the request never left: always safe to send again
                     self._wait(path, f"cannot connect ({_one_line(str(exc))})", tries, None)
@@ -169,6 +211,8 @@ class OpenAICompatClient:
                 ) from exc
             if response.is_success:
                 return response
+            if stream:
+                self._read_error(path, response)
             status = response.status_code
             message = server_message(response)
             if retry and (status in _REFUSED or (safe_to_repeat and status in _GATEWAY)):
@@ -187,6 +231,19 @@ class OpenAICompatClient:
                 f"HTTP {status}: {message}" + (f" ({_after(tries)})" if tries > 1 else ""),
                 self.hints.get(status, "check the server's logs"),
             )
+
+    def _read_error(self, path: str, response: httpx.Response) -> None:
+        """Read a streamed error reply's body, so that its message can be shown."""
+        try:
+            response.read()
+        except httpx.HTTPError as exc:
+            raise self.fail(
+                path,
+                f"HTTP {response.status_code}, and its body could not be read",
+                "check the server's logs",
+            ) from exc
+        finally:
+            response.close()
 
     def fail(self, path: str, what: str, hint: str) -> ProviderError:
         """A ProviderError about ``path``, with the API key blanked out of it."""

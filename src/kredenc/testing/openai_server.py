@@ -3,11 +3,12 @@
 It is a real server (stdlib ``http.server`` in a thread, on a free port), so tests
 exercise the real HTTP client. Routes are plain functions from :class:`Request` to
 :class:`Reply`; :func:`embeddings_route` speaks ``POST /v1/embeddings`` with
-deterministic vectors. Other routes (chat completions, models) are added the same way::
+deterministic vectors; :mod:`kredenc.testing.chat_server` has the chat completions and
+models routes. Routes are added like this::
 
     with LoopbackServer() as server:
         server.route("POST", "/v1/embeddings", embeddings_route(dim=8))
-        server.route("POST", "/v1/chat/completions", my_scripted_chat)
+        server.route("POST", "/v1/chat/completions", chat_completions_route(["Hi."]))
         client = SomeClient(base_url=server.base_url)  # http://127.0.0.1:PORT/v1
 """
 
@@ -55,9 +56,17 @@ class Reply:
         return cls(status, json.dumps(obj).encode(), delay=delay)
 
     @classmethod
-    def error(cls, status: int, message: str, kind: str = "server_error") -> Reply:
-        """An error in OpenAI's shape: ``{"error": {"message", "type", "code"}}``."""
-        return cls.json({"error": {"message": message, "type": kind, "code": status}}, status)
+    def error(
+        cls,
+        status: int,
+        message: str,
+        kind: str = "server_error",
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        """An error in OpenAI's shape: ``{"error": {"message", "type", "code"}}``, with
+        ``headers`` (``{"Retry-After": "1"}``)."""
+        body = {"error": {"message": message, "type": kind, "code": status}}
+        return cls(status, json.dumps(body).encode(), headers=dict(headers or {}))
 
     @classmethod
     def raw(
