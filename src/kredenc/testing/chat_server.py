@@ -32,8 +32,9 @@ PATH = "/v1/chat/completions"
 
 #: One scripted reply: text, a JSON object (sent as its JSON text), or a whole Reply.
 ScriptItem = str | dict[str, Any] | list[Any] | Reply
-#: A script: one reply for every request, replies in turn, or a function of the body.
-Script = str | Sequence[ScriptItem] | Callable[[dict[str, Any]], ScriptItem]
+#: A script: one reply for every request (text or an object), replies in turn (a
+#: list), or a function of the request body.
+Script = str | dict[str, Any] | Sequence[ScriptItem] | Callable[[dict[str, Any]], ScriptItem]
 
 
 def completion(
@@ -118,7 +119,7 @@ def chat_completions_route(
 ) -> Route:
     """``POST /v1/chat/completions`` answered from ``script``.
 
-    ``script``: a string (the reply to every request), a sequence (one item per
+    ``script``: a string or an object (the reply to every request), a list (one item per
     request, in turn; past its end a 500 "script exhausted"), or a function of the
     request body. An item is text, a JSON object or array (sent as its JSON text), or
     a :class:`Reply` sent as it is. ``usage``: send token counts (estimated from the
@@ -127,13 +128,13 @@ def chat_completions_route(
     ``json_schema`` with 400, as a server without structured output does. ``model``:
     the model the replies name (default: the request's).
     """
-    queue = [script] if isinstance(script, str) else None
-    items = list(script) if not isinstance(script, str) and isinstance(script, Sequence) else None
+    always: ScriptItem | None = script if isinstance(script, str | dict) else None
+    items = list(script) if always is None and isinstance(script, Sequence) else None
     lock = threading.Lock()
 
     def next_item(body: dict[str, Any]) -> ScriptItem | None:
-        if queue is not None:
-            return queue[0]
+        if always is not None:
+            return always
         if items is not None:
             with lock:
                 return items.pop(0) if items else None
