@@ -208,3 +208,30 @@ def test_retry_after_values() -> None:
     later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     seconds = retry_after(later)
     assert seconds is not None and 25 <= seconds <= 31
+
+
+def test_stream_lines_yields_the_data_of_each_event_after_retrying_a_refusal(
+    server: LoopbackServer,
+) -> None:
+    events = b'data: one\n\n: a comment\n\ndata: {"two": 2}\n\nevent: x\ndata: [DONE]\n\n'
+    handle, _arrivals = scripted(Reply.error(503, "warming up"))
+    stream = Reply.raw(events, content_type="text/event-stream")
+    server.route(
+        "POST", "/v1/stream", lambda req: handle(req) if len(server.requests) == 1 else stream
+    )
+    with client(server) as http:
+        assert list(http.stream_lines("/stream", {"stream": True})) == [
+            "one",
+            '{"two": 2}',
+            "[DONE]",
+        ]
+    assert len(server.requests) == 2
+
+
+def test_stream_lines_maps_an_error_status_with_the_servers_message(
+    server: LoopbackServer,
+) -> None:
+    server.route("POST", "/v1/stream", lambda _req: Reply.error(401, "bad key sk-secret"))
+    with client(server, api_key="sk-secret") as http, pytest.raises(ProviderError) as info:
+        http.stream_lines("/stream", {})
+    assert "HTTP 401: bad key ***" in info.value.message and "sk-secret" not in str(info.value)

@@ -24,6 +24,7 @@ from kredenc.providers.llm.base import LLM, Completion, JsonSchema, Message, Str
 from kredenc.providers.llm.structured import (
     CHARS_PER_TOKEN,
     check_messages,
+    check_options,
     complete_structured,
     estimate_prompt_tokens,
     estimate_tokens,
@@ -92,6 +93,7 @@ class ScriptedLLM(LLM):
         max_tokens: int | None = None,
     ) -> Completion:
         checked = check_messages(messages)
+        check_options(temperature, max_tokens)
         if schema is None:
             return self._reply(checked, None, temperature, max_tokens, stream=False)
         return complete_structured(
@@ -109,6 +111,7 @@ class ScriptedLLM(LLM):
         temperature: float = 0.0,
         max_tokens: int | None = None,
     ) -> Stream:
+        check_options(temperature, max_tokens)
         done = self._reply(check_messages(messages), None, temperature, max_tokens, stream=True)
         return Stream(iter(words(done.text)), lambda _text: done)
 

@@ -295,6 +295,10 @@ def test_bad_messages_are_invalid_input_before_any_request(server: LoopbackServe
                 model.complete(bad)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput, match="'oneOf'"):
             model.complete(ASK, schema={"oneOf": []})
+        with pytest.raises(InvalidInput, match="temperature must be between 0 and 2"):
+            model.complete(ASK, temperature=-1)
+        with pytest.raises(InvalidInput, match="max_tokens must be a positive integer"):
+            model.stream(ASK, max_tokens=0)
     assert server.requests == []
 
 

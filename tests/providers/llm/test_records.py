@@ -131,7 +131,7 @@ def test_the_key_never_shows_in_settings_or_the_model(
     assert isinstance(chosen.llm_api_key, SecretStr)
 
 
-def test_record_prices_give_the_cost(tmp_path: Path) -> None:
+def test_record_prices_are_per_million_input_and_output() -> None:
     record = RECORDS["openai"]
     assert record.prices["gpt-4o-mini"] == (0.15, 0.60)
     assert all(

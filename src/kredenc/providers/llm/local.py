@@ -31,6 +31,7 @@ from kredenc.errors import InvalidInput, MissingExtra, ProviderError
 from kredenc.providers.llm.base import LLM, Completion, JsonSchema, Message, Stream, Usage
 from kredenc.providers.llm.structured import (
     check_messages,
+    check_options,
     complete_structured,
     estimate_prompt_tokens,
     estimate_tokens,
@@ -163,6 +164,7 @@ class Gpt4AllLLM(LLM):
         max_tokens: int | None = None,
     ) -> Completion:
         checked = check_messages(messages)
+        check_options(temperature, max_tokens)
         if schema is None:
             return self._generate(checked, temperature, max_tokens)
         return complete_structured(
@@ -183,6 +185,7 @@ class Gpt4AllLLM(LLM):
         max_tokens: int | None = None,
     ) -> Stream:
         checked = check_messages(messages)
+        check_options(temperature, max_tokens)
         state = {"finish": "stop"}
         pieces = self._run(checked, temperature, max_tokens, state)
         return Stream(pieces, lambda text: self._completion(checked, text, state["finish"]))

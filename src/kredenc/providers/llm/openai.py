@@ -23,6 +23,7 @@ from kredenc.providers.llm.schema import strict_compatible
 from kredenc.providers.llm.structured import (
     Prices,
     check_messages,
+    check_options,
     complete_structured,
     estimate_prompt_tokens,
     estimate_tokens,
@@ -117,6 +118,7 @@ class OpenAICompatLLM(LLM):
         max_tokens: int | None = None,
     ) -> Completion:
         checked = check_messages(messages)
+        check_options(temperature, max_tokens)
         if schema is None:
             return self._call(checked, temperature, max_tokens, None)
         if self.json_schema:
@@ -147,6 +149,7 @@ class OpenAICompatLLM(LLM):
         max_tokens: int | None = None,
     ) -> Stream:
         checked = check_messages(messages)
+        check_options(temperature, max_tokens)
         body = self._body(checked, temperature, max_tokens)
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

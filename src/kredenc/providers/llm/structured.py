@@ -83,6 +83,14 @@ def check_messages(messages: object) -> list[dict[str, str]]:
     return checked
 
 
+def check_options(temperature: float, max_tokens: int | None) -> None:
+    """Refuse a temperature outside [0, 2] or a ``max_tokens`` below 1 (InvalidInput)."""
+    if not isinstance(temperature, int | float) or not 0.0 <= temperature <= 2.0:
+        raise InvalidInput(f"temperature must be between 0 and 2, got {temperature!r}")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise InvalidInput(f"max_tokens must be a positive integer, got {max_tokens!r}")
+
+
 def schema_instruction(schema: JsonSchema) -> str:
     """The system prompt line that asks for JSON where the server cannot enforce it."""
     return (
@@ -146,6 +154,7 @@ __all__ = [
     "ROLES",
     "Prices",
     "check_messages",
+    "check_options",
     "complete_structured",
     "cost_usd",
     "estimate_prompt_tokens",
