@@ -236,18 +236,19 @@ class Gpt4AllLLM(LLM):
         max_tokens: int | None,
         state: dict[str, str],
     ) -> Iterator[str]:
-        """The reply's pieces as the model makes them (under the lock, until done)."""
+        """The reply's pieces as the model makes them. The lock is held until the
+        runtime's thread is done: when the reader stops early (or a stop marker
+        comes as text), the next token ends the generation, and the rest is drained."""
         limit = max_tokens if max_tokens is not None else (self.max_tokens or 512)
         prompt = chat_prompt(messages)
         with self._lock:
             runtime = self._load()
-            made: list[str] = []
+            stop = threading.Event()
             count = {"tokens": 0}
 
-            def keep_going(_token: int, piece: str) -> bool:
+            def keep_going(_token: int, _piece: str) -> bool:
                 count["tokens"] += 1
-                made.append(piece)
-                return not any(stop in "".join(made[-4:]) for stop in _STOPS)
+                return not stop.is_set()
 
             pieces = runtime.model.prompt_model_streaming(
                 prompt,
@@ -262,7 +263,12 @@ class Gpt4AllLLM(LLM):
                 reset_context=True,
                 special=True,
             )
-            yield from _until_stop(pieces)
+            try:
+                yield from _until_stop(pieces)
+            finally:
+                stop.set()
+                for _rest in pieces:  # the runtime's thread ends at its next token
+                    pass
             if count["tokens"] >= limit:
                 state["finish"] = "length"
 

@@ -35,10 +35,7 @@ from kredenc.providers.openai_compat import FORMAT_HINT, OpenAICompatClient, sni
 
 PATH = "/chat/completions"
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
-SCHEMA_HINT = (
-    "use a model that supports structured output, or a simpler schema; "
-    "the reply is in the log at INFO"
-)
+SCHEMA_HINT = "use a model that supports structured output (json_schema), or a simpler schema"
 
 
 class OpenAICompatLLM(LLM):
