@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -140,7 +140,7 @@ class OpenAICompatClient:
         """
         return self._send(path, json=json, data=data, files=files, safe_to_repeat=safe_to_repeat)
 
-    def stream_lines(self, path: str, body: Any) -> Iterator[str]:
+    def stream_lines(self, path: str, body: Any) -> Generator[str]:
         """``POST`` ``body`` as JSON and read the reply as server-sent events: the text of
         each ``data:`` line, as it comes, until the server closes the stream.
 
@@ -151,7 +151,7 @@ class OpenAICompatClient:
         response = self._send(path, json=body, stream=True)
         return self._events(path, response)
 
-    def _events(self, path: str, response: httpx.Response) -> Iterator[str]:
+    def _events(self, path: str, response: httpx.Response) -> Generator[str]:
         try:
             for line in response.iter_lines():
                 if line.startswith("data:"):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import closing
 from types import TracebackType
 from typing import Any
 
@@ -154,9 +155,13 @@ class OpenAICompatLLM(LLM):
         state: dict[str, Any] = {"usage": None, "finish": "stop", "model": self.model}
 
         def deltas() -> Iterator[str]:
+            with closing(events):  # the response closes at [DONE], not when collected
+                yield from read(events)
+
+        def read(events: Generator[str]) -> Iterator[str]:
             for event in events:
                 if event == "[DONE]":
-                    break
+                    return
                 chunk = self._event(event)
                 if isinstance(chunk.get("usage"), dict):
                     state["usage"] = chunk["usage"]
