@@ -67,7 +67,9 @@ def main() -> None:
         shutil.rmtree(args.cache)
     start = now()
     path = bundled_model(args.cache)
-    rows.append({"step": "join parts (or find the cached file)", "seconds": now() - start})
+    rows.append(
+        {"step": "join parts (or find the cached file)", "seconds": now() - start, "per_s": None}
+    )
 
     llm = Gpt4AllLLM(path, threads=args.threads, max_tokens=128)
     start = now()
@@ -95,7 +97,7 @@ def main() -> None:
         {
             "step": f"plain reply, {pieces} pieces written",
             "seconds": total - (first or 0.0),
-            "pieces_per_s": pieces / max(total - (first or 0.0), 1e-9),
+            "per_s": pieces / max(total - (first or 0.0), 1e-9),
         }
     )
 
