@@ -68,8 +68,18 @@ def test_holiday_elaboration_is_not_a_contradiction(kb: Kredenc, clock: Clock) -
 def test_threshold_limits_candidates(kb: Kredenc, clock: Clock) -> None:
     file(kb, clock, TEA)
     file(kb, clock, NO_TEA)  # cosine about 0.85 with the hash embedder
-    assert run_contradictions(kb.store, kb.namespace, min_similarity=0.9).changed == 0
+    # Both thresholds: the rules' (min_similarity) and the conflict check's.
+    limits = {"min_similarity": 0.9, "conflict_similarity": 0.9}
+    assert run_contradictions(kb.store, kb.namespace, **limits).changed == 0
     assert run_contradictions(kb.store, kb.namespace, min_similarity=0.8).changed == 1
+
+
+def test_the_conflict_check_looks_below_the_rules_threshold(kb: Kredenc, clock: Clock) -> None:
+    file(kb, clock, TEA)
+    file(kb, clock, NO_TEA)
+    report = run_contradictions(kb.store, kb.namespace, min_similarity=0.9)
+    assert report.changed == 1
+    assert report.details[0]["kind"] == "polarity"
 
 
 def test_validated_or_read_only_older_keeps_its_status(kb: Kredenc, clock: Clock) -> None:

@@ -79,9 +79,9 @@ def _passages(context: str) -> tuple[str, ...]:
 
 def _detect(row: dict[str, Any], where: str) -> str:
     keys = set(row)
-    if _RAGTRUTH <= keys:
+    if keys >= _RAGTRUTH:
         return "ragtruth"
-    if _HALUEVAL <= keys:
+    if keys >= _HALUEVAL:
         return "halueval"
     raise InvalidInput(
         f"{where}: not a judge record (fields: {', '.join(sorted(keys)) or 'none'})",
@@ -272,7 +272,11 @@ def score_judge(
             rounds,
         )
     out["auroc"] = _with_ci(
-        auroc(labels, risk), lambda idx: auroc(pick(labels, idx), pick(risk, idx)), n, groups, rounds
+        auroc(labels, risk),
+        lambda idx: auroc(pick(labels, idx), pick(risk, idx)),
+        n,
+        groups,
+        rounds,
     )
     base: dict[str, Any] = {}
     for name, values in floors(items).items():

@@ -56,7 +56,7 @@ class JudgeParams:
     """The judge's settings: the support weights and the aggregation thresholds."""
 
     support: SupportParams = field(default_factory=SupportParams)
-    question_coverage: float = 0.5
+    question_coverage: float = 0.2
     question_cosine: float = 0.45
     insufficient_cap: int = 35
 
@@ -132,10 +132,8 @@ class SupportJudge:
         if not found.answer.strip():
             return Evaluation(sufficient, 0, False, "", "empty answer", sentences)
         unsupported = [s for s in material if not s.supported]
-        if material:
-            confidence = round(100 * min(s.support for s in material))
-        else:
-            confidence = 50  # nothing to check: the judge says little either way
+        # Nothing to check (no material sentence): the judge says little either way.
+        confidence = round(100 * min(s.support for s in material)) if material else 50
         if not sufficient:
             confidence = min(confidence, p.insufficient_cap)
         reason = "; ".join(_why(s) for s in unsupported[:3])

@@ -63,6 +63,12 @@ F32 = npt.NDArray[np.float32]
 EmbedFn = Callable[[Sequence[str]], F32]
 
 WINDOW = 2
+#: A sentence of at most this many words is a fragment ("Mumbai, India."): its first
+#: capitalised word is a name.
+FRAGMENT_WORDS = 4
+#: A number or name the context lacks is a substitution (the sentence is unsupported)
+#: when the unit holding at least this share of the rest of its words has another one.
+SWAP_LOCAL = 0.5
 #: Below this support, :func:`soft_floor` squeezes instead of clipping.
 FLOOR = 0.2
 
@@ -74,7 +80,10 @@ META_WORDS = frozenset(
     mention mentioned mentions might note noted overall passage passages please
     provide provided provides question questions regarding say says see specific
     specifically state stated states sure text therefore thus understand unfortunately
-    us well would yes""".split()  # noqa: SIM905
+    us well would yes
+    unable impossible determine determined clarify clarification anything else here
+    here's i'd i'll i'm i've let's that's there's brief briefly summary summarize infer
+    inferred conclude necessary assist assistance luck welcome thank thanks hello hi""".split()  # noqa: SIM905
 )
 _EXTRA_STOP = frozenset(
     """about above after again against all any because before below between both
@@ -87,7 +96,7 @@ _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•])\s+")
 _NAME = re.compile(r"(?<![\w'])[A-Z][\w'’.-]*")
 _POLARITY_FLIP = frozenset(
     """avoid avoids avoided quit quits stopped stop stops gave refuse refuses refused
-    without lack lacks lacked none""".split()  # noqa: SIM905
+    without lack lacks lacked none dislike dislikes disliked hate hates hated""".split()  # noqa: SIM905
 )
 
 
@@ -95,17 +104,17 @@ _POLARITY_FLIP = frozenset(
 class SupportParams:
     """The support check's weights (their provenance: :mod:`kredenc.grounding.judge`)."""
 
-    w_words: float = 0.7
+    w_words: float = 0.0
     w_local: float = 0.0
-    w_bigrams: float = 0.0
-    mass_penalty: float = 0.0
-    cos_low: float = 0.3
+    w_bigrams: float = 1.0
+    mass_penalty: float = 0.03
+    cos_low: float = 0.2
     cos_high: float = 0.8
     number_penalty: float = 0.5
     name_penalty: float = 0.3
-    relation_penalty: float = 0.15
-    polarity_penalty: float = 0.4
-    threshold: float = 0.5
+    relation_penalty: float = 0.1
+    polarity_penalty: float = 0.0
+    threshold: float = 0.11
 
 
 def _number(tok: str) -> str:
@@ -123,14 +132,19 @@ def content_keys(text: str) -> list[str]:
 def _names(sentence: str) -> list[str]:
     """Capitalised words that are not the sentence's first word nor common words."""
     out: list[str] = []
-    for i, m in enumerate(_NAME.finditer(sentence)):
+    matches = list(_NAME.finditer(sentence))
+    fragment = len(tokens(sentence)) <= FRAGMENT_WORDS
+    for i, m in enumerate(matches):
         word = m.group().rstrip(".'’-").lower()
         if word.endswith(("'s", "’s")):
             word = word[:-2]
         if not word or word in _NOT_CONTENT or not word.isalpha():
             continue
         first = i == 0 and not sentence[: m.start()].strip(" \"'“‘([-*•0123456789.)")
-        if first:
+        # A sentence's first word is capitalised anyway: a name only when a capitalised
+        # word follows it ("Lars Ulrich and ...") or the sentence is a fragment ("Mumbai").
+        follows = len(matches) > 1 and matches[1].start() - m.end() <= 1
+        if first and not (fragment or follows):
             continue
         out.append(key(word))
     return out
@@ -172,17 +186,22 @@ class Contexts:
     def __init__(self, contexts: Sequence[str], embed: EmbedFn | None = None) -> None:
         self.contexts = list(contexts)
         units: list[tuple[int, str]] = []
+        windows: list[tuple[int, str]] = []
         for ci, text in enumerate(self.contexts):
             sents = [s.text for s in split(text)]
             units.extend((ci, s) for s in sents)
             for i in range(len(sents) - WINDOW + 1):
-                units.append((ci, " ".join(sents[i : i + WINDOW])))
+                windows.append((ci, " ".join(sents[i : i + WINDOW])))
+        #: Units [0, sentences) are single sentences (the relation checks use those).
+        self.sentences = len(units)
+        units += windows
         self.units = units
         self.unit_keys = [frozenset(content_keys(t)) for _, t in units]
         self.unit_numbers = [
             frozenset(_number(t) for t in tokens(u) if t[:1].isdigit()) for _, u in units
         ]
         self.unit_negations = [_negated(tokens(u)) for _, u in units]
+        self.unit_names = [frozenset(_names(u)) for _, u in units]
         df: dict[str, int] = {}
         for ks in self.unit_keys:
             for k in ks:
@@ -233,6 +252,8 @@ class Evidence:
     loose_numbers: int = 0
     missing_names: int = 0
     loose_names: int = 0
+    swapped: int = 0
+    novel: bool = False  # content words, none of them in the contexts nor the question
     polarity: int = 0
     context: int | None = None
     evidence: str = ""
@@ -277,7 +298,9 @@ def gather(
             notes.append(f"number {number} not in the context")
         elif sentence_keys and not any(
             number in nums and (uk & sentence_keys)
-            for nums, uk in zip(ctx.unit_numbers, ctx.unit_keys, strict=True)
+            for nums, uk in zip(
+                ctx.unit_numbers[: ctx.sentences], ctx.unit_keys[: ctx.sentences], strict=True
+            )
         ):
             counts["loose_numbers"] += 1
             notes.append(f"number {number} is in the context but not with the same words")
@@ -289,13 +312,38 @@ def gather(
             notes.append(f"name {name!r} not in the context")
         else:
             others = sentence_keys - {name}
-            if others and not any(name in uk and (uk & others) for uk in ctx.unit_keys):
+            if others and not any(
+                name in uk and (uk & others) for uk in ctx.unit_keys[: ctx.sentences]
+            ):
                 counts["loose_names"] += 1
                 notes.append(f"name {name!r} is in the context but not with the same words")
+    # A substitution: a number or name the context lacks where the unit that holds the
+    # rest of the sentence (its words but the missing names) has another one ("28.4
+    # BLEU" in the context, "31.2" here).
+    facts_missing = {n for n in facts.names if n not in ctx.all_keys}
+    rest = [k for k in keys if k not in facts_missing]
+    rest_total = sum(weights[k] for k in rest)
+    rest_local = [
+        sum(weights[k] for k in rest if k in uk) / rest_total if rest_total else 0.0
+        for uk in ctx.unit_keys
+    ]
+    frame = int(np.argmax(rest_local)) if rest_local else 0
+    swapped = 0
+    if rest_local and rest_local[frame] >= SWAP_LOCAL:
+        others_n = ctx.unit_numbers[frame] - set(facts.numbers)
+        others_m = ctx.unit_names[frame] - set(facts.names) - known
+        for number in facts.numbers:
+            if number not in ctx.all_numbers and others_n:
+                swapped += 1
+                notes.append(f"number {number} where the context says {min(others_n)}")
+        for name in facts.names:
+            if name not in ctx.all_keys and name not in known and others_m:
+                swapped += 1
+                notes.append(f"name {name!r} where the context names {min(others_m)!r}")
     pairs = _bigrams(text)
-    bigrams = (
-        sum(1 for b in pairs if b in ctx.bigrams or b in known_pairs) / len(pairs) if pairs else 1.0
-    )
+    # A one-word sentence has no pair: its word coverage stands in.
+    found_pairs = sum(1 for b in pairs if b in ctx.bigrams or b in known_pairs)
+    bigrams = found_pairs / len(pairs) if pairs else words
     polarity = int(local[best] >= 0.6 and (facts.negations % 2) != (ctx.unit_negations[best] % 2))
     if polarity:
         notes.append("negation differs from the context")
@@ -317,6 +365,8 @@ def gather(
         missing_mass=missing_mass,
         cosine=cosine,
         polarity=polarity,
+        swapped=swapped,
+        novel=bool(total) and found == 0,
         context=ci,
         evidence=unit,
         notes=tuple(notes),
@@ -355,7 +405,9 @@ def score(ev: Evidence, params: SupportParams) -> SentenceSupport:
         - params.mass_penalty * ev.missing_mass
     )
     support = soft_floor(support)
-    supported = support >= params.threshold
+    # A substituted fact, or nothing of it in the context: unsupported whatever the
+    # support (which keeps ranking answers: the confidence is left as it is).
+    supported = support >= params.threshold and not (ev.swapped or ev.novel)
     reason = "" if supported else ("; ".join(ev.notes) or "too little of it is in the context")
     return SentenceSupport(
         ev.text, ev.start, end, round(support, 4), supported, ev.context, ev.evidence, reason
