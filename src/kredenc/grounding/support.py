@@ -67,7 +67,8 @@ WINDOW = 2
 #: capitalised word is a name.
 FRAGMENT_WORDS = 4
 #: A number or name the context lacks is a substitution (the sentence is unsupported)
-#: when the unit holding at least this share of the rest of its words has another one.
+#: when the unit holding at least this share of the sentence's other words that the
+#: contexts have (two at least) has another number or name.
 SWAP_LOCAL = 0.5
 #: Below this support, :func:`soft_floor` squeezes instead of clipping.
 FLOOR = 0.2
@@ -124,12 +125,25 @@ def _number(tok: str) -> str:
     return out
 
 
+def _numbers(toks: Sequence[str]) -> list[str]:
+    """The numbers among ``toks``, a range or date also as its parts ("1844-1846")."""
+    out: list[str] = []
+    for t in toks:
+        if not t[:1].isdigit():
+            continue
+        out.append(_number(t))
+        parts = re.split(r"[-/:]", t)
+        if len(parts) > 1:
+            out.extend(_number(p) for p in parts if p)
+    return out
+
+
 def content_keys(text: str) -> list[str]:
     """The matching keys of ``text``'s content words, in order (numbers included)."""
     return [key(t) for t in tokens(text) if t not in _NOT_CONTENT and (len(t) > 1 or t.isdigit())]
 
 
-def _names(sentence: str) -> list[str]:
+def _names(sentence: str, *, first: bool = False) -> list[str]:
     """Capitalised words that are not the sentence's first word nor common words."""
     out: list[str] = []
     matches = list(_NAME.finditer(sentence))
@@ -140,11 +154,11 @@ def _names(sentence: str) -> list[str]:
             word = word[:-2]
         if not word or word in _NOT_CONTENT or not word.isalpha():
             continue
-        first = i == 0 and not sentence[: m.start()].strip(" \"'“‘([-*•0123456789.)")
+        at_start = i == 0 and not sentence[: m.start()].strip(" \"'“‘([-*•0123456789.)")
         # A sentence's first word is capitalised anyway: a name only when a capitalised
         # word follows it ("Lars Ulrich and ...") or the sentence is a fragment ("Mumbai").
         follows = len(matches) > 1 and matches[1].start() - m.end() <= 1
-        if first and not (fragment or follows):
+        if at_start and not (first or fragment or follows):
             continue
         out.append(key(word))
     return out
@@ -174,7 +188,7 @@ class SentenceFacts:
         text = _LIST_MARKER.sub("", text, count=1)
         toks = tokens(text)
         keys = tuple(dict.fromkeys(content_keys(text)))
-        numbers = tuple(dict.fromkeys(_number(t) for t in toks if t[:1].isdigit()))
+        numbers = tuple(dict.fromkeys(_numbers(toks)))
         names = tuple(dict.fromkeys(_names(text)))
         return cls(keys, numbers, names, _negated(toks))
 
@@ -197,11 +211,9 @@ class Contexts:
         units += windows
         self.units = units
         self.unit_keys = [frozenset(content_keys(t)) for _, t in units]
-        self.unit_numbers = [
-            frozenset(_number(t) for t in tokens(u) if t[:1].isdigit()) for _, u in units
-        ]
+        self.unit_numbers = [frozenset(_numbers(tokens(u))) for _, u in units]
         self.unit_negations = [_negated(tokens(u)) for _, u in units]
-        self.unit_names = [frozenset(_names(u)) for _, u in units]
+        self.unit_names = [frozenset(_names(u, first=True)) for _, u in units]
         df: dict[str, int] = {}
         for ks in self.unit_keys:
             for k in ks:
@@ -318,20 +330,27 @@ def gather(
                 counts["loose_names"] += 1
                 notes.append(f"name {name!r} is in the context but not with the same words")
     # A substitution: a number or name the context lacks where the unit that holds the
-    # rest of the sentence (its words but the missing names) has another one ("28.4
-    # BLEU" in the context, "31.2" here).
-    facts_missing = {n for n in facts.names if n not in ctx.all_keys}
-    rest = [k for k in keys if k not in facts_missing]
-    rest_total = sum(weights[k] for k in rest)
+    # rest of the sentence has another one ("28.4 BLEU" in the context, "31.2" here).
+    # The frame: the unit holding most of the sentence's words that the contexts have
+    # (at least two of them), whatever is missing; a fragment ("The RMSProp optimizer.")
+    # is read with its question's words (one is enough).
+    rest = [k for k in keys if k in ctx.all_keys]
+    fragment = len(tokens(text)) <= FRAGMENT_WORDS
+    frame_weights = {k: weights[k] for k in rest}
+    if fragment:  # the question's words count half: the answer's own words lead
+        asked = sorted(k for k in known if k in ctx.all_keys and k not in frame_weights)
+        frame_weights.update({k: 0.5 * ctx.idf(k) for k in asked})
+        rest += asked
+    rest_total = sum(frame_weights.values())
     rest_local = [
-        sum(weights[k] for k in rest if k in uk) / rest_total if rest_total else 0.0
+        sum(frame_weights[k] for k in rest if k in uk) / rest_total if rest_total else 0.0
         for uk in ctx.unit_keys
     ]
     frame = int(np.argmax(rest_local)) if rest_local else 0
     swapped = 0
-    if rest_local and rest_local[frame] >= SWAP_LOCAL:
+    if len(rest) >= (1 if fragment else 2) and rest_local[frame] >= SWAP_LOCAL:
         others_n = ctx.unit_numbers[frame] - set(facts.numbers)
-        others_m = ctx.unit_names[frame] - set(facts.names) - known
+        others_m = ctx.unit_names[frame] - set(facts.keys) - known
         for number in facts.numbers:
             if number not in ctx.all_numbers and others_n:
                 swapped += 1
