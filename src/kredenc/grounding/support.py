@@ -106,8 +106,8 @@ class SupportParams:
     """The support check's weights (their provenance: :mod:`kredenc.grounding.judge`)."""
 
     w_words: float = 0.0
-    w_local: float = 0.0
-    w_bigrams: float = 1.0
+    w_local: float = 0.25
+    w_bigrams: float = 0.75
     mass_penalty: float = 0.03
     cos_low: float = 0.2
     cos_high: float = 0.8
@@ -115,7 +115,7 @@ class SupportParams:
     name_penalty: float = 0.3
     relation_penalty: float = 0.1
     polarity_penalty: float = 0.0
-    threshold: float = 0.11
+    threshold: float = 0.12
 
 
 def _number(tok: str) -> str:
