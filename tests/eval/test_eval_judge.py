@@ -59,7 +59,10 @@ def test_ragtruth_records_become_one_item_each(ragtruth: Path) -> None:
     fmt, items = load_judge_file(ragtruth)
     assert fmt == "ragtruth"
     assert [it.i for it in items] == [0, 1, 2, 3]
-    assert items[0].contexts == ("Paris is the capital of France.", "Berlin is the capital of Germany.")
+    assert items[0].contexts == (
+        "Paris is the capital of France.",
+        "Berlin is the capital of Germany.",
+    )
     assert items[1].hallucinated and items[1].spans == ((32, 68),)
     assert [it.group for it in items] == ["1", "1", "2", "2"]
 

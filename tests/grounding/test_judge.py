@@ -103,9 +103,7 @@ def test_outside_knowledge_counts_as_unsupported(judge: SupportJudge) -> None:
 
 
 def test_an_unanswerable_question_has_insufficient_context(judge: SupportJudge) -> None:
-    ev = ask(
-        judge, "Who won the FIFA World Cup 2026?", "The context does not say who won it."
-    )
+    ev = ask(judge, "Who won the FIFA World Cup 2026?", "The context does not say who won it.")
     assert not ev.context_sufficient
     assert ev.confidence_score < 40
     assert ev.band == "low"

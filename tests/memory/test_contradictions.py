@@ -170,9 +170,7 @@ def minilm() -> Any:
     return MiniLMEmbedder(intra_op_num_threads=1)
 
 
-def test_polarity_conflicts_are_found_below_the_rules_threshold(
-    tmp_path: Any, minilm: Any
-) -> None:
+def test_polarity_conflicts_are_found_below_the_rules_threshold(tmp_path: Any, minilm: Any) -> None:
     with Kredenc.open(tmp_path / "s", embedder=minilm, durability="none") as kb:
         clock = Clock(T0)
         kb.store.clock = clock

@@ -389,7 +389,10 @@ def gather(
         context=ci,
         evidence=unit,
         notes=tuple(notes),
-        **counts,
+        missing_numbers=counts["missing_numbers"],
+        loose_numbers=counts["loose_numbers"],
+        missing_names=counts["missing_names"],
+        loose_names=counts["loose_names"],
     )
 
 
