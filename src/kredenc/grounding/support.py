@@ -14,12 +14,19 @@ windows of :data:`WINDOW` adjacent sentences (the *units*):
 * **facts**: every number, date and name (a capitalised word) of the sentence must
   occur in the contexts, and *with the same relation*: in a unit that also holds
   another of the sentence's content words ("1987" next to the same event, not in an
-  unrelated passage). A negation (or an antonym swap) between the sentence and its
-  best unit, on the same words, is a polarity mismatch.
+  unrelated passage). A negation between the sentence and its best unit, on the same
+  words, is a polarity mismatch.
 
-``support = w_words * words + (1 - w_words) * meaning - penalties``, clipped to
-[0, 1]; the sentence is supported when ``support >= threshold`` and nothing material
-is missing. A statement prefixed with ``[OUTSIDE KNOWLEDGE]`` is never supported.
+Also read: the share of the sentence's adjacent word pairs found in a context or the
+question (*bigrams*, stopwords kept: "born in" is a relation), the largest share of its
+words in one unit (*local*), and the summed IDF of its words found nowhere (*missing
+mass*). ``support = w_words * words + w_local * local + w_bigrams * bigrams +
+(1 - the three) * meaning - penalties``, squeezed below :data:`FLOOR` instead of
+clipped (:func:`soft_floor`); the sentence is supported when ``support >= threshold``,
+unless a rule says otherwise: a **substitution** (a number or name the contexts lack,
+where the unit holding the rest of the sentence has another one: "31.2 BLEU" against
+"28.4 BLEU"), or an **all-novel** sentence (content words, none of them in the contexts
+or the question). A statement prefixed with ``[OUTSIDE KNOWLEDGE]`` is never supported.
 
 Pure: the result is a function of the texts and :class:`SupportParams` alone (and the
 embedding model's vectors), so callers may cache it. The defaults and their
