@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 from kredenc.engine import Kredenc
 from kredenc.eval.judge import JudgeItem, load_judge_file, score_judge
@@ -117,6 +116,14 @@ class Table:
         conf = np.round(100 * weakest)
         conf[self.empty] = 50  # no checkable statement: the judge says little
         return np.where(sufficient, conf, np.minimum(conf, CAP))
+
+
+def rankdata(scores: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing their mean rank."""
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    mean_rank = ends - (counts - 1) / 2.0
+    return mean_rank[inverse]
 
 
 def fast_auroc(labels: np.ndarray, scores: np.ndarray) -> float:
