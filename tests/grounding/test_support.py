@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from kredenc.grounding.base import OUTSIDE_KNOWLEDGE
+from kredenc.grounding.conflicts import conflicts
 from kredenc.grounding.support import (
     Contexts,
     SentenceFacts,
-    conflicts,
     gather_sentences,
     supports,
 )

@@ -51,6 +51,7 @@ from kredenc.grounding.words import NEGATIONS, STOPWORDS, key, tokens
 __all__ = [
     "FLOOR",
     "META_WORDS",
+    "NOT_CONTENT",
     "WINDOW",
     "Contexts",
     "EmbedFn",
@@ -58,7 +59,6 @@ __all__ = [
     "SentenceFacts",
     "SupportParams",
     "check_sentences",
-    "conflicts",
     "content_keys",
     "gather",
     "gather_sentences",
@@ -99,13 +99,9 @@ _EXTRA_STOP = frozenset(
     some such through too under until up what when where which while who whom why
     one ones something someone many much lot lots way ways etc""".split()  # noqa: SIM905
 )
-_NOT_CONTENT = STOPWORDS | _EXTRA_STOP | META_WORDS | NEGATIONS
+NOT_CONTENT = STOPWORDS | _EXTRA_STOP | META_WORDS | NEGATIONS
 _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•])\s+")
 _NAME = re.compile(r"(?<![\w'])[A-Z][\w'’.-]*")
-_POLARITY_FLIP = frozenset(
-    """avoid avoids avoided quit quits stopped stop stops gave refuse refuses refused
-    without lack lacks lacked none dislike dislikes disliked hate hates hated""".split()  # noqa: SIM905
-)
 
 
 @dataclass(frozen=True)
@@ -147,7 +143,7 @@ def _numbers(toks: Sequence[str]) -> list[str]:
 
 def content_keys(text: str) -> list[str]:
     """The matching keys of ``text``'s content words, in order (numbers included)."""
-    return [key(t) for t in tokens(text) if t not in _NOT_CONTENT and (len(t) > 1 or t.isdigit())]
+    return [key(t) for t in tokens(text) if t not in NOT_CONTENT and (len(t) > 1 or t.isdigit())]
 
 
 def _names(sentence: str, *, first: bool = False) -> list[str]:
@@ -159,7 +155,7 @@ def _names(sentence: str, *, first: bool = False) -> list[str]:
         word = m.group().rstrip(".'’-").lower()
         if word.endswith(("'s", "’s")):
             word = word[:-2]
-        if not word or word in _NOT_CONTENT or not word.isalpha():
+        if not word or word in NOT_CONTENT or not word.isalpha():
             continue
         at_start = i == 0 and not sentence[: m.start()].strip(" \"'“‘([-*•0123456789.)")
         # A sentence's first word is capitalised anyway: a name only when a capitalised
@@ -496,46 +492,3 @@ def supports(
     if not checked:
         return SentenceSupport(claim, 0, len(claim), 0.0, False, None, "", "empty claim")
     return min((s for s, _ in checked), key=lambda s: s.support)
-
-
-# -- pairwise conflict ----------------------------------------------------------
-
-
-def _scoped_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(asserted keys, negated keys): a word within three words after a negation or
-    a refusal verb ("never coffee", "doesn't drink coffee", "avoids coffee") is negated,
-    up to the end of the clause."""
-    asserted: set[str] = set()
-    negated: set[str] = set()
-    scope = 0
-    for tok in re.findall(r"[\w']+|[,;.!?]", text.lower().replace("’", "'")):
-        if tok in ",;.!?" or tok in {"but", "however", "yet", "now"}:
-            scope = 0
-            continue
-        for t in tokens(tok):
-            if t in NEGATIONS or t in _POLARITY_FLIP:
-                scope = 3
-                continue
-            if t in _NOT_CONTENT or (len(t) < 2 and not t.isdigit()):
-                continue
-            (negated if scope else asserted).add(key(t))
-            scope = max(0, scope - 1)
-    return frozenset(asserted), frozenset(negated - asserted)
-
-
-def conflicts(older: str, newer: str) -> str | None:
-    """Why ``newer`` contradicts ``older`` (None when it does not, as far as words tell).
-
-    A conflict is a content word one text negates and the other asserts ("The user
-    drinks green tea, never coffee" / "The user switched to black coffee in June":
-    coffee), with the two about the same subject (they share another content word).
-    """
-    a_pos, a_neg = _scoped_keys(older)
-    b_pos, b_neg = _scoped_keys(newer)
-    flipped = sorted((a_neg & b_pos) | (a_pos & b_neg))
-    if not flipped:
-        return None
-    shared = (a_pos | a_neg) & (b_pos | b_neg)
-    if not shared - set(flipped):
-        return None
-    return f"one says {flipped[0]!r} is not so, the other that it is"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from kredenc.grounding.support import conflicts
+from kredenc.grounding.conflicts import conflicts
 from kredenc.grounding.words import NEGATIONS, STOPWORDS, tokens
 from kredenc.grounding.words import stem as _stem
 
@@ -255,7 +255,7 @@ class RuleDetector:
 
 class GroundedDetector:
     """The rules, then the grounding layer's conflict check
-    (:func:`kredenc.grounding.support.conflicts`): a word one text negates and the other
+    (:func:`kredenc.grounding.conflicts.conflicts`): a word one text negates and the other
     asserts, about the same subject ("The user drinks green tea, never coffee" /
     "The user switched to black coffee in June"), kind ``polarity``. The default of the
     contradictions job."""

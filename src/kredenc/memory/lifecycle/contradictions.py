@@ -7,7 +7,7 @@
    :class:`~kredenc.memory.detectors.ContradictionDetector` (by default
    :class:`~kredenc.memory.detectors.GroundedDetector`: the deterministic rules, then
    the grounding layer's conflict check). A less similar pair goes to the conflict
-   check alone (:func:`kredenc.grounding.support.conflicts`: a word one text negates
+   check alone (:func:`kredenc.grounding.conflicts.conflicts`: a word one text negates
    and the other asserts, about the same subject). Contradicting memories are often
    not similar as MiniLM sees them: "The user drinks green tea, never coffee" and "The
    user switched to black coffee in June" have cosine 0.51, below the rules' 0.8.
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kredenc.errors import InvalidInput
-from kredenc.grounding.support import conflicts
+from kredenc.grounding.conflicts import conflicts
 from kredenc.memory.detectors import Contradiction, ContradictionDetector, GroundedDetector
 from kredenc.memory.lifecycle import (
     JobReport,
