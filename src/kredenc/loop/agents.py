@@ -153,8 +153,10 @@ def parse_agent(path: Path, text: str | None = None) -> Agent:
     if unknown:
         raise bad(str(unknown[0]), f"is not an agent field (fields: {', '.join(FIELDS)})")
     name = meta.get("name")
+    if name is None:
+        raise bad("name", "is missing")
     if not isinstance(name, str):
-        raise bad("name", "is missing or not text")
+        raise bad("name", f"must be text, not {name!r} (YAML reads off, yes, 12 so: quote it)")
     try:
         check_name("agent name", name)
     except InvalidInput as exc:

@@ -89,9 +89,9 @@ def ask(
     ``options`` are :data:`OPTIONS`.
     """
     settings = store.settings
-    question = check_text(question, settings.max_text_chars)
-    if not question.strip():
+    if not isinstance(question, str) or not question.strip():
         raise InvalidInput("the question is empty", "ask something")
+    question = check_text(question, settings.max_text_chars)
     if session_id is not None:
         session_id = sessions.check_session(session_id)
     opts = check_options(options)
