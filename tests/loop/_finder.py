@@ -92,3 +92,14 @@ class Reflect(Tool):
         mind.write("reflect.gaps", [] if sufficient else ["where is the needle"])
         mind.write("reflect.focus", "" if sufficient else "needle")
         return ToolResult()
+
+
+class Count(Tool):
+    """Notes how many messages of history the ask was handed (for the session tests)."""
+
+    name = "count"
+
+    def run(self, mind: Mind, services: Services) -> ToolResult:
+        history = mind.read("ask.history")
+        last = history[-1]["content"] if history else ""
+        return ToolResult(note=f"{len(history)} messages, last: {last}")
