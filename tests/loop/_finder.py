@@ -60,7 +60,8 @@ class Generate(Tool):
         if on_delta is not None:
             on_delta(best.text)
         mind.write("generate.text", best.text + " [1]")
-        mind.write("generate.citations", [Citation(1, best.id, best.text, best.score)])
+        cite = Citation(1, best.id, best.text, best.score, title=best.title, page=best.page)
+        mind.write("generate.citations", [cite])
         return ToolResult(prompt_tokens=7, completion_tokens=3, cost_usd=0.001)
 
 
