@@ -9,6 +9,8 @@ from kredenc.loop.mind import Mind
 from kredenc.loop.tool import Services, Tool, ToolResult
 from kredenc.retrieve.query import search
 
+SEARCHED = ("chunk", "memory")
+
 
 class Decide(Tool):
     name = "decide"
@@ -34,7 +36,11 @@ class Retrieve(Tool):
             queries.append(focus)
         seen = {h.id: h for h in mind.read("retrieve.chunks", [])}
         for query in queries:
-            for hit in search(services.store, services.ns, query, k=services.options["k"]):
+            # Documents and memories: never the turns the loop filed (its own answers).
+            found = search(
+                services.store, services.ns, query, k=services.options["k"], types=SEARCHED
+            )
+            for hit in found:
                 seen.setdefault(hit.id, hit)
         mind.write("retrieve.chunks", list(seen.values()))
         mind.write("retrieve.mode", "hybrid")

@@ -35,9 +35,11 @@ OPTIONS: dict[str, str] = {
     "rerank": "a reranker name ('' for none; default: the rerank setting)",
     "stream": "stream the answer text to on_delta as it is generated",
     "drawer": "search only this drawer",
+    "retrieve_mode": "the retrieval mode: hybrid, reranked, graph or iterative (else chosen)",
 }
 _RANGES = {"k": (1, 200), "context_k": (1, 50), "max_iterations": (1, 10), "hops": (0, 3)}
 _MODES = ("hybrid", "lexical", "dense")
+_RETRIEVE_MODES = ("hybrid", "reranked", "graph", "iterative")
 
 
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +56,10 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
                 raise InvalidInput(f"ask option {key} must be a whole number from {low} to {high}")
         elif key == "mode" and value not in _MODES:
             raise InvalidInput(f"ask option mode must be one of {', '.join(_MODES)}")
+        elif key == "retrieve_mode" and value not in _RETRIEVE_MODES:
+            raise InvalidInput(
+                f"ask option retrieve_mode must be one of {', '.join(_RETRIEVE_MODES)}"
+            )
         elif key == "stream" and not isinstance(value, bool):
             raise InvalidInput("ask option stream must be true or false")
         elif key in ("rerank", "drawer") and not isinstance(value, str):
