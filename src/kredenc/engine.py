@@ -2,7 +2,7 @@
 
 It holds the open :class:`~kredenc.storage.store.Store` and a namespace, and hands
 each call to the layer that does the work: ``memory.writes``, ``ingest``,
-``memory.turns``, ``retrieve.query`` and ``recall``.
+``memory.turns``, ``retrieve.query``, ``recall`` and ``loop`` (ask, sessions).
 """
 
 from __future__ import annotations
