@@ -175,3 +175,21 @@ def test_concurrent_asks_never_see_each_others_mind(
     for question, got in zip(asked, answers, strict=True):
         assert got.question == question
         assert questions[question] in got.citations[0].text, (question, got.text)
+
+
+def test_the_facade_takes_services_from_modules_this_build_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kredenc import engine
+
+    # A module that is not there means no such service; a module that fails to import
+    # for another reason (its own missing dependency) is an error, not silence.
+    assert engine._optional("kredenc.loop.no_such_module", "make", None) is None
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "kredenc_broken_service.py").write_text("import no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(ModuleNotFoundError, match="no_such_dependency"):
+        engine._optional("kredenc_broken_service", "make", None)
+    sys.modules.pop("kredenc_broken_service", None)
+    assert engine._optional("json", "dumps", [1]) == "[1]"

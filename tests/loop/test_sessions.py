@@ -88,3 +88,16 @@ def test_a_bad_session_id_is_refused_in_one_line(open_loop: Open) -> None:
                 kb.ask("where", agent="finder", session_id=bad)
             with pytest.raises(InvalidInput, match="session id must"):
                 kb.session_history(bad)
+
+
+def test_a_session_continued_after_a_restart_keeps_its_context(open_loop: Open) -> None:
+    with open_loop() as kb:
+        first = kb.ask("where was the needle found", agent="finder", session_id="s1", k=4)
+    with open_loop() as kb:
+        again = kb.ask("and who found it?", agent="finder", session_id="s1", k=4)
+        question_id = again.meta["filed"]["ids"][0]
+        found = kb.store.index.lookup(kb.namespace, question_id)
+        assert found is not None
+        context = kb.store.haystack.read(found.offset)["context"]
+    # The new turn's card carries the turns before it, read back from the store.
+    assert "where was the needle found" in context and first.text in context

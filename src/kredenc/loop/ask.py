@@ -134,7 +134,10 @@ def ask(
     )
     if file and not store.read_only:
         filed_in = session_id or sessions.one_off_session()
-        ids = sessions.record(turns or TurnFiler(), store, ns, filed_in, question, answer)
+        filer = turns or TurnFiler()
+        if history:
+            filer.seed(filed_in, [m["content"] for m in history])
+        ids = sessions.record(filer, store, ns, filed_in, question, answer)
         answer.meta["filed"] = {"session": filed_in, "ids": ids}
     return answer
 
