@@ -115,3 +115,17 @@ def test_errors_are_one_line(store: str, capsys: pytest.CaptureFixture[str]) -> 
     assert len(err.splitlines()) == 1
     code, _, err = run(capsys, "--store", store, "ask", "  ", "--agent", "finder")
     assert (code, err) == (2, "error: the question is empty (ask something)\n")
+
+
+def test_the_card_names_the_band_and_a_hallucination() -> None:
+    from kredenc.grounding.base import Evaluation
+    from kredenc.interfaces.cli_ask import _card
+    from kredenc.loop.answer import Answer
+
+    flagged = Evaluation(False, 35, True, "the year 1999 is not in the context", "unsupported")
+    card = _card(Answer("q", "In 1999 [1].", evaluation=flagged, iterations=2, mode="graph"))
+    assert card == (
+        "confidence 35 (low) · context insufficient · hallucination: the year 1999 is not in "
+        "the context · 2 iterations, graph"
+    )
+    assert _card(Answer("q", "Hello!", mode="none")) == "confidence: not judged · 1 iteration, none"
