@@ -9,8 +9,6 @@ from kredenc.loop.mind import Mind
 from kredenc.loop.tool import Services, Tool, ToolResult
 from kredenc.retrieve.query import search
 
-SEARCHED = ("chunk", "memory")
-
 
 class Decide(Tool):
     name = "decide"
@@ -36,9 +34,10 @@ class Retrieve(Tool):
             queries.append(focus)
         seen = {h.id: h for h in mind.read("retrieve.chunks", [])}
         for query in queries:
-            # Documents and memories: never the turns the loop filed (its own answers).
+            # ask.options["types"]: chunks and memories, not the turns the loop filed.
+            opts = services.options
             found = search(
-                services.store, services.ns, query, k=services.options["k"], types=SEARCHED
+                services.store, services.ns, query, k=opts["k"], types=opts.get("types", ())
             )
             for hit in found:
                 seen.setdefault(hit.id, hit)

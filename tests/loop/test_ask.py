@@ -57,6 +57,8 @@ def test_options_reach_the_tools_and_bad_ones_are_refused(open_loop: Open) -> No
             kb.ask("x", agent="finder", kk=3)
         with pytest.raises(InvalidInput, match="ask option k must be a whole number"):
             kb.ask("x", agent="finder", k=0)
+        with pytest.raises(InvalidInput, match="ask option types must be a list of"):
+            kb.ask("x", agent="finder", types=["chunk", "document"])
         with pytest.raises(InvalidInput, match="the question is empty"):
             kb.ask("   ", agent="finder")
         with pytest.raises(InvalidInput, match="unknown agent 'nobody'"):
@@ -158,6 +160,8 @@ def test_concurrent_asks_never_see_each_others_mind(
 ) -> None:
     # Each ask runs on its own mind: eight threads asking different questions each get
     # the answer to their own (the finder generates from the chunks of its own search).
+    # Asked twice, a question finds a chunk, not its own earlier turn: retrieve searches
+    # ask.options["types"], chunks and memories by default.
     questions = {
         "where was the needle found": "needle",
         "where does the heron nest": "heron",
