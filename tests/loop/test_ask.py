@@ -197,3 +197,10 @@ def test_the_facade_takes_services_from_modules_this_build_has(
         engine._optional("kredenc_broken_service", "make", None)
     sys.modules.pop("kredenc_broken_service", None)
     assert engine._optional("json", "dumps", [1]) == "[1]"
+
+
+def test_a_scoped_view_uses_its_handles_services(open_loop: Open) -> None:
+    with open_loop() as kb:
+        view = kb.scoped("elsewhere")
+        assert view._services() is kb._services()
+        assert view.scoped("third")._services() is kb._services()
