@@ -66,8 +66,8 @@ _COMPARE = re.compile(
     re.IGNORECASE,
 )
 _BRIDGE = re.compile(
-    r"\b(of the|by the|in the|whose|that (?:was|is|were|are|had|has)|who (?:was|is|were|"
-    r"directed|wrote|founded|created|played|starred)|which (?:was|is))\b",
+    r"\bwhose\b|\bwho\s+(?:was|is|were|are|has|had|\w+ed)\b|"
+    r"\b(?:that|which)\s+(?:was|is|were|are|has|had)\b|\bwhere\s+\w+\s+born\b",
     re.IGNORECASE,
 )
 _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
