@@ -11,10 +11,11 @@ Modes (``retrieve.mode``), chosen per query unless ``ask.options["retrieve_mode"
 names one:
 
 ``iterative``  a bridge question (a relative clause: "the woman who portrayed X",
-               "whose", "that was"): search, take the names of the top passages
-               (their titles first) that the query lacks, search for them with the
-               query's other terms, fuse; again from the new passages, at most
-               :data:`MAX_HOPS` times, stopping when a round brings nothing new
+               "whose", "that was") that compares nothing: search, take the names
+               of the top passages (their titles first) that the query lacks,
+               search for them with the query's other terms, fuse; again from the
+               new passages, at most :data:`MAX_HOPS` times, stopping when a round
+               brings nothing new
 ``graph``      two or more named entities or a comparison: graph expansion
                (``hops=1``: the neighbours of the best hits)
 ``reranked``   a reranker is configured (the ``rerank`` setting or option)
@@ -28,7 +29,6 @@ LLM: a JSON plan ``{"mode", "queries"}`` for the question; the searches are the 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -73,7 +73,7 @@ def choose_mode(query: str, services: Services) -> str:
     if asked in MODES:
         return str(asked)
     names = text.names(query)
-    if text.is_bridge(query) and len(names) < 2:
+    if text.is_bridge(query) and not text.is_comparison(query):
         return "iterative"
     if len(names) >= 2:
         return "graph"
@@ -81,19 +81,22 @@ def choose_mode(query: str, services: Services) -> str:
 
 
 def bridge_names(query: str, hits: Sequence[Hit], seen: set[str]) -> list[str]:
-    """Names of the top hits (titles first) the query does not hold, most frequent first."""
+    """Names of the top hits the query does not hold, best first: each scores
+    1 / rank of every hit it appears in, double in a hit's title, half again for a
+    name of several words (a full name says more than "American")."""
     lowered = query.lower()
-    count: Counter[str] = Counter()
+    score: dict[str, float] = {}
     order: dict[str, int] = {}
-    for hit in hits[:BRIDGE_TOP]:
+    for rank, hit in enumerate(hits[:BRIDGE_TOP], 1):
         found = ([hit.title] if hit.title else []) + text.names(hit.text)
-        for name in found:
+        for name in dict.fromkeys(found):
             key = name.lower()
-            if key in lowered or key in seen or not any(c.isalpha() for c in name):
+            if key in lowered or any(s in key for s in seen) or not any(c.isalpha() for c in name):
                 continue
-            count[name] += 2 if name == hit.title else 1
+            weight = (2.0 if name == hit.title else 1.0) * (1.5 if " " in name else 1.0)
+            score[name] = score.get(name, 0.0) + weight / rank
             order.setdefault(name, len(order))
-    ranked = sorted(count, key=lambda n: (-count[n], order[n]))
+    ranked = sorted(score, key=lambda n: (-score[n], order[n]))
     return ranked[:BRIDGE_NAMES]
 
 
@@ -163,7 +166,8 @@ class Retrieve(RoleTool):
         if mode == "iterative":
             seen: set[str] = set()
             got = {h.id for hits in lists for h in hits}
-            rest = " ".join(t for t in text.content_terms(query) if t not in text.names(query))
+            in_names = {w for n in text.names(query) for w in text.words(n)}
+            rest = " ".join(t for t in text.content_terms(query) if t not in in_names)
             latest = lists[0]
             for _ in range(MAX_HOPS):
                 bridges = bridge_names(query, latest, seen)
