@@ -53,6 +53,7 @@ def test_modes_follow_the_question(services: MakeServices) -> None:
     assert choose_mode("How many heads does the model use?", s) == "hybrid"
     assert choose_mode("Were Scott Derrickson and Ed Wood of the same nationality?", s) == "graph"
     assert choose_mode(BRIDGE_Q, s) == "iterative"
+    assert choose_mode("What BLEU score does it reach on English-to-German?", s) == "hybrid"
     assert choose_mode("How many heads?", services(rerank="cross-encoder")) == "reranked"
     assert choose_mode(BRIDGE_Q, services(options={"retrieve_mode": "hybrid"})) == "hybrid"
 
