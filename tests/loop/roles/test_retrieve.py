@@ -127,3 +127,11 @@ def test_fuse_dedupes_and_ranks_by_reciprocal_rank() -> None:
     a, b, c = _hit("a"), _hit("b"), _hit("c")
     assert [h.id for h in fuse([[a, b], [b, c]])] == ["b", "a", "c"]
     assert [h.id for h in fuse([[a, b], [b, c]], limit=1)] == ["b"]
+
+
+def test_the_drawer_option_limits_the_search(kb: Kredenc, services: MakeServices) -> None:
+    _fill(kb)
+    kb.remember("The budget meeting notes live in the archive.", drawer="archive")
+    m = mind("budget meeting")
+    Retrieve().run(m, services(options={"k": 5, "drawer": "archive"}))
+    assert [h.drawer for h in m.read("retrieve.chunks")] == ["archive"]

@@ -23,8 +23,8 @@ names one:
 ``reranked``   a reranker is configured (the ``rerank`` setting or option)
 ``hybrid``     everything else
 
-``ask.options`` may set ``k`` (else the ``ask_k`` setting, 12), ``mode`` (the search
-legs: hybrid, lexical, dense), ``hops`` and ``rerank``.
+``ask.options`` (``Services.options``) may set ``k`` (else the ``ask_k`` setting, 12),
+``mode`` (the search legs: hybrid, lexical, dense), ``hops``, ``rerank`` and ``drawer``.
 
 LLM: a JSON plan ``{"mode", "queries"}`` for the question; the searches are the same.
 """
@@ -160,6 +160,8 @@ class Retrieve(RoleTool):
             search["mode"] = opts["mode"]
         if opts.get("rerank") is not None:
             search["rerank"] = opts["rerank"]
+        if opts.get("drawer"):
+            search["drawer"] = opts["drawer"]
         if mode == "graph":
             search["hops"] = max(1, search["hops"])
         searched: list[str] = []

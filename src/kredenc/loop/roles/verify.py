@@ -146,9 +146,11 @@ class Verify(RoleTool):
         self, services: Services, hit: Hit, claim: str, web: WebSearch | None
     ) -> list[Evidence]:
         own = source_of(hit)
+        drawer = services.options.get("drawer")
+        opts: dict[str, Any] = {"k": EVIDENCE_K, **({"drawer": drawer} if drawer else {})}
         found = [
             Evidence(h.id, h.text)
-            for h in cached_search(services, claim, k=EVIDENCE_K)
+            for h in cached_search(services, claim, **opts)
             if h.id != hit.id and source_of(h) != own
         ]
         if web is not None:
