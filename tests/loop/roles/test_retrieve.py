@@ -135,3 +135,21 @@ def test_the_drawer_option_limits_the_search(kb: Kredenc, services: MakeServices
     m = mind("budget meeting")
     Retrieve().run(m, services(options={"k": 5, "drawer": "archive"}))
     assert [h.drawer for h in m.read("retrieve.chunks")] == ["archive"]
+
+
+def test_the_loops_own_answers_are_no_source(kb: Kredenc, services: MakeServices) -> None:
+    from kredenc.retrieve.query import search
+
+    kb.remember("The budget meeting moved to room 7.")
+    turns = [
+        {"role": "user", "content": "Where did the budget meeting move?"},
+        {"role": "assistant", "content": "The budget meeting moved to room 7 [1]."},
+    ]
+    kb.file_turns("s1", turns)
+    found = search(kb.store, kb.namespace, "budget meeting moved room", k=5)
+    assert any(h.meta.get("role") == "assistant" for h in found)  # the store has it
+    m = mind("Where did the budget meeting move?")
+    Retrieve().run(m, services(options={"k": 5}))
+    chunks = m.read("retrieve.chunks")
+    assert "The budget meeting moved to room 7." in [h.text for h in chunks]
+    assert not any(h.meta.get("role") == "assistant" for h in chunks)

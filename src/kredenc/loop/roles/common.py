@@ -24,6 +24,9 @@ The API (roles in this package, and third-party roles, build on it):
     through the operation cache (:func:`cached_complete`). ``system`` is the role's
     instruction; ``user`` the request (put retrieved text in it with
     :func:`data_block` / :func:`data_lines`).
+``own_answer(hit) -> bool``
+    True for an earlier answer of the loop filed as an assistant turn: never a source
+    (retrieve leaves these out, verify never counts them as evidence).
 ``charge(result, completion)``
     Adds a completion's tokens and cost to a :class:`ToolResult`.
 ``data_block(hits)`` / ``data_lines(values)``
@@ -70,6 +73,7 @@ __all__ = [
     "implementation",
     "llm_json",
     "missing",
+    "own_answer",
     "query_of",
     "skipped",
 ]
@@ -105,6 +109,12 @@ def query_of(mind: Mind) -> str:
     """The standalone query (``rewrite.query``), else the question as given."""
     query = mind.read("rewrite.query", None) or mind.read("ask.question", None) or ""
     return str(query).strip()
+
+
+def own_answer(hit: Hit) -> bool:
+    """An earlier answer of the loop, filed as an assistant turn: not a source (an
+    answer resting on an earlier answer would make a mistake its own evidence)."""
+    return hit.type == "turn" and hit.meta.get("role") == "assistant"
 
 
 def charge(result: ToolResult, completion: Completion) -> ToolResult:

@@ -3,9 +3,10 @@
 What is searched: ``rewrite.query`` (else the question), each of ``rewrite.queries``,
 and from the second iteration on ``reflect.focus`` when reflect set one. Every search
 goes through :func:`~kredenc.loop.roles.common.cached_search`
-(``kredenc.retrieve.query.search``); the result lists, and the chunks of earlier
-iterations, are fused by reciprocal rank (:data:`RRF_K`) and deduplicated by id, best
-first.
+(``kredenc.retrieve.query.search``); the loop's own earlier answers (assistant turns a
+session filed) are left out, an answer is not a source; the result lists, and the
+chunks of earlier iterations, are fused by reciprocal rank (:data:`RRF_K`) and
+deduplicated by id, best first.
 
 Modes (``retrieve.mode``), chosen on the question as asked (names the rewrite carried
 over do not make it a comparison) unless ``ask.options["retrieve_mode"]``
@@ -36,7 +37,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kredenc.loop.roles import text
-from kredenc.loop.roles.common import RoleTool, cached_search, charge, llm_json, query_of, skipped
+from kredenc.loop.roles.common import (
+    RoleTool,
+    cached_search,
+    charge,
+    llm_json,
+    own_answer,
+    query_of,
+    skipped,
+)
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
 
@@ -166,9 +175,13 @@ class Retrieve(RoleTool):
             search["hops"] = max(1, search["hops"])
         searched: list[str] = []
         lists: list[list[Hit]] = []
-        for q in queries:
-            lists.append(cached_search(services, q, **search))
+
+        def find(q: str) -> list[Hit]:
             searched.append(q)
+            return [h for h in cached_search(services, q, **search) if not own_answer(h)]
+
+        for q in queries:
+            lists.append(find(q))
         if mode == "iterative":
             seen: set[str] = set()
             got = {h.id for hits in lists for h in hits}
@@ -182,9 +195,7 @@ class Retrieve(RoleTool):
                 seen.update(b.lower() for b in bridges)
                 new: list[Hit] = []
                 for name in bridges:
-                    q = f"{name} {rest}".strip()
-                    hits = cached_search(services, q, **search)
-                    searched.append(q)
+                    hits = find(f"{name} {rest}".strip())
                     lists.append(hits)
                     new += [h for h in hits if h.id not in got]
                 if not new:
