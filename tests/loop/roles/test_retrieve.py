@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kredenc.engine import Kredenc
+from kredenc.loop.roles import retrieve
 from kredenc.loop.roles.retrieve import Retrieve, choose_mode, fuse
 from kredenc.records import Hit
 
@@ -123,10 +126,12 @@ def _hit(i: str) -> Hit:
     return Hit(id=i, text=i, score=0.0, kind="note", drawer="d")
 
 
-def test_fuse_dedupes_and_ranks_by_reciprocal_rank() -> None:
-    a, b, c = _hit("a"), _hit("b"), _hit("c")
+def test_fuse_interleaves_or_sums_reciprocal_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b, c, d = _hit("a"), _hit("b"), _hit("c"), _hit("d")
+    assert [h.id for h in fuse([[a, b, d], [c, b]])] == ["a", "c", "b", "d"]  # interleave
+    assert [h.id for h in fuse([[a, b], [b, c]], limit=2)] == ["a", "b"]
+    monkeypatch.setattr(retrieve, "FUSION", "rrf")
     assert [h.id for h in fuse([[a, b], [b, c]])] == ["b", "a", "c"]
-    assert [h.id for h in fuse([[a, b], [b, c]], limit=1)] == ["b"]
 
 
 def test_the_drawer_option_limits_the_search(kb: Kredenc, services: MakeServices) -> None:

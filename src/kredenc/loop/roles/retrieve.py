@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 MODES = ("hybrid", "reranked", "graph", "iterative")
 RRF_K = 60
+#: How the lists of one iteration are fused: "interleave" or "rrf" (see :func:`fuse`).
+FUSION = "interleave"
 #: Extra rounds of the iterative mode, passages whose names seed the next round, and
 #: names searched per round.
 MAX_HOPS = 2
@@ -63,9 +65,18 @@ DEFAULT_K = 12
 
 
 def fuse(lists: Sequence[Sequence[Hit]], limit: int | None = None) -> list[Hit]:
-    """Reciprocal-rank fusion of ``lists``, deduplicated by id (the first copy kept)."""
-    score: dict[str, float] = {}
+    """``lists`` fused under :data:`FUSION`, deduplicated by id (the first copy kept):
+    ``"interleave"`` takes each list's best, then each one's second, ... (every
+    query's top hit has a place); ``"rrf"`` orders by reciprocal rank summed over the
+    lists (what many lists agree on first)."""
     first: dict[str, Hit] = {}
+    if FUSION == "interleave":
+        for rank in range(max((len(h) for h in lists), default=0)):
+            for hits in lists:
+                if rank < len(hits):
+                    first.setdefault(hits[rank].id, hits[rank])
+        return list(first.values())[:limit]
+    score: dict[str, float] = {}
     for hits in lists:
         for rank, hit in enumerate(hits, 1):
             score[hit.id] = score.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
@@ -203,7 +214,8 @@ class Retrieve(RoleTool):
                 got.update(h.id for h in new)
                 latest = new
         previous = list(mind.read("retrieve.chunks", None) or []) if iteration > 1 else []
-        fused = fuse([previous, *lists] if previous else lists, limit=max(len(previous), k * 2))
+        known = {h.id for h in previous}
+        fused = previous + [h for h in fuse(lists) if h.id not in known][:k]
         asked_before = list(mind.read("retrieve.queries", None) or []) if iteration > 1 else []
         mind.write("retrieve.chunks", fused)
         mind.write("retrieve.mode", mode)
