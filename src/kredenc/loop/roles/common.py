@@ -24,9 +24,10 @@ The API (roles in this package, and third-party roles, build on it):
     through the operation cache (:func:`cached_complete`). ``system`` is the role's
     instruction; ``user`` the request (put retrieved text in it with
     :func:`data_block` / :func:`data_lines`).
-``own_answer(hit) -> bool``
-    True for an earlier answer of the loop filed as an assistant turn: never a source
-    (retrieve leaves these out, verify never counts them as evidence).
+``own_answer(hit) -> bool``, ``not_a_source(hit) -> bool``
+    An earlier answer of the loop filed as an assistant turn; that, or a turn that
+    asks a question. Neither is a source: retrieve leaves them out, verify never
+    counts them as evidence.
 ``charge(result, completion)``
     Adds a completion's tokens and cost to a :class:`ToolResult`.
 ``data_block(hits)`` / ``data_lines(values)``
@@ -52,6 +53,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from kredenc.errors import InvalidInput, ProviderError
+from kredenc.loop.roles import text
 from kredenc.loop.tool import Services, Tool, ToolResult
 from kredenc.recall import render
 from kredenc.records import Hit
@@ -73,6 +75,7 @@ __all__ = [
     "implementation",
     "llm_json",
     "missing",
+    "not_a_source",
     "own_answer",
     "query_of",
     "skipped",
@@ -115,6 +118,12 @@ def own_answer(hit: Hit) -> bool:
     """An earlier answer of the loop, filed as an assistant turn: not a source (an
     answer resting on an earlier answer would make a mistake its own evidence)."""
     return hit.type == "turn" and hit.meta.get("role") == "assistant"
+
+
+def not_a_source(hit: Hit) -> bool:
+    """A turn that states nothing to rest an answer on: the loop's own answer, or a
+    question (a user's earlier question matches the words of the next one)."""
+    return own_answer(hit) or (hit.type == "turn" and text.is_question(hit.text))
 
 
 def charge(result: ToolResult, completion: Completion) -> ToolResult:

@@ -3,8 +3,8 @@
 What is searched: ``rewrite.query`` (else the question), each of ``rewrite.queries``,
 and from the second iteration on ``reflect.focus`` when reflect set one. Every search
 goes through :func:`~kredenc.loop.roles.common.cached_search`
-(``kredenc.retrieve.query.search``); the loop's own earlier answers (assistant turns a
-session filed) are left out, an answer is not a source; the result lists, and the
+(``kredenc.retrieve.query.search``); turns that are no source (the loop's own earlier
+answers, questions: ``common.not_a_source``) are left out; the result lists, and the
 chunks of earlier iterations, are fused by reciprocal rank (:data:`RRF_K`) and
 deduplicated by id, best first.
 
@@ -42,7 +42,7 @@ from kredenc.loop.roles.common import (
     cached_search,
     charge,
     llm_json,
-    own_answer,
+    not_a_source,
     query_of,
     skipped,
 )
@@ -189,7 +189,7 @@ class Retrieve(RoleTool):
 
         def find(q: str) -> list[Hit]:
             searched.append(q)
-            return [h for h in cached_search(services, q, **search) if not own_answer(h)]
+            return [h for h in cached_search(services, q, **search) if not not_a_source(h)]
 
         for q in queries:
             lists.append(find(q))
