@@ -37,8 +37,9 @@ The API (roles in this package, and third-party roles, build on it):
     objects (web results).
 ``cached_search(services, query, **opts)``, ``cached_complete(services, messages,
 schema=None)``, ``cached_judge(services, judge, question, answer, contexts)``
-    The operation cache's helpers (``kredenc.loop.cache``) when it is installed and
-    ``services.cache`` is set; otherwise straight calls of
+    The operation cache's helpers (``kredenc.loop.cache``: they cache when
+    ``services.cache`` is set and trace when ``services.tracer`` is) when that module is
+    there; otherwise straight calls of
     :func:`kredenc.retrieve.query.search`, ``services.llm.complete`` and
     ``judge.judge``.
 """
@@ -155,7 +156,7 @@ def _cache_module() -> ModuleType | None:
 
 def cached_search(services: Services, query: str, **opts: Any) -> list[Hit]:
     """:func:`kredenc.retrieve.query.search` in ``services.ns``, through the cache."""
-    cache = _cache_module() if services.cache is not None else None
+    cache = _cache_module()
     if cache is not None:
         hits: list[Hit] = cache.cached_search(services, query, **opts)
         return hits
@@ -168,7 +169,7 @@ def cached_complete(
     """``services.llm.complete(messages, schema=schema)``, through the cache."""
     if services.llm is None:
         raise InvalidInput("no LLM is configured", "set the llm settings, or use the rules roles")
-    cache = _cache_module() if services.cache is not None else None
+    cache = _cache_module()
     if cache is not None:
         done: Completion = cache.cached_complete(services, messages, schema=schema)
         return done
@@ -180,7 +181,7 @@ def cached_judge(
     services: Services, judge: Judge, question: str, answer: str, contexts: Sequence[str]
 ) -> Evaluation:
     """``judge.judge(question, answer, contexts)``, through the cache."""
-    cache = _cache_module() if services.cache is not None else None
+    cache = _cache_module()
     if cache is not None:
         evaluation: Evaluation = cache.cached_judge(services, judge, question, answer, contexts)
         return evaluation
