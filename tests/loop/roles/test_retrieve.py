@@ -99,11 +99,10 @@ def test_later_iterations_add_the_focus_and_keep_earlier_chunks(
     ids = [h.id for h in second]
     assert set(first) <= set(ids) and len(ids) == len(set(ids))
     assert any("security" in h.text for h in second)
-    assert m.read("retrieve.queries") == [
-        "budget meeting",
-        "budget meeting",
-        "security meeting room",
-    ]
+    assert m.read("retrieve.queries") == ["budget meeting", "security meeting room"]
+    m.write("loop.iteration", 3)  # nothing new to search: the chunks stay as they were
+    assert Retrieve().run(m, s).note == f"hybrid: {len(ids)} chunks from 0 searches"
+    assert [h.id for h in m.read("retrieve.chunks")] == ids
 
 
 def test_skips_without_retrieval_or_question(services: MakeServices) -> None:

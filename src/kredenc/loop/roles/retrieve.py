@@ -1,7 +1,8 @@
 """retrieve: hybrid search over the namespace's documents and memories, by mode.
 
 What is searched: ``rewrite.query`` (else the question), each of ``rewrite.queries``,
-and from the second iteration on ``reflect.focus`` when reflect set one. Every search
+and from the second iteration on ``reflect.focus`` when reflect set one; a later
+iteration searches only what no earlier one did. Every search
 goes through :func:`~kredenc.loop.roles.common.cached_search`
 (``kredenc.retrieve.query.search``); turns that are no source (the loop's own earlier
 answers, questions: ``common.not_a_source``) are left out; the result lists, and the
@@ -156,7 +157,8 @@ class Retrieve(RoleTool):
         if isinstance(query, ToolResult):
             return query
         data, done = llm_json(services, _SYSTEM, f"Question: {query}", _SCHEMA)
-        mode = data.get("mode") if data.get("mode") in MODES else choose_mode(query, services)
+        asked_q = str(mind.read("ask.question", "") or "") or query
+        mode = data.get("mode") if data.get("mode") in MODES else choose_mode(asked_q, services)
         if mode == "reranked" and not reranking(services):
             mode = "hybrid"
         asked = services.options.get("retrieve_mode")
@@ -172,9 +174,11 @@ class Retrieve(RoleTool):
         k = int(opts.get("k") or getattr(services.settings, "ask_k", None) or DEFAULT_K)
         iteration = int(mind.read("loop.iteration", 1) or 1)
         focus = str(mind.read("reflect.focus", "") or "").strip()
-        queries = [query, *[q for q in extra if q and q != query]]
-        if iteration > 1 and focus and focus not in queries:
+        queries = list(dict.fromkeys(q for q in [query, *extra] if q))
+        if iteration > 1 and focus:
             queries.append(focus)
+        asked_before = list(mind.read("retrieve.queries", None) or []) if iteration > 1 else []
+        queries = [q for q in dict.fromkeys(queries) if q not in asked_before]  # new only
         search: dict[str, Any] = {"k": k, "hops": int(opts.get("hops") or 0)}
         if opts.get("mode") in ("hybrid", "lexical", "dense"):
             search["mode"] = opts["mode"]
@@ -216,7 +220,6 @@ class Retrieve(RoleTool):
         previous = list(mind.read("retrieve.chunks", None) or []) if iteration > 1 else []
         known = {h.id for h in previous}
         fused = previous + [h for h in fuse(lists) if h.id not in known][:k]
-        asked_before = list(mind.read("retrieve.queries", None) or []) if iteration > 1 else []
         mind.write("retrieve.chunks", fused)
         mind.write("retrieve.mode", mode)
         mind.write("retrieve.queries", [*asked_before, *searched])
