@@ -125,6 +125,23 @@ class OpenAICompatClient:
                 path, f"response is not JSON: {snippet(response.text)!r}", FORMAT_HINT
             ) from exc
 
+    def get_json(
+        self,
+        path: str,
+        params: Mapping[str, str | int] | None = None,
+        *,
+        format_hint: str = FORMAT_HINT,
+    ) -> Any:
+        """``GET`` ``path`` with query ``params`` (safe to repeat); the reply's JSON, or a
+        ProviderError (``format_hint`` when the reply is not JSON)."""
+        response = self.send("GET", path, params=params, safe_to_repeat=True)
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise self.fail(
+                path, f"response is not JSON: {snippet(response.text)!r}", format_hint
+            ) from exc
+
     def post(
         self,
         path: str,
@@ -138,7 +155,9 @@ class OpenAICompatClient:
 
         Files given as open handles are re-read from the start on a retry.
         """
-        return self._send(path, json=json, data=data, files=files, safe_to_repeat=safe_to_repeat)
+        return self.send(
+            "POST", path, json=json, data=data, files=files, safe_to_repeat=safe_to_repeat
+        )
 
     def stream_lines(self, path: str, body: Any) -> Generator[str]:
         """``POST`` ``body`` as JSON and read the reply as server-sent events: the text of
@@ -148,7 +167,7 @@ class OpenAICompatClient:
         returns, like :meth:`post`; a failure while reading the stream is a
         ProviderError too. A stream is never repeated: it may have been processed.
         """
-        response = self._send(path, json=body, stream=True)
+        response = self.send("POST", path, json=body, stream=True)
         return self._events(path, response)
 
     def _events(self, path: str, response: httpx.Response) -> Generator[str]:
@@ -169,16 +188,20 @@ class OpenAICompatClient:
         finally:
             response.close()
 
-    def _send(
+    def send(
         self,
+        method: str,
         path: str,
         *,
+        params: Mapping[str, str | int] | None = None,
         json: Any = None,
         data: Mapping[str, str] | None = None,
         files: Mapping[str, Any] | None = None,
         safe_to_repeat: bool = False,
         stream: bool = False,
     ) -> httpx.Response:
+        """``method`` to ``path`` with retries (see :meth:`post`); ``stream`` leaves the
+        body unread (see :meth:`stream_lines`)."""
         if self._client.is_closed:
             raise self.fail(path, "the client was closed", "make a new one")
         url = f"{self.base_url}/{path.lstrip('/')}"
@@ -187,7 +210,9 @@ class OpenAICompatClient:
             tries += 1
             retry = tries <= self.max_retries
             try:
-                request = self._client.build_request("POST", url, json=json, data=data, files=files)
+                request = self._client.build_request(
+                    method, url, params=params, json=json, data=data, files=files
+                )
                 response = self._client.send(request, stream=stream)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
                 if retry:  # the request never left: always safe to send again
