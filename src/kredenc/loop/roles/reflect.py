@@ -16,8 +16,11 @@ extra query: the missing words, else the query's words; "" when sufficient).
   whatever words it has);
 * *completeness* = coverage x the judge's confidence / 100 (an answer the judge
   cannot support is not a complete answer), 0 when the answer abstains;
-* *sufficient*: nothing named as a gap, the judge found the context sufficient and
-  no hallucination, and completeness at least :data:`SUFFICIENT`.
+* *sufficient*: every slot filled, at least :data:`WORDS_COVERED` of the words
+  covered, the judge found the context sufficient and no hallucination, and
+  completeness at least :data:`SUFFICIENT`. The gaps are named either way (a
+  sufficient answer may still miss a word of the question); the focus is set only
+  when the answer is not sufficient.
 
 A conversational reply (``decide.retrieve`` False) is sufficient as it is.
 
@@ -41,10 +44,20 @@ from kredenc.records import Hit
 if TYPE_CHECKING:
     from kredenc.loop.mind import Mind
 
-__all__ = ["SCHEMA", "SLOT_WEIGHT", "SUFFICIENT", "Reflect", "Reflection", "reflect"]
+__all__ = [
+    "SCHEMA",
+    "SLOT_WEIGHT",
+    "SUFFICIENT",
+    "WORDS_COVERED",
+    "Reflect",
+    "Reflection",
+    "reflect",
+]
 
 #: A filled slot's weight in coverage against all the question's words together (1).
 SLOT_WEIGHT = 1.0
+#: The share of the question's words the answer and kept chunks must cover.
+WORDS_COVERED = 0.75
 #: Completeness at or above which (with no gap and a supported answer) it is sufficient.
 SUFFICIENT = 0.6
 
@@ -109,7 +122,14 @@ def reflect(
         and evaluation.context_sufficient
         and not evaluation.hallucination_detected
     )
-    sufficient = not abstained and not gaps and supported and completeness >= SUFFICIENT
+    words = len(found) / len(keys) if keys else 1.0
+    sufficient = (
+        not abstained
+        and not empty
+        and words >= WORDS_COVERED
+        and supported
+        and completeness >= SUFFICIENT
+    )
     focus = ""
     if not sufficient:
         focus = " ".join(missing) if missing else query
