@@ -45,8 +45,6 @@ class Summariser(Protocol):
 # -- words (the tokeniser and stemmer are grounding.words') ----------------------
 
 _ISO_DATE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{1,2}/\d{1,2}/\d{2,4}$")
-
-
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
