@@ -39,14 +39,16 @@ from kredenc.grounding.base import Evaluation, SentenceSupport, band
 from kredenc.grounding.support import (
     Contexts,
     EmbedFn,
+    Evidence,
     SentenceFacts,
     SupportParams,
-    check_sentences,
     content_keys,
+    gather_sentences,
+    score,
 )
 from kredenc.providers.embed.base import Embedder
 
-__all__ = ["JudgeParams", "SupportJudge"]
+__all__ = ["Findings", "JudgeParams", "SupportJudge"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,17 @@ class JudgeParams:
     question_coverage: float = 0.5
     question_cosine: float = 0.45
     insufficient_cap: int = 35
+
+
+@dataclass(frozen=True)
+class Findings:
+    """The judge's raw findings for one answer: per-sentence evidence, and how much of
+    the question's words the contexts hold (and its best cosine to a unit)."""
+
+    answer: str
+    sentences: tuple[tuple[Evidence, SentenceFacts], ...]
+    question_coverage: float
+    question_cosine: float | None
 
 
 def _material(facts: SentenceFacts) -> bool:
@@ -82,41 +95,47 @@ class SupportJudge:
             self.embed = embedder
         self.params = params or JudgeParams()
 
-    def sufficiency(self, question: str, ctx: Contexts) -> float:
-        """How far the contexts address ``question``, in [0, 1]."""
-        keys = list(dict.fromkeys(content_keys(question)))
-        if not ctx.units:
-            return 0.0
-        coverage = 1.0
-        if keys:
-            weights = {k: ctx.idf(k) for k in keys}
-            coverage = sum(w for k, w in weights.items() if k in ctx.all_keys) / sum(
-                weights.values()
-            )
-        cosine = 0.0
-        if self.embed is not None and ctx.vectors is not None and question.strip():
-            qv = np.asarray(self.embed([question]), dtype=np.float32)[0]
-            cosine = float((ctx.vectors @ qv).max())
-        p = self.params
-        return min(1.0, max(coverage / p.question_coverage, cosine / p.question_cosine))
-
-    def judge(self, question: str, answer: str, contexts: Sequence[str]) -> Evaluation:
-        p = self.params
+    def findings(self, question: str, answer: str, contexts: Sequence[str]) -> Findings:
+        """What the contexts say about the question and each sentence (no weights yet)."""
         ctx = Contexts(contexts, self.embed)
-        checked = check_sentences(
-            answer, ctx, question=question, embed=self.embed, params=p.support
+        gathered = gather_sentences(answer, ctx, question=question, embed=self.embed)
+        coverage, cosine = 0.0, None
+        if ctx.units:
+            keys = list(dict.fromkeys(content_keys(question)))
+            coverage = 1.0
+            if keys:
+                weights = {k: ctx.idf(k) for k in keys}
+                found = sum(w for k, w in weights.items() if k in ctx.all_keys)
+                coverage = found / sum(weights.values())
+            if self.embed is not None and ctx.vectors is not None and question.strip():
+                qv = np.asarray(self.embed([question]), dtype=np.float32)[0]
+                cosine = float((ctx.vectors @ qv).max())
+        return Findings(answer, tuple(gathered), coverage, cosine)
+
+    def sufficiency(self, found: Findings) -> float:
+        """How far the contexts address the question, in [0, 1] (1: sufficient)."""
+        p = self.params
+        by_cosine = 0.0 if found.question_cosine is None else found.question_cosine
+        return min(
+            1.0,
+            max(found.question_coverage / p.question_coverage, by_cosine / p.question_cosine),
         )
+
+    def assess(self, found: Findings) -> Evaluation:
+        """The evaluation of ``found`` under this judge's parameters."""
+        p = self.params
+        checked = [(score(ev, p.support), facts) for ev, facts in found.sentences]
         material = [s for s, f in checked if _material(f)]
-        sufficiency = self.sufficiency(question, ctx)
+        sufficiency = self.sufficiency(found)
         sufficient = sufficiency >= 1.0
         sentences = tuple(s for s, _ in checked)
-        if not answer.strip():
+        if not found.answer.strip():
             return Evaluation(sufficient, 0, False, "", "empty answer", sentences)
         unsupported = [s for s in material if not s.supported]
         if material:
             confidence = round(100 * min(s.support for s in material))
         else:
-            confidence = round(100 * sufficiency / 2)
+            confidence = 50  # nothing to check: the judge says little either way
         if not sufficient:
             confidence = min(confidence, p.insufficient_cap)
         reason = "; ".join(_why(s) for s in unsupported[:3])
@@ -124,6 +143,9 @@ class SupportJudge:
             reason += f"; and {len(unsupported) - 3} more"
         summary = _summary(len(material), len(unsupported), sufficient, confidence)
         return Evaluation(sufficient, confidence, bool(unsupported), reason, summary, sentences)
+
+    def judge(self, question: str, answer: str, contexts: Sequence[str]) -> Evaluation:
+        return self.assess(self.findings(question, answer, contexts))
 
 
 def _why(s: SentenceSupport) -> str:

@@ -28,6 +28,7 @@ provenance are in :mod:`kredenc.grounding.judge` and docs/benchmarks.md ("The ju
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -41,6 +42,7 @@ from kredenc.grounding.sentences import split
 from kredenc.grounding.words import NEGATIONS, STOPWORDS, key, tokens
 
 __all__ = [
+    "FLOOR",
     "META_WORDS",
     "WINDOW",
     "Contexts",
@@ -61,6 +63,8 @@ F32 = npt.NDArray[np.float32]
 EmbedFn = Callable[[Sequence[str]], F32]
 
 WINDOW = 2
+#: Below this support, :func:`soft_floor` squeezes instead of clipping.
+FLOOR = 0.2
 
 # Words about the answering, not about the world: never content.
 META_WORDS = frozenset(
@@ -79,6 +83,7 @@ _EXTRA_STOP = frozenset(
     one ones something someone many much lot lots way ways etc""".split()  # noqa: SIM905
 )
 _NOT_CONTENT = STOPWORDS | _EXTRA_STOP | META_WORDS | NEGATIONS
+_LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•])\s+")
 _NAME = re.compile(r"(?<![\w'])[A-Z][\w'’.-]*")
 _POLARITY_FLIP = frozenset(
     """avoid avoids avoided quit quits stopped stop stops gave refuse refuses refused
@@ -91,6 +96,9 @@ class SupportParams:
     """The support check's weights (their provenance: :mod:`kredenc.grounding.judge`)."""
 
     w_words: float = 0.7
+    w_local: float = 0.0
+    w_bigrams: float = 0.0
+    mass_penalty: float = 0.0
     cos_low: float = 0.3
     cos_high: float = 0.8
     number_penalty: float = 0.5
@@ -128,6 +136,12 @@ def _names(sentence: str) -> list[str]:
     return out
 
 
+def _bigrams(text: str) -> frozenset[tuple[str, str]]:
+    """Adjacent word pairs of ``text`` by matching key (stopwords kept: "born in")."""
+    ks = [key(t) for t in tokens(_LIST_MARKER.sub("", text, count=1)) if len(t) > 1 or t.isdigit()]
+    return frozenset(itertools.pairwise(ks))
+
+
 def _negated(toks: Sequence[str]) -> int:
     return sum(1 for t in toks if t in NEGATIONS)
 
@@ -143,6 +157,7 @@ class SentenceFacts:
 
     @classmethod
     def of(cls, text: str) -> SentenceFacts:
+        text = _LIST_MARKER.sub("", text, count=1)
         toks = tokens(text)
         keys = tuple(dict.fromkeys(content_keys(text)))
         numbers = tuple(dict.fromkeys(_number(t) for t in toks if t[:1].isdigit()))
@@ -175,6 +190,9 @@ class Contexts:
         self.df = df
         self.n = max(1, len(units))
         self.all_keys = frozenset(df)
+        self.bigrams: frozenset[tuple[str, str]] = frozenset().union(
+            *(_bigrams(t) for t in self.contexts)
+        )
         self.all_numbers = frozenset().union(*self.unit_numbers) if units else frozenset()
         self.vectors: F32 | None = None
         if embed is not None and units:
@@ -194,15 +212,22 @@ def _ramp(x: float, low: float, high: float) -> float:
 class Evidence:
     """The raw findings for one sentence, before the weights of :class:`SupportParams`.
 
-    ``words``: weighted share of content words found; ``cosine``: best unit cosine
-    (None without an embedder); the counts: numbers/names missing from the contexts or
-    present only away from the sentence's other words, and a polarity mismatch.
+    ``words``: weighted share of content words found anywhere; ``local``: the largest
+    weighted share found in one unit; ``bigrams``: the share of the sentence's word
+    pairs (stopwords included) found in a context or the question; ``missing_mass``:
+    the summed IDF of content words found nowhere (the question included);
+    ``cosine``: best unit cosine (None without an embedder); the counts: numbers/names
+    missing from the contexts or present only away from the sentence's other words,
+    and a polarity mismatch.
     """
 
     text: str
     start: int
     marked: bool = False  # [OUTSIDE KNOWLEDGE], or no context at all: never supported
     words: float = 0.0
+    local: float = 0.0
+    bigrams: float = 1.0
+    missing_mass: float = 0.0
     cosine: float | None = None
     missing_numbers: int = 0
     loose_numbers: int = 0
@@ -221,6 +246,7 @@ def gather(
     ctx: Contexts,
     known: frozenset[str],
     cosines: F32 | None,
+    known_pairs: frozenset[tuple[str, str]] = frozenset(),
 ) -> Evidence:
     """What the contexts say about one sentence (see the module doc)."""
     if text.lstrip().upper().startswith(OUTSIDE_KNOWLEDGE):
@@ -266,10 +292,15 @@ def gather(
             if others and not any(name in uk and (uk & others) for uk in ctx.unit_keys):
                 counts["loose_names"] += 1
                 notes.append(f"name {name!r} is in the context but not with the same words")
+    pairs = _bigrams(text)
+    bigrams = (
+        sum(1 for b in pairs if b in ctx.bigrams or b in known_pairs) / len(pairs) if pairs else 1.0
+    )
     polarity = int(local[best] >= 0.6 and (facts.negations % 2) != (ctx.unit_negations[best] % 2))
     if polarity:
         notes.append("negation differs from the context")
     missing = [k for k in keys if k not in ctx.all_keys and k not in known]
+    missing_mass = sum(weights[k] for k in missing)
     if missing:
         shown = ", ".join(sorted(missing, key=lambda k: -weights[k])[:3])
         notes.append(f"words not in the context: {shown}")
@@ -280,15 +311,26 @@ def gather(
     return Evidence(
         text,
         start,
-        False,
-        words,
-        cosine,
+        words=words,
+        local=float(local.max()),
+        bigrams=bigrams,
+        missing_mass=missing_mass,
+        cosine=cosine,
         polarity=polarity,
         context=ci,
         evidence=unit,
         notes=tuple(notes),
         **counts,
     )
+
+
+def soft_floor(raw: float) -> float:
+    """``raw`` clipped to at most 1; below :data:`FLOOR` squeezed into (0, FLOOR) by
+    ``FLOOR / (1 + FLOOR - raw)`` instead of clipped at 0, so two sentences with
+    different amounts of missing material keep their order (no ties at 0)."""
+    if raw >= FLOOR:
+        return min(1.0, raw)
+    return FLOOR / (1.0 + FLOOR - raw)
 
 
 def score(ev: Evidence, params: SupportParams) -> SentenceSupport:
@@ -303,8 +345,16 @@ def score(ev: Evidence, params: SupportParams) -> SentenceSupport:
         + params.relation_penalty * (ev.loose_numbers + ev.loose_names)
         + params.polarity_penalty * ev.polarity
     )
-    support = params.w_words * ev.words + (1.0 - params.w_words) * meaning - penalty
-    support = min(1.0, max(0.0, support))
+    w_meaning = 1.0 - params.w_words - params.w_local - params.w_bigrams
+    support = (
+        params.w_words * ev.words
+        + params.w_local * ev.local
+        + params.w_bigrams * ev.bigrams
+        + w_meaning * meaning
+        - penalty
+        - params.mass_penalty * ev.missing_mass
+    )
+    support = soft_floor(support)
     supported = support >= params.threshold
     reason = "" if supported else ("; ".join(ev.notes) or "too little of it is in the context")
     return SentenceSupport(
@@ -322,6 +372,7 @@ def gather_sentences(
     """Each sentence of ``answer`` with what the contexts say about it."""
     sentences = split(answer)
     known = frozenset(content_keys(question)) | frozenset(_names(question))
+    pairs = _bigrams(question)
     cos: F32 | None = None
     if embed is not None and contexts.vectors is not None and sentences:
         vecs = np.asarray(embed([s.text for s in sentences]), dtype=np.float32)
@@ -330,7 +381,7 @@ def gather_sentences(
     for i, s in enumerate(sentences):
         facts = SentenceFacts.of(s.text)
         row = cos[i] if cos is not None else None
-        out.append((gather(s.text, s.start, facts, contexts, known, row), facts))
+        out.append((gather(s.text, s.start, facts, contexts, known, row, pairs), facts))
     return out
 
 
