@@ -11,7 +11,7 @@ import pytest
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.loop.answer import Citation
-from kredenc.loop.roles.generate import NOT_FOUND, SYSTEM, Generate, extract, strip_markers
+from kredenc.loop.roles.generate import NOT_FOUND, SYSTEM, Generate, extract
 from kredenc.recall import render
 
 from .answer_side import TinyLLM, filled, mind_for, services
@@ -99,14 +99,8 @@ def test_stream_hands_the_text_to_on_delta(kb: Kredenc) -> None:
     assert "".join(got) == mind.read("generate.text")
 
 
-def test_strip_markers_keeps_outside_knowledge() -> None:
-    assert strip_markers("A is B. [1] [OUTSIDE KNOWLEDGE] C is D.[2][3]") == (
-        "A is B. [OUTSIDE KNOWLEDGE] C is D."
-    )
-
-
 def test_llm_prompt_envelopes_the_chunks_and_requires_citations(kb: Kredenc) -> None:
-    llm = TinyLLM("The Transformer uses 8 heads [1].")
+    llm = TinyLLM("The Transformer uses 8 heads [1, 2].")
     mind = mind_for(kb, "How many heads?", k=2)
     evil = mind.read("verify.kept")[0]
     result = Generate().run(mind, services(kb, llm, role_generate="llm"))
@@ -116,8 +110,8 @@ def test_llm_prompt_envelopes_the_chunks_and_requires_citations(kb: Kredenc) -> 
     assert user.count(render.OPEN) == 1 and user.index(render.CLOSE) < user.index("Question:")
     lines = user.split(render.OPEN)[1].split(render.CLOSE)[0].strip().splitlines()
     assert json.loads(lines[0])["text"] == evil.text and json.loads(lines[0])["n"] == 1
-    assert mind.read("generate.text") == "The Transformer uses 8 heads [1]."
-    assert [c.n for c in mind.read("generate.citations")] == [1]
+    assert mind.read("generate.text") == "The Transformer uses 8 heads [1, 2]."
+    assert [c.n for c in mind.read("generate.citations")] == [1, 2]
     assert len(mind.read("generate.contexts")) == 2  # record n is contexts[n - 1]
     assert (result.prompt_tokens, result.completion_tokens) == (10, 5)
 

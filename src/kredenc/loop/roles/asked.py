@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from kredenc.grounding.support import SentenceFacts, content_keys
 from kredenc.grounding.words import key, tokens
 
-__all__ = ["FACTUAL", "asks_fact", "covered", "fills", "number_near", "question_keys", "slots"]
+__all__ = ["covered", "fills", "number_near", "question_keys", "slots"]
 
 _NUMBER = re.compile(
     r"\bhow (?:many|much|long|large|big|fast|often|old|far|deep|wide|high)\b"
@@ -39,12 +39,6 @@ _POINTER = re.compile(
 _YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
 _MONTH = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d", re.IGNORECASE
-)
-
-#: Words that make a message a request for facts (with a content word after them).
-FACTUAL = frozenset(
-    """what which who whom whose when where why how list name tell explain describe
-    define compare show give summarize summarise""".split()  # noqa: SIM905
 )
 
 
@@ -92,15 +86,6 @@ def number_near(text: str, keys: Iterable[str], window: int = 6) -> bool:
         return False
     near = [i for i, t in enumerate(toks) if t[:1].isalpha() and key(t) in wanted]
     return any(abs(i - j) <= window for i in where for j in near)
-
-
-def asks_fact(message: str) -> bool:
-    """Whether ``message`` asks something factual (a question or request with a
-    content word), as opposed to chit-chat ("hi", "thanks!")."""
-    words = tokens(message)
-    if not content_keys(message):
-        return False
-    return message.rstrip().endswith("?") or bool(FACTUAL & set(words[:3]))
 
 
 def covered(keys: Iterable[str], texts: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -70,7 +70,6 @@ __all__ = [
     "Generate",
     "citation",
     "extract",
-    "strip_markers",
 ]
 
 #: The answer when nothing trusted speaks to the question.
@@ -106,7 +105,7 @@ CHAT_SYSTEM = (
     "user's message conversationally in one or two sentences. State no facts."
 )
 
-_MARKER = re.compile(r"\s*\[(\d+)\]")
+_MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")  # [1] or [1, 3]
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
 _SOURCE_REF = re.compile(r"\s*\[\d+(?:\s*[,\u2013-]\s*\d+)*\]")  # the document's own "[36]"
@@ -118,11 +117,6 @@ _HEADING = re.compile(
 _GREETING = re.compile(r"^\W*(hi|hello|hey|good (morning|afternoon|evening)|howdy|szia)\b", re.I)
 _THANKS = re.compile(r"\b(thanks|thank you|thx|cheers|köszönöm)\b", re.I)
 _BYE = re.compile(r"\b(bye|goodbye|see you|good night)\b", re.I)
-
-
-def strip_markers(text: str) -> str:
-    """``text`` without its ``[n]`` citation markers (``[OUTSIDE KNOWLEDGE]`` stays)."""
-    return _MARKER.sub("", text).strip()
 
 
 def citation(n: int, hit: Hit) -> Citation:
@@ -381,7 +375,7 @@ class Generate(RoleTool):
         else:
             done = cached_complete(services, messages)
         text = done.text.strip() if done is not None else ""
-        cited = {int(n) for n in _MARKER.findall(text)}
+        cited = {int(n) for group in _MARKER.findall(text) for n in group.split(",")}
         cites = [citation(n, hit) for n, hit in enumerate(given, 1) if n in cited]
         self._write(mind, text, cites, [h.text for h in given], abstained=not retrieve)
         result = ToolResult(note=f"{len(cites)} cited of {len(given)} given")

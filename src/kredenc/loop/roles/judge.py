@@ -29,9 +29,8 @@ from typing import TYPE_CHECKING
 
 from kredenc.grounding.base import Evaluation, Judge
 from kredenc.grounding.judge import SupportJudge
-from kredenc.loop.roles.asked import asks_fact
 from kredenc.loop.roles.common import RoleTool, cached_judge, query_of, skipped
-from kredenc.loop.roles.generate import strip_markers
+from kredenc.loop.roles.text import content_terms, is_question, strip_citations
 from kredenc.loop.tool import Services, ToolResult
 
 if TYPE_CHECKING:
@@ -86,7 +85,7 @@ class JudgeTool(RoleTool):
         question = query_of(mind)
         abstained = bool(mind.read("generate.abstained", False))
         if mind.read("decide.retrieve", True) is False:
-            if not asks_fact(question):
+            if not (is_question(question) and content_terms(question)):
                 mind.write("judge.evaluation", conversational())
                 return ToolResult(note="conversational reply")
             contexts: list[str] = []
@@ -95,6 +94,6 @@ class JudgeTool(RoleTool):
             return ToolResult(note="the answer abstains")
         else:
             contexts = [str(c) for c in mind.read("generate.contexts", None) or []]
-        evaluation = cached_judge(services, judge, question, strip_markers(str(text)), contexts)
+        evaluation = cached_judge(services, judge, question, strip_citations(str(text)), contexts)
         mind.write("judge.evaluation", evaluation)
         return ToolResult(note=f"{evaluation.confidence_score} ({evaluation.band})")

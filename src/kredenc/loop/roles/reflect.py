@@ -37,7 +37,7 @@ from kredenc.grounding.base import Evaluation
 from kredenc.grounding.words import key, tokens
 from kredenc.loop.roles.asked import covered, fills, number_near, question_keys, slots
 from kredenc.loop.roles.common import RoleTool, charge, data_lines, llm_json, query_of, skipped
-from kredenc.loop.roles.generate import strip_markers
+from kredenc.loop.roles.text import strip_citations
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
 
@@ -97,7 +97,7 @@ def reflect(
     abstained: bool = False,
 ) -> Reflection:  # fmt: skip
     """The deterministic reflection (module doc)."""
-    answer = strip_markers(answer)
+    answer = strip_citations(answer)
     keys = question_keys(query)
     found, missing_keys = covered(keys, [answer, *(h.text for h in kept)])
     word: dict[str, str] = {}
@@ -185,7 +185,7 @@ class Reflect(RoleTool):
         user = data_lines(
             [
                 {"question": query_of(mind)},
-                {"answer": strip_markers(str(text))},
+                {"answer": strip_citations(str(text))},
                 verdict,
             ]
         )
