@@ -54,7 +54,7 @@ def test_an_empty_slot_is_a_gap_even_when_the_words_are_there() -> None:
         [],
         SUPPORTED,
     )
-    assert not r.sufficient and "number" in r.gaps and r.completeness < 0.6
+    assert not r.sufficient and "count" in r.gaps and r.completeness < 0.6
     full = reflect(
         "How many attention heads does the model use?",
         "The model uses h = 8 attention heads. [1]",

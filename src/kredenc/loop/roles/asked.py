@@ -2,7 +2,8 @@
 
 Shared by generate (a sentence that fills the slot answers better) and reflect (an
 answer that leaves a slot empty is incomplete). A slot is the kind of fact a question
-word demands: ``number`` ("how many", "how much", "what number/value/size"), ``date``
+word demands: ``count`` ("how many": a whole number), ``number`` ("how much", "how
+long", "what number/value/size"), ``date``
 ("when", "what year"), ``name`` ("who", "whom", "whose", "which company/person").
 Content words are the judge's (:func:`kredenc.grounding.support.content_keys`), so
 "covered" means the same to the judge, the generator and reflect.
@@ -10,16 +11,18 @@ Content words are the judge's (:func:`kredenc.grounding.support.content_keys`), 
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 
 from kredenc.grounding.support import SentenceFacts, content_keys
-from kredenc.grounding.words import key, tokens
+from kredenc.grounding.words import key
 
-__all__ = ["covered", "fills", "number_near", "question_keys", "slots"]
+__all__ = ["answers", "covered", "fills", "number_near", "question_keys", "slots"]
 
+_COUNT = re.compile(r"\bhow many\b", re.IGNORECASE)
 _NUMBER = re.compile(
-    r"\bhow (?:many|much|long|large|big|fast|often|old|far|deep|wide|high)\b"
+    r"\bhow (?:much|long|large|big|fast|often|old|far|deep|wide|high)\b"
     r"|\bwhat (?:is |was |are |were )?(?:the )?(?:number|amount|value|size|count|rate|"
     r"percentage|score|dimension\w*)\b",
     re.IGNORECASE,
@@ -33,9 +36,14 @@ _NAME = re.compile(
 # "Table 3", "Section 3.2.2", "Figure 1", "Eq. (2)", "layer 5 of 6": pointers, not answers.
 _POINTER = re.compile(
     r"\b(?:tables?|figures?|fig\.|sections?|eq\.|equations?|rows?|layer|chapter|page)"
-    r"\s*\(?[\d.]+[a-z]?\)?(?:\s+of\s+\d+)?",
+    r"\s*\(?[\d.]+[a-z]?\)?(?:\s+of\s+\d+)?"
+    r"|\(\d+\)",  # an equation's number: "(3)"
     re.IGNORECASE,
 )
+# A count is a whole number standing alone: not "1.5", "-0.5", "10^-9" nor "x2".
+_ANY = re.compile(r"\d+(?:[.,]\d+)*")
+_ALPHA = re.compile(r"[^\W\d_]+")
+_WHOLE = re.compile(r"(?<![\w.\-−^])\d{1,3}(?:,\d{3})+(?![\w.]\d)|(?<![\w.\-−^])\d+(?![\w.,]\d)")
 _YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
 _MONTH = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d", re.IGNORECASE
@@ -48,9 +56,11 @@ def question_keys(question: str) -> list[str]:
 
 
 def slots(question: str) -> frozenset[str]:
-    """The slots ``question`` asks to be filled: ``number``, ``date``, ``name``."""
+    """The slots ``question`` asks to be filled: ``count``, ``number``, ``date``, ``name``."""
     out = set()
-    if _NUMBER.search(question):
+    if _COUNT.search(question):
+        out.add("count")
+    elif _NUMBER.search(question):
         out.add("number")
     if _DATE.search(question):
         out.add("date")
@@ -75,17 +85,30 @@ def fills(text: str, slot: str, question: str = "") -> bool:
     return False
 
 
-def number_near(text: str, keys: Iterable[str], window: int = 6) -> bool:
-    """Whether a number stands within ``window`` words of one of ``keys`` in ``text``
-    ("h = 8 parallel attention layers": 8 is near "attention"), pointers to tables and
-    sections left out: the number a "how many X" question asks for is the one next to X."""
+def number_near(text: str, keys: Iterable[str], window: int = 6, *, whole: bool = False) -> bool:
+    """Whether a number (with ``whole``, a whole number: a count) stands within
+    ``window`` words of one of ``keys`` in ``text`` ("h = 8 parallel attention layers":
+    8 is near "attention"), pointers to tables, sections and equations left out: the
+    number a "how many X" question asks for is the one next to X."""
     wanted = set(keys)
-    toks = tokens(_POINTER.sub(" ", text))
-    where = [i for i, t in enumerate(toks) if t[:1].isdigit()]
-    if not where or not wanted:
-        return False
-    near = [i for i, t in enumerate(toks) if t[:1].isalpha() and key(t) in wanted]
-    return any(abs(i - j) <= window for i in where for j in near)
+    plain = _POINTER.sub(" ", text)
+    words = [(m.start(), key(m.group().lower())) for m in _ALPHA.finditer(plain)]
+    starts = [w for w, _ in words]
+    numbers = [
+        bisect.bisect(starts, m.start()) for m in (_WHOLE if whole else _ANY).finditer(plain)
+    ]
+    near = [i for i, (_, k) in enumerate(words) if k in wanted]
+    # A number between words i-1 and i sits at i - 0.5 in word order.
+    return any(abs(n - 0.5 - j) <= window for n in numbers for j in near)
+
+
+def answers(text: str, slot: str, question: str) -> bool:
+    """Whether ``text`` fills ``slot`` of ``question``: a count or number next to the
+    question's words (:func:`number_near`), a date or a name not already asked
+    (:func:`fills`)."""
+    if slot in ("count", "number"):
+        return number_near(text, question_keys(question), whole=slot == "count")
+    return fills(text, slot, question)
 
 
 def covered(keys: Iterable[str], texts: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -45,7 +45,7 @@ import numpy as np
 from kredenc.grounding.sentences import split
 from kredenc.grounding.support import content_keys
 from kredenc.loop.answer import Citation
-from kredenc.loop.roles.asked import fills, number_near, question_keys, slots
+from kredenc.loop.roles.asked import answers, question_keys, slots
 from kredenc.loop.roles.common import (
     RoleTool,
     cached_complete,
@@ -225,10 +225,7 @@ def extract(
     filled: list[bool] = []
     for c, cos, got in zip(cands, cosines, have, strict=True):
         coverage = sum(w for k, w in weight.items() if k in got) / total if total else 0.0
-        fits = all(
-            number_near(c.text, keys) if slot == "number" else fills(c.text, slot, query)
-            for slot in wanted
-        )
+        fits = all(answers(c.text, slot, query) for slot in wanted)
         score = W_MEANING * float(cos) + (1 - W_MEANING) * coverage
         score += SLOT_BONUS if wanted and fits else 0.0
         scored.append(_Candidate(c.chunk, c.order, c.text, c.scored, score))

@@ -3,7 +3,7 @@
 Reads the standalone query (``rewrite.query``, else ``ask.question``),
 ``generate.text``, ``verify.kept``, ``judge.evaluation`` and ``decide.retrieve``;
 writes ``reflect.sufficient``, ``reflect.completeness`` (0..1), ``reflect.gaps``
-(named: a missing word of the question, or ``"number"``/``"date"``/``"name"`` for an
+(named: a missing word of the question, or ``"count"``/``"number"``/``"date"``/``"name"`` for an
 asked-for slot the answer leaves empty) and ``reflect.focus`` (the next iteration's
 extra query: the missing words, else the query's words; "" when sufficient).
 
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.grounding.base import Evaluation
 from kredenc.grounding.words import key, tokens
-from kredenc.loop.roles.asked import covered, fills, number_near, question_keys, slots
+from kredenc.loop.roles.asked import answers, covered, question_keys, slots
 from kredenc.loop.roles.common import RoleTool, charge, data_lines, llm_json, query_of, skipped
 from kredenc.loop.roles.text import strip_citations
 from kredenc.loop.tool import Services, ToolResult
@@ -105,12 +105,7 @@ def reflect(
         word.setdefault(key(t), t)
     missing = [word.get(k, k) for k in missing_keys]
     wanted = sorted(slots(query))
-    empty = [
-        s
-        for s in wanted
-        if abstained
-        or not (number_near(answer, keys) if s == "number" else fills(answer, s, query))
-    ]
+    empty = [s for s in wanted if abstained or not answers(answer, s, query)]
     parts = (len(found) / len(keys) if keys else 1.0, *(0.0 if s in empty else 1.0 for s in wanted))
     weights = (1.0, *(SLOT_WEIGHT for _ in wanted))
     coverage = sum(p * w for p, w in zip(parts, weights, strict=True)) / sum(weights)
