@@ -1,0 +1,128 @@
+"""retrieve: the modes, the queries it searches, accumulation over iterations."""
+
+from __future__ import annotations
+
+from kredenc.engine import Kredenc
+from kredenc.loop.roles.retrieve import Retrieve, choose_mode, fuse
+from kredenc.records import Hit
+
+from .conftest import MakeServices
+from .helpers import TinyLLM, mind
+
+DISTRACTORS = [
+    f"Note {i}: the {topic} meeting moved to room {i} on floor {i % 5}."
+    for i, topic in enumerate(
+        [
+            "budget",
+            "hiring",
+            "roadmap",
+            "design",
+            "security",
+            "sales",
+            "support",
+            "legal",
+            "travel",
+            "marketing",
+            "finance",
+            "research",
+            "planning",
+            "review",
+            "training",
+            "safety",
+            "quality",
+            "launch",
+            "audit",
+            "partnership",
+        ]
+    )
+]
+KISS = "Kiss and Tell is a 1945 American comedy film starring Shirley Temple as Corliss Archer."
+TEMPLE = "Shirley Temple Black served as United States ambassador to Ghana and Czechoslovakia."
+BRIDGE_Q = (
+    "What government position was held by the woman who portrayed Corliss Archer "
+    "in the film Kiss and Tell?"
+)
+
+
+def _fill(kb: Kredenc) -> None:
+    kb.remember_many([{"text": t} for t in [*DISTRACTORS, KISS, TEMPLE]])
+
+
+def test_modes_follow_the_question(services: MakeServices) -> None:
+    s = services()
+    assert choose_mode("How many heads does the model use?", s) == "hybrid"
+    assert choose_mode("Were Scott Derrickson and Ed Wood of the same nationality?", s) == "graph"
+    assert choose_mode(BRIDGE_Q, s) == "iterative"
+    assert choose_mode("How many heads?", services(rerank="cross-encoder")) == "reranked"
+    assert choose_mode(BRIDGE_Q, services(options={"retrieve_mode": "hybrid"})) == "hybrid"
+
+
+def test_hybrid_search_writes_chunks_mode_and_queries(kb: Kredenc, services: MakeServices) -> None:
+    _fill(kb)
+    m = mind("Where did the budget meeting move?", rewrite_query="budget meeting room")
+    result = Retrieve().run(m, services(options={"k": 3}))
+    chunks = m.read("retrieve.chunks")
+    assert result.status == "ok" and m.read("retrieve.mode") == "hybrid"
+    assert m.read("retrieve.queries") == ["budget meeting room"]
+    assert "budget" in chunks[0].text and len(chunks) <= 6
+
+
+def test_iterative_mode_follows_the_bridge_entity(kb: Kredenc, services: MakeServices) -> None:
+    _fill(kb)
+    plain = mind(BRIDGE_Q)
+    Retrieve().run(plain, services(options={"k": 3, "retrieve_mode": "hybrid"}))
+    assert TEMPLE not in [h.text for h in plain.read("retrieve.chunks")]
+    m = mind(BRIDGE_Q)
+    Retrieve().run(m, services(options={"k": 3}))
+    texts = [h.text for h in m.read("retrieve.chunks")]
+    assert m.read("retrieve.mode") == "iterative"
+    assert KISS in texts and TEMPLE in texts
+    assert any(q.startswith("Shirley Temple") for q in m.read("retrieve.queries")[1:])
+
+
+def test_later_iterations_add_the_focus_and_keep_earlier_chunks(
+    kb: Kredenc, services: MakeServices
+) -> None:
+    _fill(kb)
+    m = mind("Where did the budget meeting move?", rewrite_query="budget meeting")
+    s = services(options={"k": 2})
+    Retrieve().run(m, s)
+    first = [h.id for h in m.read("retrieve.chunks")]
+    m.write("loop.iteration", 2)
+    m.write("reflect.focus", "security meeting room")
+    Retrieve().run(m, s)
+    second = m.read("retrieve.chunks")
+    ids = [h.id for h in second]
+    assert set(first) <= set(ids) and len(ids) == len(set(ids))
+    assert any("security" in h.text for h in second)
+    assert m.read("retrieve.queries") == [
+        "budget meeting",
+        "budget meeting",
+        "security meeting room",
+    ]
+
+
+def test_skips_without_retrieval_or_question(services: MakeServices) -> None:
+    from kredenc.loop.mind import LocalMind
+
+    assert Retrieve().run(mind("hi", decide_retrieve=False), services()).status == "skipped"
+    assert Retrieve().run(LocalMind(), services()).status == "skipped"
+
+
+def test_the_llm_plans_mode_and_extra_queries(kb: Kredenc, services: MakeServices) -> None:
+    _fill(kb)
+    llm = TinyLLM([{"mode": "graph", "queries": ["security meeting"]}])
+    m = mind("Where did the budget meeting move?")
+    Retrieve().run(m, services(llm=llm, role_retrieve="llm", options={"k": 2}))
+    assert m.read("retrieve.mode") == "graph"
+    assert m.read("retrieve.queries") == ["Where did the budget meeting move?", "security meeting"]
+
+
+def _hit(i: str) -> Hit:
+    return Hit(id=i, text=i, score=0.0, kind="note", drawer="d")
+
+
+def test_fuse_dedupes_and_ranks_by_reciprocal_rank() -> None:
+    a, b, c = _hit("a"), _hit("b"), _hit("c")
+    assert [h.id for h in fuse([[a, b], [b, c]])] == ["b", "a", "c"]
+    assert [h.id for h in fuse([[a, b], [b, c]], limit=1)] == ["b"]
