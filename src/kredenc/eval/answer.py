@@ -6,9 +6,9 @@ A case file is JSON Lines, one case per line::
      "turns": ["How many attention heads does the Transformer use?"],
      "answer": ["\\\\b8\\\\b"], "cited": ["h\\\\s*=\\\\s*8"], "context_sufficient": true}
 
-``document`` is a path under the ``--docs`` folder (ingested once per run, into a fresh
-store); ``turns`` are asked in order in one session of their own, and the checks apply
-to the last turn's answer. Checks (regular expressions are matched case-insensitively,
+``document`` is a path under the ``--docs`` folder, ingested into a namespace of the
+case's own (in a fresh store); ``turns`` are asked in order in one session, and the
+checks apply to the last turn's answer. Checks (regular expressions are matched case-insensitively,
 anywhere):
 
 * ``answer``: each must match the answer's text;
@@ -37,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.eval.metrics import bootstrap_ci
 from kredenc.loop.answer import Answer
@@ -72,9 +73,6 @@ CHECKS = frozenset(
 _PATTERN_CHECKS = ("answer", "cited", "rewritten", "forbidden")
 _BOOL_CHECKS = ("abstain", "retrieved", "context_sufficient")
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
-
-#: ``ask(question, session_id) -> Answer``: the loop under test (``Kredenc.ask``).
-Ask = Callable[[str, str], Answer]
 
 
 @dataclass(frozen=True)
@@ -226,19 +224,26 @@ def documents(cases: Sequence[AnswerCase], docs: str | Path) -> list[Path]:
 
 
 def run_answer_eval(
+    kb: Kredenc,
     cases: Sequence[AnswerCase],
-    ask: Ask,
+    docs: str | Path,
     *,
     on_case: Callable[[CaseResult], None] | None = None,
+    **options: Any,
 ) -> list[CaseResult]:
-    """Ask each case's turns in a session of its own; check the last answer."""
+    """Each case in a namespace of its own (``answer-<n>``) holding its document, its
+    turns asked in order in one session; the last answer checked. A namespace per case
+    keeps one case's answers (filed as turns) out of another's retrieval, so a case's
+    result does not depend on the cases before it. ``options`` go to ``Kredenc.ask``."""
+    documents(cases, docs)  # every document there before the first case runs
     results: list[CaseResult] = []
-    for case in cases:
-        session = f"eval-answer-{case.id}"
+    for n, case in enumerate(cases, 1):
+        view = kb.scoped(f"answer-{n}")
+        view.ingest(Path(docs) / case.document)
         t0 = time.perf_counter()
         answer: Answer | None = None
         for turn in case.turns:
-            answer = ask(turn, session)
+            answer = view.ask(turn, session_id=f"eval-{case.id}", **options)
         ms = (time.perf_counter() - t0) * 1000
         if answer is None:
             raise InvalidInput(f"case {case.id} has no turns", "give it at least one question")

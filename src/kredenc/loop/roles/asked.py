@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from kredenc.grounding.support import SentenceFacts, content_keys
 from kredenc.grounding.words import key
 
-__all__ = ["answers", "covered", "fills", "number_near", "question_keys", "slots"]
+__all__ = ["answers", "counted", "covered", "fills", "number_near", "question_keys", "slots"]
 
 _COUNT = re.compile(r"\bhow many\b", re.IGNORECASE)
 _NUMBER = re.compile(
@@ -48,6 +48,19 @@ _YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
 _MONTH = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d", re.IGNORECASE
 )
+
+
+_COUNTED = re.compile(
+    r"\bhow many\s+(.+?)(?=\s+(?:do|does|did|is|are|was|were|has|have|had|can|could|will|"
+    r"would|should|in|on|of|for|per|at|by)\b|[?.!,]|$)",
+    re.IGNORECASE,
+)
+
+
+def counted(question: str) -> str:
+    """What a "how many" question counts ("attention heads"), or ""."""
+    m = _COUNTED.search(question)
+    return m.group(1).strip() if m else ""
 
 
 def question_keys(question: str) -> list[str]:

@@ -14,10 +14,10 @@ figure debris are left out; each sentence is scored by meaning (the cosine betwe
 its MiniLM vector and the query's) and by query-word coverage (the judge's content
 keys), with a small bonus when it fills the slot the question asks for (a number for
 "how many", a date for "when", a name for "who"). The best sentence, and up to two
-more within :data:`KEEP_RATIO` of it, are the answer, de-duplicated (overlapping
+more within :attr:`ExtractParams.keep_ratio` of it, are the answer, de-duplicated (overlapping
 chunks repeat sentences), grouped by chunk (chunks in the order of their best
 sentence, sentences in text order) and cited. When no sentence reaches
-:data:`MIN_SCORE` (nothing kept, or nothing kept that speaks to the question), the
+:data:`ExtractParams.min_score` (nothing kept, or nothing kept that speaks to the question), the
 answer is :data:`NOT_FOUND`, with no citations.
 
 **LLM**: temperature 0, :data:`SYSTEM` requires ``[n]`` citations and the
@@ -62,29 +62,43 @@ if TYPE_CHECKING:
     from kredenc.providers.llm.base import Message
 
 __all__ = [
-    "KEEP_RATIO",
-    "MAX_SENTENCES",
-    "MIN_SCORE",
     "NOT_FOUND",
+    "PARAMS",
     "SYSTEM",
+    "ExtractParams",
     "Generate",
+    "candidates",
     "citation",
     "extract",
+    "pick",
 ]
 
 #: The answer when nothing trusted speaks to the question.
 NOT_FOUND = "I could not find this in the store."
 
-#: Sentences in an extractive answer, at most.
-MAX_SENTENCES = 3
-#: A further sentence joins the answer when it scores at least this share of the best.
-KEEP_RATIO = 0.8
-#: The score below which no sentence answers (then :data:`NOT_FOUND`).
-MIN_SCORE = 0.45
-#: The weight of meaning against word coverage in a sentence's score.
-W_MEANING = 0.5
-#: Added when a sentence fills the slot the question asks for.
-SLOT_BONUS = 0.1
+
+@dataclass(frozen=True)
+class ExtractParams:
+    """How the extractive answer scores and picks sentences. The defaults were chosen by
+    ``benchmarks/fit_generate.py`` (5-fold cross-validation on HotpotQA dev, gold plus
+    distractor paragraphs as the kept chunks, other questions' paragraphs as the
+    unanswerable case; see docs/roles.md), not on the Attention questions."""
+
+    #: The weight of meaning (cosine) against query-word coverage.
+    w_meaning: float = 0.5
+    #: Weight query words by IDF over the candidate sentences (else all alike).
+    idf: bool = True
+    #: Added when a sentence fills the slot the question asks for.
+    slot_bonus: float = 0.1
+    #: The score below which no sentence answers (then :data:`NOT_FOUND`).
+    min_score: float = 0.45
+    #: A further sentence joins the answer when it scores this share of the best.
+    keep_ratio: float = 0.8
+    #: Sentences in an answer, at most.
+    max_sentences: int = 3
+
+
+PARAMS = ExtractParams()
 #: Two sentences this close in meaning say the same thing (one is kept).
 SAME = 0.95
 #: Chunks given to the generator when the settings do not say (``ask_context_k``).
@@ -136,12 +150,11 @@ def citation(n: int, hit: Hit) -> Citation:
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class Candidate:
     chunk: int  # index in the given chunks
     order: int  # position in its chunk
     text: str  # whitespace collapsed, headings and the document's own "[n]" left out
     scored: str  # what is scored: the text with its heading (the heading says what it is about)
-    score: float = 0.0
 
 
 def _clean(text: str) -> str:
@@ -165,6 +178,12 @@ def _bibliography(text: str) -> bool:
     return len(_REFERENCE_LINE.findall(text)) >= 3
 
 
+def _own_answer(hit: Hit) -> bool:
+    """An earlier answer of the loop filed as an assistant turn: not a source (an answer
+    citing an earlier answer would make a mistake its own evidence)."""
+    return hit.type == "turn" and hit.meta.get("role") == "assistant"
+
+
 def _unheaded(raw: str) -> str:
     """``raw`` without the heading lines a PDF glued to its front ("5.2 Hardware and
     Schedule" on a line of its own before the sentence)."""
@@ -174,11 +193,12 @@ def _unheaded(raw: str) -> str:
     return "\n".join(lines)
 
 
-def _candidates(chunks: Sequence[Hit]) -> list[_Candidate]:
-    out: list[_Candidate] = []
+def candidates(chunks: Sequence[Hit]) -> list[Candidate]:
+    """The sentences of ``chunks`` worth scoring (module doc), de-duplicated."""
+    out: list[Candidate] = []
     seen: set[str] = set()
     for ci, hit in enumerate(chunks):
-        if _bibliography(hit.text):
+        if _bibliography(hit.text) or _own_answer(hit):
             continue
         sentences = split(hit.text)
         for si, s in enumerate(sentences):
@@ -189,14 +209,82 @@ def _candidates(chunks: Sequence[Hit]) -> list[_Candidate]:
                 continue  # the tail of a sentence the chunk's start cut
             if si == len(sentences) - 1 and text[-1:] not in ".!?)\"'”":
                 continue  # cut off by the chunk's end
+            if text.endswith("?"):
+                continue  # a question (a user's turn, a heading) answers nothing
             if not _prose(raw):
                 continue
             norm = " ".join(_WORD.findall(text.lower()))
             if norm in seen:
                 continue  # overlapping chunks repeat sentences
             seen.add(norm)
-            out.append(_Candidate(ci, si, text, scored))
+            out.append(Candidate(ci, si, text, scored))
     return out
+
+
+@dataclass(frozen=True)
+class Scorable:
+    """What scoring needs of one candidate sentence, computed once."""
+
+    keys: frozenset[str]
+    fills: bool  # fills every slot the query asks for
+
+
+def scorable(query: str, cands: Sequence[Candidate]) -> list[Scorable]:
+    wanted = slots(query)
+    return [
+        Scorable(
+            frozenset(content_keys(c.scored)),
+            bool(wanted) and all(answers(c.text, slot, query) for slot in wanted),
+        )
+        for c in cands
+    ]
+
+
+def pick(
+    query: str,
+    facts: Sequence[Scorable],
+    vectors: Any,
+    qv: Any,
+    params: ExtractParams = PARAMS,
+) -> list[tuple[int, float]]:
+    """The candidates that make the answer, best first, with their scores (``[]``: none
+    reaches ``min_score``). ``vectors`` are the candidates' rows, ``qv`` the query's."""
+    if not facts:
+        return []
+    keys = question_keys(query)
+    cosines = np.asarray(vectors, dtype=np.float32) @ np.asarray(qv, dtype=np.float32).reshape(-1)
+    if params.idf:
+        # A rare word of the query counts more than one every sentence repeats.
+        n = len(facts)
+        weight = {k: math.log((n + 1) / (sum(k in f.keys for f in facts) + 0.5)) for k in keys}
+    else:
+        weight = dict.fromkeys(keys, 1.0)
+    total = sum(weight.values())
+    scores = []
+    for f, cos in zip(facts, cosines, strict=True):
+        coverage = sum(w for k, w in weight.items() if k in f.keys) / total if total else 0.0
+        score = params.w_meaning * float(cos) + (1 - params.w_meaning) * coverage
+        scores.append(score + (params.slot_bonus if f.fills else 0.0))
+    # The slot gate: a "how many" question is answered by a sentence with the count,
+    # when one speaks to the question at all.
+    pool = list(range(len(facts)))
+    if any(f.fills and s >= params.min_score for f, s in zip(facts, scores, strict=True)):
+        pool = [i for i in pool if facts[i].fills]
+    ranked = sorted(pool, key=lambda i: -scores[i])
+    best = scores[ranked[0]]
+    if best < params.min_score:
+        return []
+    picked: list[int] = []
+    rows = np.asarray(vectors, dtype=np.float32)
+    for i in ranked:
+        if len(picked) == params.max_sentences:
+            break
+        if scores[i] < max(params.min_score, params.keep_ratio * best):
+            break
+        if any(float(rows[i] @ rows[j]) >= SAME for j in picked):
+            continue
+        picked.append(i)
+    return [(i, scores[i]) for i in picked]
 
 
 def extract(
@@ -204,55 +292,25 @@ def extract(
     chunks: Sequence[Hit],
     embed: Callable[[Sequence[str]], Any],
     embed_query: Callable[[str], Any],
+    params: ExtractParams = PARAMS,
 ) -> tuple[str, list[Citation], list[str]]:
     """The extractive answer to ``query`` from ``chunks`` (best first): its text, its
     citations and their contexts (see the module doc). ``embed`` turns texts into
     L2-normalised rows, ``embed_query`` a query into one vector."""
-    cands = _candidates(chunks)
+    cands = candidates(chunks)
     if not cands or not query.strip():
         return NOT_FOUND, [], []
-    keys = question_keys(query)
-    wanted = slots(query)
-    vectors = np.asarray(embed([c.scored for c in cands]), dtype=np.float32)
-    qv = np.asarray(embed_query(query), dtype=np.float32).reshape(-1)
-    cosines = vectors @ qv
-    have = [set(content_keys(c.scored)) for c in cands]
-    # A rare word of the query counts more than one every sentence repeats (IDF over the
-    # candidates: "heads" over "Transformer" in the Transformer paper).
-    weight = {k: math.log((len(cands) + 1) / (sum(k in h for h in have) + 0.5)) for k in keys}
-    total = sum(weight.values())
-    scored: list[_Candidate] = []
-    filled: list[bool] = []
-    for c, cos, got in zip(cands, cosines, have, strict=True):
-        coverage = sum(w for k, w in weight.items() if k in got) / total if total else 0.0
-        fits = all(answers(c.text, slot, query) for slot in wanted)
-        score = W_MEANING * float(cos) + (1 - W_MEANING) * coverage
-        score += SLOT_BONUS if wanted and fits else 0.0
-        scored.append(_Candidate(c.chunk, c.order, c.text, c.scored, score))
-        filled.append(fits)
-    # The slot gate: a "how many" question is answered by a sentence with the number,
-    # when one speaks to the question at all.
-    pool: list[int] = list(range(len(scored)))
-    if wanted and any(f and s.score >= MIN_SCORE for f, s in zip(filled, scored, strict=True)):
-        pool = [i for i in pool if filled[i]]
-    ranked = sorted(pool, key=lambda i: -scored[i].score)
-    best = scored[ranked[0]].score
-    if best < MIN_SCORE:
+    vectors = embed([c.scored for c in cands])
+    chosen = pick(query, scorable(query, cands), vectors, embed_query(query), params)
+    if not chosen:
         return NOT_FOUND, [], []
-    picked: list[int] = []
-    for i in ranked:
-        s = scored[i]
-        if len(picked) == MAX_SENTENCES or s.score < max(MIN_SCORE, KEEP_RATIO * best):
-            break
-        if any(float(vectors[i] @ vectors[j]) >= SAME for j in picked):
-            continue
-        picked.append(i)
+    picked = [cands[i] for i, _ in chosen]
     # Chunks in the order of their best picked sentence; sentences in text order.
-    chunk_order = list(dict.fromkeys(scored[i].chunk for i in picked))
+    chunk_order = list(dict.fromkeys(c.chunk for c in picked))
     numbers = {ci: n for n, ci in enumerate(chunk_order, 1)}
     parts: list[str] = []
     for ci in chunk_order:
-        mine = sorted((scored[i] for i in picked if scored[i].chunk == ci), key=lambda c: c.order)
+        mine = sorted((c for c in picked if c.chunk == ci), key=lambda c: c.order)
         parts.extend(f"{c.text} [{numbers[ci]}]" for c in mine)
     citations = [citation(numbers[ci], chunks[ci]) for ci in chunk_order]
     return " ".join(parts), citations, [chunks[ci].text for ci in chunk_order]

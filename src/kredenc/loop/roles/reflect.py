@@ -5,7 +5,8 @@ Reads the standalone query (``rewrite.query``, else ``ask.question``),
 writes ``reflect.sufficient``, ``reflect.completeness`` (0..1), ``reflect.gaps``
 (named: a missing word of the question, or ``"count"``/``"number"``/``"date"``/``"name"`` for an
 asked-for slot the answer leaves empty) and ``reflect.focus`` (the next iteration's
-extra query: the missing words, else the query's words; "" when sufficient).
+extra query: the missing words; for an empty count what the question counts; else the
+query; "" when sufficient).
 
 **Rules** (the default):
 
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.grounding.base import Evaluation
 from kredenc.grounding.words import key, tokens
-from kredenc.loop.roles.asked import answers, covered, question_keys, slots
+from kredenc.loop.roles.asked import answers, counted, covered, question_keys, slots
 from kredenc.loop.roles.common import RoleTool, charge, data_lines, llm_json, query_of, skipped
 from kredenc.loop.roles.text import strip_citations
 from kredenc.loop.tool import Services, ToolResult
@@ -127,7 +128,10 @@ def reflect(
     )
     focus = ""
     if not sufficient:
-        focus = " ".join(missing) if missing else query
+        # The missing words; for an empty count, what is counted ("attention heads":
+        # the passage with the number names it, and rarely the rest of the question).
+        focus = " ".join(missing) if missing else (counted(query) if "count" in empty else "")
+        focus = focus or query
     return Reflection(sufficient, completeness, gaps, focus)
 
 
