@@ -53,6 +53,7 @@ def test_modes_follow_the_question(services: MakeServices) -> None:
     assert choose_mode("How many heads does the model use?", s) == "hybrid"
     assert choose_mode("Were Scott Derrickson and Ed Wood of the same nationality?", s) == "graph"
     assert choose_mode(BRIDGE_Q, s) == "iterative"
+    assert choose_mode("What BLEU score does it reach on English-to-German?", s) == "hybrid"
     assert choose_mode("How many heads?", services(rerank="cross-encoder")) == "reranked"
     assert choose_mode(BRIDGE_Q, services(options={"retrieve_mode": "hybrid"})) == "hybrid"
 
@@ -126,3 +127,11 @@ def test_fuse_dedupes_and_ranks_by_reciprocal_rank() -> None:
     a, b, c = _hit("a"), _hit("b"), _hit("c")
     assert [h.id for h in fuse([[a, b], [b, c]])] == ["b", "a", "c"]
     assert [h.id for h in fuse([[a, b], [b, c]], limit=1)] == ["b"]
+
+
+def test_the_drawer_option_limits_the_search(kb: Kredenc, services: MakeServices) -> None:
+    _fill(kb)
+    kb.remember("The budget meeting notes live in the archive.", drawer="archive")
+    m = mind("budget meeting")
+    Retrieve().run(m, services(options={"k": 5, "drawer": "archive"}))
+    assert [h.drawer for h in m.read("retrieve.chunks")] == ["archive"]

@@ -7,7 +7,8 @@ goes through :func:`~kredenc.loop.roles.common.cached_search`
 iterations, are fused by reciprocal rank (:data:`RRF_K`) and deduplicated by id, best
 first.
 
-Modes (``retrieve.mode``), chosen per query unless ``ask.options["retrieve_mode"]``
+Modes (``retrieve.mode``), chosen on the question as asked (names the rewrite carried
+over do not make it a comparison) unless ``ask.options["retrieve_mode"]``
 names one:
 
 ``iterative``  a bridge question (a relative clause: "the woman who portrayed X",
@@ -16,19 +17,21 @@ names one:
                search for them with the query's other terms, fuse; again from the
                new passages, at most :data:`MAX_HOPS` times, stopping when a round
                brings nothing new
-``graph``      two or more named entities or a comparison: graph expansion
-               (``hops=1``: the neighbours of the best hits)
+``graph``      two or more named entities joined or compared ("X and Y", "X or
+               Y", "older"): graph expansion (``hops=1``: the neighbours of the
+               best hits)
 ``reranked``   a reranker is configured (the ``rerank`` setting or option)
 ``hybrid``     everything else
 
-``ask.options`` may set ``k`` (else the ``ask_k`` setting, 12), ``mode`` (the search
-legs: hybrid, lexical, dense), ``hops`` and ``rerank``.
+``ask.options`` (``Services.options``) may set ``k`` (else the ``ask_k`` setting, 12),
+``mode`` (the search legs: hybrid, lexical, dense), ``hops``, ``rerank`` and ``drawer``.
 
 LLM: a JSON plan ``{"mode", "queries"}`` for the question; the searches are the same.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -75,7 +78,7 @@ def choose_mode(query: str, services: Services) -> str:
     names = text.names(query)
     if text.is_bridge(query) and not text.is_comparison(query):
         return "iterative"
-    if len(names) >= 2:
+    if len(names) >= 2 and (text.is_comparison(query) or re.search(r"\band\b", query)):
         return "graph"
     return "reranked" if reranking(services) else "hybrid"
 
@@ -125,7 +128,8 @@ class Retrieve(RoleTool):
         if isinstance(query, ToolResult):
             return query
         extra = [str(q) for q in mind.read("rewrite.queries", None) or []]
-        return self._search(mind, services, query, extra, choose_mode(query, services))
+        asked = str(mind.read("ask.question", "") or "") or query
+        return self._search(mind, services, query, extra, choose_mode(asked, services))
 
     def run_llm(self, mind: Mind, services: Services) -> ToolResult:
         query = self._query(mind)
@@ -156,6 +160,8 @@ class Retrieve(RoleTool):
             search["mode"] = opts["mode"]
         if opts.get("rerank") is not None:
             search["rerank"] = opts["rerank"]
+        if opts.get("drawer"):
+            search["drawer"] = opts["drawer"]
         if mode == "graph":
             search["hops"] = max(1, search["hops"])
         searched: list[str] = []

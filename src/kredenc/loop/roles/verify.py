@@ -10,8 +10,9 @@ For each AMBIGUOUS chunk (best relevance first, at most :data:`MAX_CHECKED`):
 3. support (:func:`support`, one function to swap for the grounding package's): the
    best sentence of a candidate against the key sentence, ``SUPPORT_COS_WEIGHT`` x the
    embedding cosine + the rest x the share of the key sentence's content terms it
-   holds; at or above :data:`SUPPORT_MIN` the chunk becomes VERIFIED, ``verified_by``
-   the candidate's id (or URL).
+   holds, halved when it lacks a number the key sentence states; at or above
+   :data:`SUPPORT_MIN` the chunk becomes VERIFIED, ``verified_by`` the candidate's id
+   (or URL).
 
 A chunk no candidate supports stays AMBIGUOUS with reason "unverified" and is dropped.
 ``verify.kept`` is the CORRECT and VERIFIED chunks, by relevance, best first;
@@ -24,7 +25,9 @@ LLM: the same candidates, and one JSON verdict per chunk ``{"supported", "eviden
 
 from __future__ import annotations
 
+import itertools
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -57,6 +60,8 @@ EVIDENCE_K = 6  # store hits searched per key sentence
 SUPPORT_COS_WEIGHT = 0.6
 SUPPORT_MIN = 0.55
 KEY_CHARS = 300
+NUMBER_MISMATCH = 0.5
+_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,9 @@ def key_sentence(chunk: str, query: str) -> str:
 
 def _best_sentence(claim_terms: list[str], evidence: str) -> tuple[str, float]:
     best, best_cov = evidence[:KEY_CHARS], -1.0
-    for sentence in text.sentences(evidence) or [evidence]:
+    parts = text.sentences(evidence) or [evidence]
+    pairs = [f"{a} {b}" for a, b in itertools.pairwise(parts)]
+    for sentence in [*parts, *pairs]:  # a fact may span two sentences ("X. It is ...")
         own = set(text.words(sentence))
         cov = (
             sum(any(w.startswith(t) for w in own) for t in claim_terms) / len(claim_terms)
@@ -96,19 +103,29 @@ def _best_sentence(claim_terms: list[str], evidence: str) -> tuple[str, float]:
     return best, max(best_cov, 0.0)
 
 
+def numbers(sentence: str) -> set[str]:
+    """The numbers of ``sentence``, thousands separators dropped ("100,000" -> "100000")."""
+    return {m.group().replace(",", "").rstrip(".") for m in _NUMBER.finditer(sentence)}
+
+
 def support(store: Any, claim: str, evidence: Sequence[str]) -> list[float]:
-    """How far each of ``evidence`` supports ``claim``, in [0, 1] (the module doc)."""
+    """How far each of ``evidence`` supports ``claim``, in [0, 1] (the module doc); a
+    candidate lacking a number the claim states counts half (same words, other fact)."""
     if not evidence:
         return []
     terms = text.content_terms(claim, limit=24)
+    stated = numbers(claim)
     picked = [_best_sentence(terms, e) for e in evidence]
     vecs = np.asarray(store.embed_many([claim, *[s for s, _ in picked]]), dtype=np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
     cos = vecs[1:] @ vecs[0]
-    return [
-        float(SUPPORT_COS_WEIGHT * max(0.0, c) + (1 - SUPPORT_COS_WEIGHT) * cov)
-        for c, (_, cov) in zip(cos, picked, strict=True)
-    ]
+    out = []
+    for c, (sentence, cov) in zip(cos, picked, strict=True):
+        score = SUPPORT_COS_WEIGHT * max(0.0, float(c)) + (1 - SUPPORT_COS_WEIGHT) * cov
+        if stated and not stated <= numbers(sentence):
+            score *= NUMBER_MISMATCH
+        out.append(float(score))
+    return out
 
 
 class Verify(RoleTool):
@@ -129,9 +146,11 @@ class Verify(RoleTool):
         self, services: Services, hit: Hit, claim: str, web: WebSearch | None
     ) -> list[Evidence]:
         own = source_of(hit)
+        drawer = services.options.get("drawer")
+        opts: dict[str, Any] = {"k": EVIDENCE_K, **({"drawer": drawer} if drawer else {})}
         found = [
             Evidence(h.id, h.text)
-            for h in cached_search(services, claim, k=EVIDENCE_K)
+            for h in cached_search(services, claim, **opts)
             if h.id != hit.id and source_of(h) != own
         ]
         if web is not None:
