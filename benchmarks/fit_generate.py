@@ -6,8 +6,12 @@ hold the gold answer string (SQuAD-normalised). The *unanswerable* case is the s
 question over the next question's gold paragraphs and distractors: the right answer
 there is NOT_FOUND. Yes/no questions are left out (no sentence holds "yes").
 
-Objective: the mean of the answer rate (answerable) and the abstention rate
-(unanswerable). 5-fold cross-validation by question: the grid's best on four folds is
+Objective: the mean of the answer rate (answerable: the *best* sentence holds the
+answer, so the fit ranks, and cannot win by saying more) and the abstention rate
+(unanswerable). ``keep_ratio`` (how many more sentences join the best) is not fitted:
+a longer answer always holds the answer more often, so this metric cannot choose it;
+it stays 0.8 and the share with the answer in the whole answer is reported beside.
+5-fold cross-validation by question: the grid's best on four folds is
 scored on the fifth; the held-out figures are reported with 95 % bootstrap intervals,
 and the defaults are the grid's best on all questions.
 
@@ -43,7 +47,6 @@ GRID = {
     "idf": (True, False),
     "slot_bonus": (0.0, 0.1, 0.2),
     "min_score": (0.15, 0.2, 0.25, 0.3, 0.35, 0.45, 0.55),
-    "keep_ratio": (0.5, 0.6, 0.7, 0.8, 0.9),
 }
 FOLDS = 5
 
@@ -78,11 +81,11 @@ class Prepared:
         self.qv = embedder.embed_query(question)
         self.answer = normalise(answer) if answer else ""
 
-    def right(self, params: ExtractParams) -> bool:
+    def right(self, params: ExtractParams, *, top: int = 1) -> bool:
         chosen = pick(self.question, self.facts, self.vectors, self.qv, params)
         if not self.answer:  # unanswerable: right when nothing is picked
             return not chosen
-        said = normalise(" ".join(self.cands[i].text for i, _ in chosen))
+        said = normalise(" ".join(self.cands[i].text for i, _ in chosen[:top]))
         return bool(chosen) and self.answer in said
 
 
@@ -138,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lo, hi = bootstrap_ci(ci_obj, n)
     all_scores = 0.5 * table.mean(0) + 0.5 * table_neg.mean(0)
     best_all = int(np.argmax(all_scores))
+    whole = [p.right(grid[best_all], top=grid[best_all].max_sentences) for p in pos]
     current = grid.index(PARAMS) if PARAMS in grid else None
     out = {
         "data": str(path),
@@ -151,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "abstain_rate": round(sum(held_neg) / n, 3),
             "abstain_rate_ci95": ci(held_neg),
         },
+        "best_on_all_whole_answer_rate": round(sum(whole) / n, 3),
+        "best_on_all_whole_answer_rate_ci95": ci(whole),
         "chosen_per_fold": chosen_per_fold,
         "best_on_all": asdict(grid[best_all]),
         "best_on_all_objective": round(float(all_scores[best_all]), 3),
@@ -165,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  answer rate        {h['answer_rate']:.3f} {h['answer_rate_ci95']}")
     print(f"  abstain rate       {h['abstain_rate']:.3f} {h['abstain_rate_ci95']}")
     print(f"  best on all: {out['best_on_all']} ({out['best_on_all_objective']})")
+    print(f"  answer anywhere in the answer (best on all): {out['best_on_all_whole_answer_rate']}")
     print(f"  current defaults: {out['current_defaults_objective']}")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -3,7 +3,7 @@ store, a tiny scripted LLM, and the mind and services the roles run on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from kredenc.providers.llm.base import LLM, Completion, JsonSchema, Message, Usa
 PASSAGES = [
     {
         "text": "Multi-Head Attention\nIn this work we employ h = 8 parallel attention layers, "
-        "or heads. For each of these we use dk = dv = 64.",
+        "or heads, in the Transformer. For each of these we use dk = dv = 64.",
         "title": "attention",
     },
     {
@@ -74,7 +74,9 @@ def services(kb: Kredenc, llm: LLM | None = None, **settings: Any) -> Services:
     return Services(store=kb.store, ns=kb.namespace, settings=chosen, llm=llm)
 
 
-def mind_for(kb: Kredenc, question: str, *, k: int = 4, **extra: Any) -> LocalMind:
+def mind_for(
+    kb: Kredenc, question: str, extra: Mapping[str, Any] | None = None, *, k: int = 4
+) -> LocalMind:
     """A mind as the roles before generate leave it: every hit kept."""
     initial: dict[str, Any] = {
         "ask.question": question,
@@ -84,5 +86,5 @@ def mind_for(kb: Kredenc, question: str, *, k: int = 4, **extra: Any) -> LocalMi
         "rewrite.query": question,
         "verify.kept": kb.search(question, k=k),
     }
-    initial.update(extra)
+    initial.update(extra or {})
     return LocalMind(initial)

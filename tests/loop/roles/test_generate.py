@@ -13,6 +13,7 @@ from kredenc.errors import InvalidInput
 from kredenc.loop.answer import Citation
 from kredenc.loop.roles.generate import NOT_FOUND, SYSTEM, Generate, extract
 from kredenc.recall import render
+from kredenc.records import Hit
 
 from .answer_side import TinyLLM, filled, mind_for, services
 
@@ -42,10 +43,10 @@ def test_only_kept_chunks_reach_the_answer(kb: Kredenc) -> None:
     hits = kb.search(question, k=4)
     bleu = [h for h in hits if "28.4" in h.text]
     others = [h for h in hits if "28.4" not in h.text]
-    mind = mind_for(kb, question, **{"verify.kept": others})
+    mind = mind_for(kb, question, {"verify.kept": others})
     Generate().run(mind, services(kb))
     assert "28.4" not in mind.read("generate.text")
-    mind = mind_for(kb, question, **{"verify.kept": bleu})
+    mind = mind_for(kb, question, {"verify.kept": bleu})
     Generate().run(mind, services(kb))
     text = mind.read("generate.text")
     assert "28.4 BLEU" in text
@@ -59,7 +60,7 @@ def test_nothing_relevant_kept_gives_the_honest_answer(kb: Kredenc) -> None:
     assert mind.read("generate.text") == NOT_FOUND
     assert mind.read("generate.citations") == []
     assert mind.read("generate.abstained") is True
-    mind = mind_for(kb, "How many attention heads?", **{"verify.kept": []})
+    mind = mind_for(kb, "How many attention heads?", {"verify.kept": []})
     Generate().run(mind, services(kb))
     assert mind.read("generate.text") == NOT_FOUND
 
@@ -76,7 +77,7 @@ def test_overlapping_chunks_do_not_repeat_a_sentence(kb: Kredenc) -> None:
 
 
 def test_no_retrieval_gives_a_reply_without_claims(kb: Kredenc) -> None:
-    mind = mind_for(kb, "Hi there!", **{"decide.retrieve": False})
+    mind = mind_for(kb, "Hi there!", {"decide.retrieve": False})
     mind.write("verify.kept", [])
     Generate().run(mind, services(kb))
     assert mind.read("generate.text").startswith("Hello")
@@ -134,7 +135,34 @@ def test_llm_role_without_an_llm_says_what_to_do(kb: Kredenc) -> None:
 
 def test_llm_is_not_called_when_nothing_is_kept(kb: Kredenc) -> None:
     llm = TinyLLM()
-    mind = mind_for(kb, "Who won the FIFA World Cup 2026?", **{"verify.kept": []})
+    mind = mind_for(kb, "Who won the FIFA World Cup 2026?", {"verify.kept": []})
     Generate().run(mind, services(kb, llm, role_generate="llm"))
     assert llm.calls == [] and mind.read("generate.text") == NOT_FOUND
     assert re.search("could not find", NOT_FOUND)
+
+
+def _hit(rid: str, text: str, **kw: object) -> Hit:
+    return Hit(id=rid, text=text, score=1.0, kind="", drawer="documents", type="chunk", **kw)  # type: ignore[arg-type]
+
+
+def test_a_count_question_is_answered_by_the_count(kb: Kredenc) -> None:
+    hits = [
+        _hit("a", "The Transformer uses multi-head attention in three different ways. "
+             "Each of them is described below in this section."),
+        _hit("b", "Overview\nIn this work we employ h = 8 parallel attention layers, or heads."),
+        _hit("c", "Table 3 lists the heads. Its rows (A) vary the number of attention heads."),
+    ]  # fmt: skip
+    question = "How many attention heads does the Transformer use?"
+    text, cites, _ = extract(question, hits, kb.store.embed_cached, kb.store.embed_query)
+    assert text == "In this work we employ h = 8 parallel attention layers, or heads. [1]"
+    assert [c.id for c in cites] == ["b"]
+
+
+def test_the_loops_own_earlier_answers_are_not_sources(kb: Kredenc) -> None:
+    own = _hit(
+        "t", "The Transformer uses 16 attention heads in every layer.", meta={"role": "assistant"}
+    )
+    own = Hit(**{**own.__dict__, "type": "turn"})
+    question = "How many attention heads does the Transformer use?"
+    text, cites, _ = extract(question, [own], kb.store.embed_cached, kb.store.embed_query)
+    assert text == NOT_FOUND and cites == []

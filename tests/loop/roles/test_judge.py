@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -19,8 +20,10 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kredenc]:
     yield from filled(tmp_path_factory.mktemp("judge"))
 
 
-def _judged(kb: Kredenc, question: str, text: str | None = None, **extra: object) -> Evaluation:
-    mind = mind_for(kb, question, **extra)
+def _judged(
+    kb: Kredenc, question: str, text: str | None = None, extra: dict[str, Any] | None = None
+) -> Evaluation:
+    mind = mind_for(kb, question, extra)
     Generate().run(mind, services(kb))
     if text is not None:
         mind.write("generate.text", text)
@@ -68,9 +71,9 @@ def test_no_answer_is_not_sufficient_and_low(kb: Kredenc) -> None:
 
 
 def test_chit_chat_needs_no_context_but_a_factual_message_does(kb: Kredenc) -> None:
-    ev = _judged(kb, "Hi there!", **{"decide.retrieve": False})
+    ev = _judged(kb, "Hi there!", extra={"decide.retrieve": False})
     assert ev.context_sufficient and not ev.hallucination_detected
-    ev = _judged(kb, "Who won the FIFA World Cup 2026?", **{"decide.retrieve": False})
+    ev = _judged(kb, "Who won the FIFA World Cup 2026?", extra={"decide.retrieve": False})
     assert not ev.context_sufficient
 
 

@@ -34,8 +34,27 @@ def test_a_supported_complete_answer_is_sufficient(kb: Kredenc) -> None:
     mind = _reflected(kb, "How many attention heads does the Transformer use?")
     assert mind.read("reflect.sufficient") is True
     assert mind.read("reflect.completeness") >= 0.7
-    assert mind.read("reflect.gaps") == ["transformer"]  # named, though the rest suffices
-    assert mind.read("reflect.focus") == ""
+    assert mind.read("reflect.gaps") == [] and mind.read("reflect.focus") == ""
+
+
+def test_a_missing_word_is_named_but_three_quarters_suffice() -> None:
+    r = reflect(
+        "How many attention heads does the big Transformer model use?",
+        "The Transformer model uses h = 8 parallel attention heads. [1]",
+        [],
+        SUPPORTED,
+    )
+    assert r.sufficient and r.gaps == ["big"] and r.focus == ""
+
+
+def test_an_empty_count_focuses_on_what_is_counted() -> None:
+    r = reflect(
+        "How many attention heads does the Transformer use?",
+        "The Transformer uses multi-head attention in three different ways. [1]",
+        [],
+        SUPPORTED,
+    )
+    assert r.gaps == ["count"] and r.focus == "attention heads" and not r.sufficient
 
 
 def test_nothing_found_names_the_gaps_as_the_next_focus(kb: Kredenc) -> None:
@@ -82,7 +101,7 @@ def test_llm_reflection_reads_the_json(kb: Kredenc) -> None:
 
 
 def test_chit_chat_is_sufficient(kb: Kredenc) -> None:
-    mind = mind_for(kb, "Thanks!", **{"decide.retrieve": False})
+    mind = mind_for(kb, "Thanks!", {"decide.retrieve": False})
     Generate().run(mind, services(kb))
     Reflect().run(mind, services(kb))
     assert mind.read("reflect.sufficient") is True

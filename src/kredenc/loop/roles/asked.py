@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from kredenc.grounding.support import SentenceFacts, content_keys
 from kredenc.grounding.words import key
+from kredenc.loop.roles.text import GENERIC_VERBS
 
 __all__ = ["answers", "counted", "covered", "fills", "number_near", "question_keys", "slots"]
 
@@ -63,9 +64,14 @@ def counted(question: str) -> str:
     return m.group(1).strip() if m else ""
 
 
+#: Keys of verbs too general to say what a question is about ("does it *use*").
+_GENERIC = frozenset(key(w) for w in GENERIC_VERBS)
+
+
 def question_keys(question: str) -> list[str]:
-    """The question's distinct content keys, in order."""
-    return list(dict.fromkeys(content_keys(question)))
+    """The question's distinct content keys, in order, general verbs left out (the roles'
+    :data:`~kredenc.loop.roles.text.GENERIC_VERBS`)."""
+    return [k for k in dict.fromkeys(content_keys(question)) if k not in _GENERIC]
 
 
 def slots(question: str) -> frozenset[str]:
@@ -116,11 +122,13 @@ def number_near(text: str, keys: Iterable[str], window: int = 6, *, whole: bool 
 
 
 def answers(text: str, slot: str, question: str) -> bool:
-    """Whether ``text`` fills ``slot`` of ``question``: a count or number next to the
-    question's words (:func:`number_near`), a date or a name not already asked
-    (:func:`fills`)."""
-    if slot in ("count", "number"):
-        return number_near(text, question_keys(question), whole=slot == "count")
+    """Whether ``text`` fills ``slot`` of ``question``: a count next to what is counted
+    or a number next to the question's words (:func:`number_near`), a date or a name
+    not already asked (:func:`fills`)."""
+    if slot == "count":  # the count stands next to what is counted ("8 ... heads")
+        return number_near(text, question_keys(counted(question) or question), whole=True)
+    if slot == "number":
+        return number_near(text, question_keys(question))
     return fills(text, slot, question)
 
 
