@@ -166,3 +166,18 @@ def test_the_loops_own_earlier_answers_are_not_sources(kb: Kredenc) -> None:
     question = "How many attention heads does the Transformer use?"
     text, cites, _ = extract(question, [own], kb.store.embed_cached, kb.store.embed_query)
     assert text == NOT_FOUND and cites == []
+
+
+def test_a_later_iteration_streams_only_a_changed_answer(kb: Kredenc) -> None:
+    got: list[str] = []
+    mind = mind_for(kb, "How many attention heads does the Transformer use?")
+    mind.write("ask.options", {"stream": True})
+    svc = services(kb)
+    svc.options["on_delta"] = got.append
+    Generate().run(mind, svc)
+    first = mind.read("generate.text")
+    Generate().run(mind, svc)  # the next iteration, nothing new kept: nothing sent again
+    assert got == [first]
+    mind.write("verify.kept", [])
+    Generate().run(mind, svc)  # a different answer comes as a revision after a blank line
+    assert got == [first, "\n\n", NOT_FOUND]

@@ -341,11 +341,29 @@ def _context_k(services: Services) -> int:
 
 
 def _streaming(mind: Mind, services: Services) -> Callable[[str], Any] | None:
+    """Where this run's text streams to, or None. A later iteration's answer streams
+    after a blank line, as a revision of the one before (the stream cannot take back what
+    it sent); an answer the same as the last one is not sent again."""
     options = mind.read("ask.options", None) or {}
     if not (options.get("stream") or services.options.get("stream")):
         return None
-    sink = services.options.get("on_delta")
-    return sink if callable(sink) else (lambda _delta: None)
+    found = services.options.get("on_delta")
+    if not callable(found):
+        return lambda _delta: None
+    sink: Callable[[str], Any] = found
+    earlier = mind.read("generate.text", None)
+    if earlier is None:
+        return sink
+    first = True
+
+    def revision(delta: str) -> None:
+        nonlocal first
+        if first:
+            sink("\n\n")
+            first = False
+        sink(delta)
+
+    return revision
 
 
 class Generate(RoleTool):
@@ -383,18 +401,18 @@ class Generate(RoleTool):
         sink = _streaming(mind, services)
         if not retrieve:
             text = chat_reply(question)
-            self._write(mind, text, [], [], abstained=True)
-            if sink:
+            if sink and text != mind.read("generate.text", None):
                 sink(text)
+            self._write(mind, text, [], [], abstained=True)
             return ToolResult(note="conversational reply")
         store = services.store
         given = list(kept or [])  # all trusted; a sentence costs one embedding
         text, cites, contexts = extract(
             query_of(mind), given, store.embed_cached, store.embed_query
         )
-        self._write(mind, text, cites, contexts, abstained=not cites)
-        if sink:
+        if sink and text != mind.read("generate.text", None):
             sink(text)
+        self._write(mind, text, cites, contexts, abstained=not cites)
         note = f"{len(cites)} cited of {len(given)} given" if cites else "nothing found"
         return ToolResult(note=note)
 
