@@ -12,7 +12,7 @@ from kredenc.grounding.base import Evaluation
 from kredenc.loop.roles.generate import NOT_FOUND, Generate
 from kredenc.loop.roles.judge import JudgeTool
 
-from .answer_side import filled, mind_for, services
+from .answer_side import TinyLLM, filled, mind_for, services
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +80,24 @@ def test_chit_chat_needs_no_context_but_a_factual_message_does(kb: Kredenc) -> N
 def test_missing_answer_skips(kb: Kredenc) -> None:
     mind = mind_for(kb, "How many heads?")
     assert JudgeTool().run(mind, services(kb)).status == "skipped"
+
+
+def test_the_llm_judge_gets_the_answer_without_markers(kb: Kredenc) -> None:
+    verdict = {
+        "context_sufficient": True,
+        "confidence_score": 88,
+        "hallucination_detected": False,
+        "hallucination_reason": "",
+        "evaluation_summary": "supported",
+        "sentences": [{"supported": True, "context": 1, "reason": ""}],
+    }
+    llm = TinyLLM(verdict)
+    mind = mind_for(kb, "How many attention heads does the Transformer use?")
+    Generate().run(mind, services(kb))
+    JudgeTool().run(mind, services(kb, llm, role_judge="llm"))
+    ev = mind.read("judge.evaluation")
+    assert (ev.confidence_score, ev.context_sufficient) == (88, True)
+    sent = "\n".join(m["content"] for m in llm.calls[0])
+    assert (
+        "h = 8 parallel attention layers" in sent and "heads, in the Transformer. [1]" not in sent
+    )
