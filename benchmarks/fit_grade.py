@@ -242,7 +242,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     sets: dict[str, list[dict]] = {}
     cache = WORK / "examples.json"
-    key = {"k": args.k, "sq": args.scifact_queries, "sd": args.scifact_distractors}
+    key = {
+        "k": args.k,
+        "sq": args.scifact_queries,
+        "sd": args.scifact_distractors,
+        "features": list(grade.FEATURES),
+    }
     if cache.is_file() and json.loads(cache.read_text())["key"] == key:
         sets = json.loads(cache.read_text())["sets"]
     else:

@@ -80,7 +80,7 @@ def test_llm_json_refuses_a_reply_that_is_no_object(services: MakeServices) -> N
     assert "rules" in info.value.hint
 
 
-def test_the_cache_helpers_are_used_when_a_cache_is_set(
+def test_the_cache_modules_helpers_are_used_when_it_is_there(
     services: MakeServices, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[str] = []

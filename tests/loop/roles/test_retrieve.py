@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kredenc.engine import Kredenc
+from kredenc.loop.roles import retrieve
 from kredenc.loop.roles.retrieve import Retrieve, choose_mode, fuse
 from kredenc.records import Hit
 
@@ -96,11 +99,10 @@ def test_later_iterations_add_the_focus_and_keep_earlier_chunks(
     ids = [h.id for h in second]
     assert set(first) <= set(ids) and len(ids) == len(set(ids))
     assert any("security" in h.text for h in second)
-    assert m.read("retrieve.queries") == [
-        "budget meeting",
-        "budget meeting",
-        "security meeting room",
-    ]
+    assert m.read("retrieve.queries") == ["budget meeting", "security meeting room"]
+    m.write("loop.iteration", 3)  # nothing new to search: the chunks stay as they were
+    assert Retrieve().run(m, s).note == f"hybrid: {len(ids)} chunks from 0 searches"
+    assert [h.id for h in m.read("retrieve.chunks")] == ids
 
 
 def test_skips_without_retrieval_or_question(services: MakeServices) -> None:
@@ -123,10 +125,12 @@ def _hit(i: str) -> Hit:
     return Hit(id=i, text=i, score=0.0, kind="note", drawer="d")
 
 
-def test_fuse_dedupes_and_ranks_by_reciprocal_rank() -> None:
-    a, b, c = _hit("a"), _hit("b"), _hit("c")
+def test_fuse_interleaves_or_sums_reciprocal_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b, c, d = _hit("a"), _hit("b"), _hit("c"), _hit("d")
+    assert [h.id for h in fuse([[a, b, d], [c, b]])] == ["a", "c", "b", "d"]  # interleave
+    assert [h.id for h in fuse([[a, b], [b, c]], limit=2)] == ["a", "b"]
+    monkeypatch.setattr(retrieve, "FUSION", "rrf")
     assert [h.id for h in fuse([[a, b], [b, c]])] == ["b", "a", "c"]
-    assert [h.id for h in fuse([[a, b], [b, c]], limit=1)] == ["b"]
 
 
 def test_the_drawer_option_limits_the_search(kb: Kredenc, services: MakeServices) -> None:
@@ -135,3 +139,21 @@ def test_the_drawer_option_limits_the_search(kb: Kredenc, services: MakeServices
     m = mind("budget meeting")
     Retrieve().run(m, services(options={"k": 5, "drawer": "archive"}))
     assert [h.drawer for h in m.read("retrieve.chunks")] == ["archive"]
+
+
+def test_the_loops_own_answers_are_no_source(kb: Kredenc, services: MakeServices) -> None:
+    from kredenc.retrieve.query import search
+
+    kb.remember("The budget meeting moved to room 7.")
+    turns = [
+        {"role": "user", "content": "Where did the budget meeting move?"},
+        {"role": "assistant", "content": "The budget meeting moved to room 7 [1]."},
+    ]
+    kb.file_turns("s1", turns)
+    found = search(kb.store, kb.namespace, "budget meeting moved room", k=5)
+    assert {h.meta.get("role") for h in found} >= {"user", "assistant"}  # the store has both
+    m = mind("Where did the budget meeting move?")
+    Retrieve().run(m, services(options={"k": 5}))
+    chunks = m.read("retrieve.chunks")
+    assert "The budget meeting moved to room 7." in [h.text for h in chunks]
+    assert not any(h.type == "turn" for h in chunks)  # the answer, nor the question

@@ -103,3 +103,13 @@ def test_the_rewritten_follow_up_finds_the_adam_hyperparameters(attention: Krede
     assert "0.98" in best.text and "Adam" in best.text, best.text[:200]
     # the follow-up as asked does not put it first
     assert "0.98" not in attention.search("What were its hyperparameters?", k=1)[0].text
+
+
+def test_a_chain_of_follow_ups_reaches_back_to_the_last_named_entity() -> None:
+    history = [
+        *ADAM,
+        {"role": "user", "content": "What were its hyperparameters?"},
+        {"role": "assistant", "content": "β = 0.9 and 0.98 [1]."},  # names nothing
+    ]
+    query = standalone("Why were those chosen?", history)
+    assert "Transformer" in query or "Adam" in query

@@ -24,6 +24,10 @@ The API (roles in this package, and third-party roles, build on it):
     through the operation cache (:func:`cached_complete`). ``system`` is the role's
     instruction; ``user`` the request (put retrieved text in it with
     :func:`data_block` / :func:`data_lines`).
+``own_answer(hit) -> bool``, ``not_a_source(hit) -> bool``
+    An earlier answer of the loop filed as an assistant turn; that, or a turn that
+    asks a question. Neither is a source: retrieve leaves them out, verify never
+    counts them as evidence.
 ``charge(result, completion)``
     Adds a completion's tokens and cost to a :class:`ToolResult`.
 ``data_block(hits)`` / ``data_lines(values)``
@@ -33,8 +37,9 @@ The API (roles in this package, and third-party roles, build on it):
     objects (web results).
 ``cached_search(services, query, **opts)``, ``cached_complete(services, messages,
 schema=None)``, ``cached_judge(services, judge, question, answer, contexts)``
-    The operation cache's helpers (``kredenc.loop.cache``) when it is installed and
-    ``services.cache`` is set; otherwise straight calls of
+    The operation cache's helpers (``kredenc.loop.cache``: they cache when
+    ``services.cache`` is set and trace when ``services.tracer`` is) when that module is
+    there; otherwise straight calls of
     :func:`kredenc.retrieve.query.search`, ``services.llm.complete`` and
     ``judge.judge``.
 """
@@ -49,6 +54,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from kredenc.errors import InvalidInput, ProviderError
+from kredenc.loop.roles import text
 from kredenc.loop.tool import Services, Tool, ToolResult
 from kredenc.recall import render
 from kredenc.records import Hit
@@ -70,6 +76,8 @@ __all__ = [
     "implementation",
     "llm_json",
     "missing",
+    "not_a_source",
+    "own_answer",
     "query_of",
     "skipped",
 ]
@@ -107,6 +115,18 @@ def query_of(mind: Mind) -> str:
     return str(query).strip()
 
 
+def own_answer(hit: Hit) -> bool:
+    """An earlier answer of the loop, filed as an assistant turn: not a source (an
+    answer resting on an earlier answer would make a mistake its own evidence)."""
+    return hit.type == "turn" and hit.meta.get("role") == "assistant"
+
+
+def not_a_source(hit: Hit) -> bool:
+    """A turn that states nothing to rest an answer on: the loop's own answer, or a
+    question (a user's earlier question matches the words of the next one)."""
+    return own_answer(hit) or (hit.type == "turn" and text.is_question(hit.text))
+
+
 def charge(result: ToolResult, completion: Completion) -> ToolResult:
     result.prompt_tokens += completion.usage.prompt_tokens
     result.completion_tokens += completion.usage.completion_tokens
@@ -136,7 +156,7 @@ def _cache_module() -> ModuleType | None:
 
 def cached_search(services: Services, query: str, **opts: Any) -> list[Hit]:
     """:func:`kredenc.retrieve.query.search` in ``services.ns``, through the cache."""
-    cache = _cache_module() if services.cache is not None else None
+    cache = _cache_module()
     if cache is not None:
         hits: list[Hit] = cache.cached_search(services, query, **opts)
         return hits
@@ -149,7 +169,7 @@ def cached_complete(
     """``services.llm.complete(messages, schema=schema)``, through the cache."""
     if services.llm is None:
         raise InvalidInput("no LLM is configured", "set the llm settings, or use the rules roles")
-    cache = _cache_module() if services.cache is not None else None
+    cache = _cache_module()
     if cache is not None:
         done: Completion = cache.cached_complete(services, messages, schema=schema)
         return done
@@ -161,7 +181,7 @@ def cached_judge(
     services: Services, judge: Judge, question: str, answer: str, contexts: Sequence[str]
 ) -> Evaluation:
     """``judge.judge(question, answer, contexts)``, through the cache."""
-    cache = _cache_module() if services.cache is not None else None
+    cache = _cache_module()
     if cache is not None:
         evaluation: Evaluation = cache.cached_judge(services, judge, question, answer, contexts)
         return evaluation

@@ -1,11 +1,13 @@
 """retrieve: hybrid search over the namespace's documents and memories, by mode.
 
 What is searched: ``rewrite.query`` (else the question), each of ``rewrite.queries``,
-and from the second iteration on ``reflect.focus`` when reflect set one. Every search
+and from the second iteration on ``reflect.focus`` when reflect set one; a later
+iteration searches only what no earlier one did. Every search
 goes through :func:`~kredenc.loop.roles.common.cached_search`
-(``kredenc.retrieve.query.search``); the result lists, and the chunks of earlier
-iterations, are fused by reciprocal rank (:data:`RRF_K`) and deduplicated by id, best
-first.
+(``kredenc.retrieve.query.search``); turns that are no source (the loop's own earlier
+answers, questions: ``common.not_a_source``) are left out; the result lists, and the
+chunks of earlier iterations, are fused by reciprocal rank (:data:`RRF_K`) and
+deduplicated by id, best first.
 
 Modes (``retrieve.mode``), chosen on the question as asked (names the rewrite carried
 over do not make it a comparison) unless ``ask.options["retrieve_mode"]``
@@ -36,7 +38,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kredenc.loop.roles import text
-from kredenc.loop.roles.common import RoleTool, cached_search, charge, llm_json, query_of, skipped
+from kredenc.loop.roles.common import (
+    RoleTool,
+    cached_search,
+    charge,
+    llm_json,
+    not_a_source,
+    query_of,
+    skipped,
+)
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
 
@@ -45,6 +55,8 @@ if TYPE_CHECKING:
 
 MODES = ("hybrid", "reranked", "graph", "iterative")
 RRF_K = 60
+#: How the lists of one iteration are fused: "interleave" or "rrf" (see :func:`fuse`).
+FUSION = "interleave"
 #: Extra rounds of the iterative mode, passages whose names seed the next round, and
 #: names searched per round.
 MAX_HOPS = 2
@@ -54,9 +66,18 @@ DEFAULT_K = 12
 
 
 def fuse(lists: Sequence[Sequence[Hit]], limit: int | None = None) -> list[Hit]:
-    """Reciprocal-rank fusion of ``lists``, deduplicated by id (the first copy kept)."""
-    score: dict[str, float] = {}
+    """``lists`` fused under :data:`FUSION`, deduplicated by id (the first copy kept):
+    ``"interleave"`` takes each list's best, then each one's second, ... (every
+    query's top hit has a place); ``"rrf"`` orders by reciprocal rank summed over the
+    lists (what many lists agree on first)."""
     first: dict[str, Hit] = {}
+    if FUSION == "interleave":
+        for rank in range(max((len(h) for h in lists), default=0)):
+            for hits in lists:
+                if rank < len(hits):
+                    first.setdefault(hits[rank].id, hits[rank])
+        return list(first.values())[:limit]
+    score: dict[str, float] = {}
     for hits in lists:
         for rank, hit in enumerate(hits, 1):
             score[hit.id] = score.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
@@ -136,7 +157,8 @@ class Retrieve(RoleTool):
         if isinstance(query, ToolResult):
             return query
         data, done = llm_json(services, _SYSTEM, f"Question: {query}", _SCHEMA)
-        mode = data.get("mode") if data.get("mode") in MODES else choose_mode(query, services)
+        asked_q = str(mind.read("ask.question", "") or "") or query
+        mode = data.get("mode") if data.get("mode") in MODES else choose_mode(asked_q, services)
         if mode == "reranked" and not reranking(services):
             mode = "hybrid"
         asked = services.options.get("retrieve_mode")
@@ -152,9 +174,11 @@ class Retrieve(RoleTool):
         k = int(opts.get("k") or getattr(services.settings, "ask_k", None) or DEFAULT_K)
         iteration = int(mind.read("loop.iteration", 1) or 1)
         focus = str(mind.read("reflect.focus", "") or "").strip()
-        queries = [query, *[q for q in extra if q and q != query]]
-        if iteration > 1 and focus and focus not in queries:
+        queries = list(dict.fromkeys(q for q in [query, *extra] if q))
+        if iteration > 1 and focus:
             queries.append(focus)
+        asked_before = list(mind.read("retrieve.queries", None) or []) if iteration > 1 else []
+        queries = [q for q in dict.fromkeys(queries) if q not in asked_before]  # new only
         search: dict[str, Any] = {"k": k, "hops": int(opts.get("hops") or 0)}
         if opts.get("mode") in ("hybrid", "lexical", "dense"):
             search["mode"] = opts["mode"]
@@ -166,9 +190,13 @@ class Retrieve(RoleTool):
             search["hops"] = max(1, search["hops"])
         searched: list[str] = []
         lists: list[list[Hit]] = []
-        for q in queries:
-            lists.append(cached_search(services, q, **search))
+
+        def find(q: str) -> list[Hit]:
             searched.append(q)
+            return [h for h in cached_search(services, q, **search) if not not_a_source(h)]
+
+        for q in queries:
+            lists.append(find(q))
         if mode == "iterative":
             seen: set[str] = set()
             got = {h.id for hits in lists for h in hits}
@@ -182,9 +210,7 @@ class Retrieve(RoleTool):
                 seen.update(b.lower() for b in bridges)
                 new: list[Hit] = []
                 for name in bridges:
-                    q = f"{name} {rest}".strip()
-                    hits = cached_search(services, q, **search)
-                    searched.append(q)
+                    hits = find(f"{name} {rest}".strip())
                     lists.append(hits)
                     new += [h for h in hits if h.id not in got]
                 if not new:
@@ -192,8 +218,8 @@ class Retrieve(RoleTool):
                 got.update(h.id for h in new)
                 latest = new
         previous = list(mind.read("retrieve.chunks", None) or []) if iteration > 1 else []
-        fused = fuse([previous, *lists] if previous else lists, limit=max(len(previous), k * 2))
-        asked_before = list(mind.read("retrieve.queries", None) or []) if iteration > 1 else []
+        known = {h.id for h in previous}
+        fused = previous + [h for h in fuse(lists) if h.id not in known][:k]
         mind.write("retrieve.chunks", fused)
         mind.write("retrieve.mode", mode)
         mind.write("retrieve.queries", [*asked_before, *searched])

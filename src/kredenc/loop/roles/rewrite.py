@@ -4,8 +4,9 @@ Rules (the default). A message *depends on the session* when there are earlier t
 and it refers back (a pronoun, "the same", "what about ...", see
 ``text.has_anaphora``) or is a very short follow-up without a name of its own ("How
 many layers?"). Then the query is the message plus what it refers to: the names the
-previous answer gave (the entity it named, e.g. "Adam") and the content terms of the
-previous user message, each once and only when the message lacks them::
+previous answer gave (the entity it named, e.g. "Adam"; the one before when the last
+named none) and the content terms of the previous user message (likewise), each once
+and only when the message lacks them::
 
     "What were its hyperparameters?"  after  "What optimizer did they use?" / "... Adam ..."
     -> "What were its hyperparameters? (Adam, optimizer)"
@@ -34,13 +35,14 @@ SHORT_FOLLOW_UP = 4
 CARRY_NAMES = 2
 CARRY_TERMS = 3
 HISTORY_TURNS = 4
+#: How many earlier answers (and questions) are looked at for names (and terms).
+LOOK_BACK = 2
 
 
-def _last(history: list[dict[str, Any]], role: str) -> str:
-    for turn in reversed(history):
-        if turn.get("role") == role:
-            return str(turn.get("content", ""))
-    return ""
+def _recent(history: list[dict[str, Any]], role: str, n: int = LOOK_BACK) -> list[str]:
+    """The last ``n`` messages of ``role``, newest first."""
+    found = [str(t.get("content", "")) for t in reversed(history) if t.get("role") == role]
+    return found[:n]
 
 
 def depends_on_session(message: str, history: list[dict[str, Any]]) -> bool:
@@ -57,22 +59,23 @@ def standalone(message: str, history: list[dict[str, Any]]) -> str:
     message = message.strip()
     if not depends_on_session(message, history):
         return message
-    previous_q = _last(history, "user")
-    previous_a = _last(history, "assistant")
     own = {t.lower() for t in text.content_terms(message, limit=32)}
     own |= {n.lower() for n in text.names(message)}
     carried: list[str] = []
-    for name in text.names(previous_a, skip=own):
-        if any(ch.isalpha() for ch in name) and name.lower() not in text.ANAPHORA:
-            carried.append(name)
-        if len(carried) == CARRY_NAMES:
+    for answer in _recent(history, "assistant"):  # the newest answer that names something
+        for name in text.names(answer, skip=own):
+            if any(ch.isalpha() for ch in name) and name.lower() not in text.ANAPHORA:
+                carried.append(name)
+            if len(carried) == CARRY_NAMES:
+                break
+        if carried:
             break
     have = {c.lower() for c in carried} | {w for c in carried for w in text.words(c)}
-    terms = 0
-    for term in text.content_terms(previous_q):
-        if term not in own and term not in have and terms < CARRY_TERMS:
-            carried.append(term)
-            terms += 1
+    for question in _recent(history, "user"):  # the newest question with terms of its own
+        terms = [t for t in text.content_terms(question) if t not in own and t not in have]
+        if terms:
+            carried += terms[:CARRY_TERMS]
+            break
     if not carried:
         return message
     return f"{message} ({', '.join(carried)})"

@@ -4,9 +4,10 @@ For each AMBIGUOUS chunk (best relevance first, at most :data:`MAX_CHECKED`):
 
 1. its *key sentence*: the sentence holding most of the query's content terms;
 2. candidates: a search of the store for the key sentence, keeping hits from another
-   source (another ``doc_id``, else origin, else record: a memory is its own source),
-   then, when ``web_search_url`` is set, the web results for it
-   (:class:`~kredenc.providers.websearch.WebSearch`; their text is untrusted data);
+   source (another ``doc_id``, else origin, else record: a memory is its own source;
+   never the loop's own answers or a question turn), then, when ``web_search_url`` is set, the
+   web results for it (:class:`~kredenc.providers.websearch.WebSearch`; their text is
+   untrusted data);
 3. support (:func:`support`, one function to swap for the grounding package's): the
    best sentence of a candidate against the key sentence, ``SUPPORT_COS_WEIGHT`` x the
    embedding cosine + the rest x the share of the key sentence's content terms it
@@ -43,6 +44,7 @@ from kredenc.loop.roles.common import (
     charge,
     data_lines,
     llm_json,
+    not_a_source,
     query_of,
     skipped,
 )
@@ -151,7 +153,7 @@ class Verify(RoleTool):
         found = [
             Evidence(h.id, h.text)
             for h in cached_search(services, claim, **opts)
-            if h.id != hit.id and source_of(h) != own
+            if h.id != hit.id and source_of(h) != own and not not_a_source(h)
         ]
         if web is not None:
             try:
