@@ -71,3 +71,66 @@ def test_multihop_walks_one_hop_unless_told(
     code, out, err = run_main(_multihop("--mode", "lexical", "--hops", "0"), capsys, monkeypatch)
     assert code == 0, err
     assert json.loads(out)["config"] == {"mode": "lexical"}
+
+
+def _judge_file(tmp_path: Path) -> Path:
+    rows = [
+        {
+            "knowledge": "The Oberoi Group is a hotel company with its head office in Delhi.",
+            "question": "The Oberoi Group has its head office in what city?",
+            "right_answer": "Delhi",
+            "hallucinated_answer": "Mumbai, the financial capital of India.",
+        },
+        {
+            "knowledge": "Arthur's Magazine (1844-1846) was an American literary periodical.",
+            "question": "When did Arthur's Magazine start?",
+            "right_answer": "1844",
+            "hallucinated_answer": "It started in 1901 in London.",
+        },
+    ]
+    path = tmp_path / "qa_dev.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_eval_judge_scores_and_writes_the_run(
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run_file = tmp_path / "judge.run.jsonl"
+    argv = ["--json", "eval", "judge", str(_judge_file(tmp_path)), "--run", str(run_file)]
+    code, out, err = run_main(argv, capsys, monkeypatch)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["dataset"] == "halueval"
+    m = summary["metrics"]
+    assert m["n"] == 4 and m["hallucinated"] == 2
+    assert m["auroc"]["value"] == 1.0 and m["f1"]["value"] == 1.0
+    assert set(m["floors"]) == {"auroc_length", "auroc_one_minus_overlap"}
+    rows = [json.loads(line) for line in run_file.read_text().splitlines()]
+    assert [(r["i"], r["label"], r["hallucination_detected"]) for r in rows] == [
+        (0, "right", False),
+        (0, "hallucinated", True),
+        (1, "right", False),
+        (1, "hallucinated", True),
+    ]
+    code, out, _ = run_main(["eval", "judge", str(_judge_file(tmp_path))], capsys, monkeypatch)
+    assert code == 0
+    assert "auroc" in out and "floor auroc_length" in out and "[" in out
+
+
+def test_eval_judge_refuses_an_unknown_format(
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "x", "docs": []}\n', encoding="utf-8")
+    code, _, err = run_main(["eval", "judge", str(bad)], capsys, monkeypatch)
+    assert code == 2
+    assert "not a judge record" in err
+    assert "Traceback" not in err
+    assert stores == []  # no store opened, no model loaded

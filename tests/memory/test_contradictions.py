@@ -68,8 +68,18 @@ def test_holiday_elaboration_is_not_a_contradiction(kb: Kredenc, clock: Clock) -
 def test_threshold_limits_candidates(kb: Kredenc, clock: Clock) -> None:
     file(kb, clock, TEA)
     file(kb, clock, NO_TEA)  # cosine about 0.85 with the hash embedder
-    assert run_contradictions(kb.store, kb.namespace, min_similarity=0.9).changed == 0
+    # Both thresholds: the rules' (min_similarity) and the conflict check's.
+    limits = {"min_similarity": 0.9, "conflict_similarity": 0.9}
+    assert run_contradictions(kb.store, kb.namespace, **limits).changed == 0
     assert run_contradictions(kb.store, kb.namespace, min_similarity=0.8).changed == 1
+
+
+def test_the_conflict_check_looks_below_the_rules_threshold(kb: Kredenc, clock: Clock) -> None:
+    file(kb, clock, TEA)
+    file(kb, clock, NO_TEA)
+    report = run_contradictions(kb.store, kb.namespace, min_similarity=0.9)
+    assert report.changed == 1
+    assert report.details[0]["kind"] == "polarity"
 
 
 def test_validated_or_read_only_older_keeps_its_status(kb: Kredenc, clock: Clock) -> None:
@@ -132,3 +142,49 @@ def test_bad_parameters(kb: Kredenc) -> None:
         run_contradictions(kb.store, kb.namespace, min_similarity=2.0)
     with pytest.raises(InvalidInput):
         run_contradictions(kb.store, kb.namespace, neighbours=0)
+
+
+# -- polarity conflicts over MiniLM vectors (issue 14) ------------------------------
+
+POLARITY = [
+    ("The user drinks green tea, never coffee", "The user switched to black coffee in June"),
+    ("Bob does not own a car", "Bob drives his own car to work every day"),
+    ("The user never flies; they always take the train", "The user flies to Berlin every month"),
+    ("Anna avoids meat entirely", "Anna ordered meat at the steakhouse on Friday"),
+    ("The team does not use Windows", "The team installed Windows on every laptop"),
+]
+# Similar memories that agree (paraphrases, compatible details, both negative).
+COMPATIBLE = [
+    ("Carol prefers green tea in the morning", "Carol drinks green tea after lunch too"),
+    ("Dave doesn't have a bike", "Dave has no bike and takes the tram to work"),
+    ("Erik started drinking espresso in May", "In May Erik switched to espresso"),
+    ("Fiona lives in Budapest", "Fiona has lived in Budapest since 2019"),
+    ("Gabor never eats fish", "Gabor does not eat fish on Fridays either"),
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Any:
+    from kredenc.providers.embed.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(intra_op_num_threads=1)
+
+
+def test_polarity_conflicts_are_found_below_the_rules_threshold(tmp_path: Any, minilm: Any) -> None:
+    with Kredenc.open(tmp_path / "s", embedder=minilm, durability="none") as kb:
+        clock = Clock(T0)
+        kb.store.clock = clock
+        ids = {}
+        for older, newer in POLARITY + COMPATIBLE:
+            ids[older] = file(kb, clock, older)
+            ids[newer] = file(kb, clock, newer)
+        report = run_contradictions(kb.store, kb.namespace)
+        found = {(d["older"], d["newer"]) for d in report.details}
+        expected = {(ids[a], ids[b]) for a, b in POLARITY}
+        assert found == expected  # every conflict, and nothing among the compatible pairs
+        # MiniLM sees these pairs as only moderately similar: the rules' 0.8 alone
+        # would have found none of them.
+        assert all(d["similarity"] < 0.8 for d in report.details)
+        assert {d["kind"] for d in report.details} == {"polarity"}
+        for a, _ in POLARITY:
+            assert kb.get(ids[a]).status == "disputed"

@@ -124,6 +124,27 @@ def test_query_vectors_are_cached(store: Store) -> None:
     assert store.embed_many(["a", "b"]).shape == (2, 384)
 
 
+def test_embed_cached_embeds_each_text_once_and_keeps_order(store: Store, home: Path) -> None:
+    embedder = store.embedder
+    assert isinstance(embedder, HashEmbedder)
+    calls = embedder.calls
+    texts = ["one sentence", "another sentence", "one sentence"]
+    first = store.embed_cached(texts)
+    assert first.shape == (3, 384) and embedder.calls == calls + 1
+    assert (first[0] == first[2]).all() and not (first[0] == first[1]).all()
+    again = store.embed_cached(["another sentence", "one sentence"])
+    assert embedder.calls == calls + 1  # both from the cache
+    assert (again[0] == first[1]).all() and (again[1] == first[0]).all()
+    assert store.embed_cached([]).shape == (0, 384)
+    store.close()
+    reopened = open_at(home)
+    try:
+        reopened.embed_cached(["one sentence"])  # the cache is on disk
+        assert reopened.embedder.calls == 0  # type: ignore[attr-defined]
+    finally:
+        reopened.close()
+
+
 def test_catch_up_replays_what_the_index_lost(store: Store, home: Path) -> None:
     ids = []
     for n in range(5):

@@ -79,9 +79,9 @@ def _passages(context: str) -> tuple[str, ...]:
 
 def _detect(row: dict[str, Any], where: str) -> str:
     keys = set(row)
-    if _RAGTRUTH <= keys:
+    if keys >= _RAGTRUTH:
         return "ragtruth"
-    if _HALUEVAL <= keys:
+    if keys >= _HALUEVAL:
         return "halueval"
     raise InvalidInput(
         f"{where}: not a judge record (fields: {', '.join(sorted(keys)) or 'none'})",
@@ -263,26 +263,19 @@ def score_judge(
 
     out: dict[str, Any] = {"n": n, "hallucinated": sum(labels)}
     full = classification(labels, detected)
+
+    def rate(name: str) -> Callable[[Sequence[int]], float]:
+        return lambda idx: classification(pick(labels, idx), pick(detected, idx))[name]
+
+    def area(values: Sequence[float]) -> Callable[[Sequence[int]], float]:
+        return lambda idx: auroc(pick(labels, idx), pick(values, idx))
+
     for name in ("accuracy", "precision", "recall", "f1"):
-        out[name] = _with_ci(
-            full[name],
-            lambda idx, name=name: classification(pick(labels, idx), pick(detected, idx))[name],
-            n,
-            groups,
-            rounds,
-        )
-    out["auroc"] = _with_ci(
-        auroc(labels, risk), lambda idx: auroc(pick(labels, idx), pick(risk, idx)), n, groups, rounds
-    )
+        out[name] = _with_ci(full[name], rate(name), n, groups, rounds)
+    out["auroc"] = _with_ci(auroc(labels, risk), area(risk), n, groups, rounds)
     base: dict[str, Any] = {}
     for name, values in floors(items).items():
-        base[f"auroc_{name}"] = _with_ci(
-            auroc(labels, values),
-            lambda idx, values=values: auroc(pick(labels, idx), pick(values, idx)),
-            n,
-            groups,
-            rounds,
-        )
+        base[f"auroc_{name}"] = _with_ci(auroc(labels, values), area(values), n, groups, rounds)
     out["floors"] = base
     if unsupported_spans is not None and any(it.spans for it in items):
         pred = [_chars(s) for s in unsupported_spans]
@@ -293,13 +286,12 @@ def score_judge(
             denom = sum(len((pred if which == "precision" else gold)[i]) for i in idx)
             return hit / denom if denom else 0.0
 
+        def span(which: str) -> Callable[[Sequence[int]], float]:
+            return lambda idx: span_pr(idx, which)
+
         for which in ("precision", "recall"):
             out[f"span_{which}"] = _with_ci(
-                span_pr(range(n), which),
-                lambda idx, which=which: span_pr(idx, which),
-                n,
-                groups,
-                rounds,
+                span_pr(range(n), which), span(which), n, groups, rounds
             )
     return out
 

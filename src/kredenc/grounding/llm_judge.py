@@ -121,7 +121,8 @@ class LLMJudge:
         detected = _field(data, "hallucination_detected", bool)
         reason = _field(data, "hallucination_reason", str)
         summary = _field(data, "evaluation_summary", str)
-        verdicts = data.get("sentences") if isinstance(data.get("sentences"), list) else []
+        given = data.get("sentences")
+        verdicts: list[Any] = given if isinstance(given, list) else []
         sentences = []
         outside = False
         for i, s in enumerate(split(answer)):

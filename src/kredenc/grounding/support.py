@@ -14,12 +14,19 @@ windows of :data:`WINDOW` adjacent sentences (the *units*):
 * **facts**: every number, date and name (a capitalised word) of the sentence must
   occur in the contexts, and *with the same relation*: in a unit that also holds
   another of the sentence's content words ("1987" next to the same event, not in an
-  unrelated passage). A negation (or an antonym swap) between the sentence and its
-  best unit, on the same words, is a polarity mismatch.
+  unrelated passage). A negation between the sentence and its best unit, on the same
+  words, is a polarity mismatch.
 
-``support = w_words * words + (1 - w_words) * meaning - penalties``, clipped to
-[0, 1]; the sentence is supported when ``support >= threshold`` and nothing material
-is missing. A statement prefixed with ``[OUTSIDE KNOWLEDGE]`` is never supported.
+Also read: the share of the sentence's adjacent word pairs found in a context or the
+question (*bigrams*, stopwords kept: "born in" is a relation), the largest share of its
+words in one unit (*local*), and the summed IDF of its words found nowhere (*missing
+mass*). ``support = w_words * words + w_local * local + w_bigrams * bigrams +
+(1 - the three) * meaning - penalties``, squeezed below :data:`FLOOR` instead of
+clipped (:func:`soft_floor`); the sentence is supported when ``support >= threshold``,
+unless a rule says otherwise: a **substitution** (a number or name the contexts lack,
+where the unit holding the rest of the sentence has another one: "31.2 BLEU" against
+"28.4 BLEU"), or an **all-novel** sentence (content words, none of them in the contexts
+or the question). A statement prefixed with ``[OUTSIDE KNOWLEDGE]`` is never supported.
 
 Pure: the result is a function of the texts and :class:`SupportParams` alone (and the
 embedding model's vectors), so callers may cache it. The defaults and their
@@ -44,6 +51,7 @@ from kredenc.grounding.words import NEGATIONS, STOPWORDS, key, tokens
 __all__ = [
     "FLOOR",
     "META_WORDS",
+    "NOT_CONTENT",
     "WINDOW",
     "Contexts",
     "EmbedFn",
@@ -51,7 +59,6 @@ __all__ = [
     "SentenceFacts",
     "SupportParams",
     "check_sentences",
-    "conflicts",
     "content_keys",
     "gather",
     "gather_sentences",
@@ -63,6 +70,13 @@ F32 = npt.NDArray[np.float32]
 EmbedFn = Callable[[Sequence[str]], F32]
 
 WINDOW = 2
+#: A sentence of at most this many words is a fragment ("Mumbai, India."): its first
+#: capitalised word is a name.
+FRAGMENT_WORDS = 4
+#: A number or name the context lacks is a substitution (the sentence is unsupported)
+#: when the unit holding at least this share of the sentence's other words that the
+#: contexts have (two at least) has another number or name.
+SWAP_LOCAL = 0.5
 #: Below this support, :func:`soft_floor` squeezes instead of clipping.
 FLOOR = 0.2
 
@@ -74,7 +88,10 @@ META_WORDS = frozenset(
     mention mentioned mentions might note noted overall passage passages please
     provide provided provides question questions regarding say says see specific
     specifically state stated states sure text therefore thus understand unfortunately
-    us well would yes""".split()  # noqa: SIM905
+    us well would yes
+    unable impossible determine determined clarify clarification anything else here
+    here's i'd i'll i'm i've let's that's there's brief briefly summary summarize infer
+    inferred conclude necessary assist assistance luck welcome thank thanks hello hi""".split()  # noqa: SIM905
 )
 _EXTRA_STOP = frozenset(
     """about above after again against all any because before below between both
@@ -82,30 +99,26 @@ _EXTRA_STOP = frozenset(
     some such through too under until up what when where which while who whom why
     one ones something someone many much lot lots way ways etc""".split()  # noqa: SIM905
 )
-_NOT_CONTENT = STOPWORDS | _EXTRA_STOP | META_WORDS | NEGATIONS
+NOT_CONTENT = STOPWORDS | _EXTRA_STOP | META_WORDS | NEGATIONS
 _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•])\s+")
 _NAME = re.compile(r"(?<![\w'])[A-Z][\w'’.-]*")
-_POLARITY_FLIP = frozenset(
-    """avoid avoids avoided quit quits stopped stop stops gave refuse refuses refused
-    without lack lacks lacked none""".split()  # noqa: SIM905
-)
 
 
 @dataclass(frozen=True)
 class SupportParams:
     """The support check's weights (their provenance: :mod:`kredenc.grounding.judge`)."""
 
-    w_words: float = 0.7
-    w_local: float = 0.0
-    w_bigrams: float = 0.0
-    mass_penalty: float = 0.0
-    cos_low: float = 0.3
+    w_words: float = 0.0
+    w_local: float = 0.25
+    w_bigrams: float = 0.75
+    mass_penalty: float = 0.03
+    cos_low: float = 0.2
     cos_high: float = 0.8
     number_penalty: float = 0.5
     name_penalty: float = 0.3
-    relation_penalty: float = 0.15
-    polarity_penalty: float = 0.4
-    threshold: float = 0.5
+    relation_penalty: float = 0.1
+    polarity_penalty: float = 0.0
+    threshold: float = 0.12
 
 
 def _number(tok: str) -> str:
@@ -115,22 +128,40 @@ def _number(tok: str) -> str:
     return out
 
 
+def _numbers(toks: Sequence[str]) -> list[str]:
+    """The numbers among ``toks``, a range or date also as its parts ("1844-1846")."""
+    out: list[str] = []
+    for t in toks:
+        if not t[:1].isdigit():
+            continue
+        out.append(_number(t))
+        parts = re.split(r"[-/:]", t)
+        if len(parts) > 1:
+            out.extend(_number(p) for p in parts if p)
+    return out
+
+
 def content_keys(text: str) -> list[str]:
     """The matching keys of ``text``'s content words, in order (numbers included)."""
-    return [key(t) for t in tokens(text) if t not in _NOT_CONTENT and (len(t) > 1 or t.isdigit())]
+    return [key(t) for t in tokens(text) if t not in NOT_CONTENT and (len(t) > 1 or t.isdigit())]
 
 
-def _names(sentence: str) -> list[str]:
+def _names(sentence: str, *, first: bool = False) -> list[str]:
     """Capitalised words that are not the sentence's first word nor common words."""
     out: list[str] = []
-    for i, m in enumerate(_NAME.finditer(sentence)):
+    matches = list(_NAME.finditer(sentence))
+    fragment = len(tokens(sentence)) <= FRAGMENT_WORDS
+    for i, m in enumerate(matches):
         word = m.group().rstrip(".'’-").lower()
         if word.endswith(("'s", "’s")):
             word = word[:-2]
-        if not word or word in _NOT_CONTENT or not word.isalpha():
+        if not word or word in NOT_CONTENT or not word.isalpha():
             continue
-        first = i == 0 and not sentence[: m.start()].strip(" \"'“‘([-*•0123456789.)")
-        if first:
+        at_start = i == 0 and not sentence[: m.start()].strip(" \"'“‘([-*•0123456789.)")
+        # A sentence's first word is capitalised anyway: a name only when a capitalised
+        # word follows it ("Lars Ulrich and ...") or the sentence is a fragment ("Mumbai").
+        follows = len(matches) > 1 and matches[1].start() - m.end() <= 1
+        if at_start and not (first or fragment or follows):
             continue
         out.append(key(word))
     return out
@@ -160,7 +191,7 @@ class SentenceFacts:
         text = _LIST_MARKER.sub("", text, count=1)
         toks = tokens(text)
         keys = tuple(dict.fromkeys(content_keys(text)))
-        numbers = tuple(dict.fromkeys(_number(t) for t in toks if t[:1].isdigit()))
+        numbers = tuple(dict.fromkeys(_numbers(toks)))
         names = tuple(dict.fromkeys(_names(text)))
         return cls(keys, numbers, names, _negated(toks))
 
@@ -172,17 +203,20 @@ class Contexts:
     def __init__(self, contexts: Sequence[str], embed: EmbedFn | None = None) -> None:
         self.contexts = list(contexts)
         units: list[tuple[int, str]] = []
+        windows: list[tuple[int, str]] = []
         for ci, text in enumerate(self.contexts):
             sents = [s.text for s in split(text)]
             units.extend((ci, s) for s in sents)
             for i in range(len(sents) - WINDOW + 1):
-                units.append((ci, " ".join(sents[i : i + WINDOW])))
+                windows.append((ci, " ".join(sents[i : i + WINDOW])))
+        #: Units [0, sentences) are single sentences (the relation checks use those).
+        self.sentences = len(units)
+        units += windows
         self.units = units
         self.unit_keys = [frozenset(content_keys(t)) for _, t in units]
-        self.unit_numbers = [
-            frozenset(_number(t) for t in tokens(u) if t[:1].isdigit()) for _, u in units
-        ]
+        self.unit_numbers = [frozenset(_numbers(tokens(u))) for _, u in units]
         self.unit_negations = [_negated(tokens(u)) for _, u in units]
+        self.unit_names = [frozenset(_names(u, first=True)) for _, u in units]
         df: dict[str, int] = {}
         for ks in self.unit_keys:
             for k in ks:
@@ -233,6 +267,8 @@ class Evidence:
     loose_numbers: int = 0
     missing_names: int = 0
     loose_names: int = 0
+    swapped: int = 0
+    novel: bool = False  # content words, none of them in the contexts nor the question
     polarity: int = 0
     context: int | None = None
     evidence: str = ""
@@ -277,7 +313,9 @@ def gather(
             notes.append(f"number {number} not in the context")
         elif sentence_keys and not any(
             number in nums and (uk & sentence_keys)
-            for nums, uk in zip(ctx.unit_numbers, ctx.unit_keys, strict=True)
+            for nums, uk in zip(
+                ctx.unit_numbers[: ctx.sentences], ctx.unit_keys[: ctx.sentences], strict=True
+            )
         ):
             counts["loose_numbers"] += 1
             notes.append(f"number {number} is in the context but not with the same words")
@@ -289,13 +327,45 @@ def gather(
             notes.append(f"name {name!r} not in the context")
         else:
             others = sentence_keys - {name}
-            if others and not any(name in uk and (uk & others) for uk in ctx.unit_keys):
+            if others and not any(
+                name in uk and (uk & others) for uk in ctx.unit_keys[: ctx.sentences]
+            ):
                 counts["loose_names"] += 1
                 notes.append(f"name {name!r} is in the context but not with the same words")
+    # A substitution: a number or name the context lacks where the unit that holds the
+    # rest of the sentence has another one ("28.4 BLEU" in the context, "31.2" here).
+    # The frame: the unit holding most of the sentence's words that the contexts have
+    # (at least two of them), whatever is missing; a fragment ("The RMSProp optimizer.")
+    # is read with its question's words (one is enough).
+    rest = [k for k in keys if k in ctx.all_keys]
+    fragment = len(tokens(text)) <= FRAGMENT_WORDS
+    frame_weights = {k: weights[k] for k in rest}
+    if fragment:  # the question's words count half: the answer's own words lead
+        asked = sorted(k for k in known if k in ctx.all_keys and k not in frame_weights)
+        frame_weights.update({k: 0.5 * ctx.idf(k) for k in asked})
+        rest += asked
+    rest_total = sum(frame_weights.values())
+    rest_local = [
+        sum(frame_weights[k] for k in rest if k in uk) / rest_total if rest_total else 0.0
+        for uk in ctx.unit_keys
+    ]
+    frame = int(np.argmax(rest_local)) if rest_local else 0
+    swapped = 0
+    if len(rest) >= (1 if fragment else 2) and rest_local[frame] >= SWAP_LOCAL:
+        others_n = ctx.unit_numbers[frame] - set(facts.numbers)
+        others_m = ctx.unit_names[frame] - set(facts.keys) - known
+        for number in facts.numbers:
+            if number not in ctx.all_numbers and others_n:
+                swapped += 1
+                notes.append(f"number {number} where the context says {min(others_n)}")
+        for name in facts.names:
+            if name not in ctx.all_keys and name not in known and others_m:
+                swapped += 1
+                notes.append(f"name {name!r} where the context names {min(others_m)!r}")
     pairs = _bigrams(text)
-    bigrams = (
-        sum(1 for b in pairs if b in ctx.bigrams or b in known_pairs) / len(pairs) if pairs else 1.0
-    )
+    # A one-word sentence has no pair: its word coverage stands in.
+    found_pairs = sum(1 for b in pairs if b in ctx.bigrams or b in known_pairs)
+    bigrams = found_pairs / len(pairs) if pairs else words
     polarity = int(local[best] >= 0.6 and (facts.negations % 2) != (ctx.unit_negations[best] % 2))
     if polarity:
         notes.append("negation differs from the context")
@@ -317,10 +387,15 @@ def gather(
         missing_mass=missing_mass,
         cosine=cosine,
         polarity=polarity,
+        swapped=swapped,
+        novel=bool(total) and found == 0,
         context=ci,
         evidence=unit,
         notes=tuple(notes),
-        **counts,
+        missing_numbers=counts["missing_numbers"],
+        loose_numbers=counts["loose_numbers"],
+        missing_names=counts["missing_names"],
+        loose_names=counts["loose_names"],
     )
 
 
@@ -355,7 +430,9 @@ def score(ev: Evidence, params: SupportParams) -> SentenceSupport:
         - params.mass_penalty * ev.missing_mass
     )
     support = soft_floor(support)
-    supported = support >= params.threshold
+    # A substituted fact, or nothing of it in the context: unsupported whatever the
+    # support (which keeps ranking answers: the confidence is left as it is).
+    supported = support >= params.threshold and not (ev.swapped or ev.novel)
     reason = "" if supported else ("; ".join(ev.notes) or "too little of it is in the context")
     return SentenceSupport(
         ev.text, ev.start, end, round(support, 4), supported, ev.context, ev.evidence, reason
@@ -415,46 +492,3 @@ def supports(
     if not checked:
         return SentenceSupport(claim, 0, len(claim), 0.0, False, None, "", "empty claim")
     return min((s for s, _ in checked), key=lambda s: s.support)
-
-
-# -- pairwise conflict ----------------------------------------------------------
-
-
-def _scoped_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(asserted keys, negated keys): a word within three words after a negation or
-    a refusal verb ("never coffee", "doesn't drink coffee", "avoids coffee") is negated,
-    up to the end of the clause."""
-    asserted: set[str] = set()
-    negated: set[str] = set()
-    scope = 0
-    for tok in re.findall(r"[\w']+|[,;.!?]", text.lower().replace("’", "'")):
-        if tok in ",;.!?" or tok in {"but", "however", "yet", "now"}:
-            scope = 0
-            continue
-        for t in tokens(tok):
-            if t in NEGATIONS or t in _POLARITY_FLIP:
-                scope = 3
-                continue
-            if t in _NOT_CONTENT or (len(t) < 2 and not t.isdigit()):
-                continue
-            (negated if scope else asserted).add(key(t))
-            scope = max(0, scope - 1)
-    return frozenset(asserted), frozenset(negated - asserted)
-
-
-def conflicts(older: str, newer: str) -> str | None:
-    """Why ``newer`` contradicts ``older`` (None when it does not, as far as words tell).
-
-    A conflict is a content word one text negates and the other asserts ("The user
-    drinks green tea, never coffee" / "The user switched to black coffee in June":
-    coffee), with the two about the same subject (they share another content word).
-    """
-    a_pos, a_neg = _scoped_keys(older)
-    b_pos, b_neg = _scoped_keys(newer)
-    flipped = sorted((a_neg & b_pos) | (a_pos & b_neg))
-    if not flipped:
-        return None
-    shared = (a_pos | a_neg) & (b_pos | b_neg)
-    if not shared - set(flipped):
-        return None
-    return f"one says {flipped[0]!r} is not so, the other that it is"

@@ -19,7 +19,8 @@ DEFAULT_CACHE = Path("~/.cache/kredenc/eval-embeddings.db")
 
 @click.group(name="eval")
 def eval_group() -> None:
-    """Measure retrieval quality on public datasets (BEIR, multihop, LoCoMo, LongMemEval)."""
+    """Measure retrieval and judge quality on public datasets (BEIR, multihop, LoCoMo,
+    LongMemEval, RAGTruth, HaluEval)."""
 
 
 def eval_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -231,6 +232,52 @@ def eval_longmemeval(
 
     dataset = load_longmemeval(file, granularity=granularity)  # type: ignore[arg-type]
     _run_all(dataset, modes, hops, rerank, run_file, cache, "turn")
+
+
+@eval_group.command("judge")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--run", "run_file", type=click.Path(dir_okay=False), help="Write one line per judged answer."
+)
+@click.option(
+    "--cache",
+    type=click.Path(dir_okay=False),
+    default=str(DEFAULT_CACHE),
+    show_default=True,
+    help="Embedding cache shared by eval runs.",
+)
+@json_option
+def eval_judge(file: str, run_file: str | None, cache: str) -> None:
+    """RAGTruth QA / HaluEval QA: the deterministic judge's accuracy, precision, recall,
+    F1 and AUROC on the hallucinated class (RAGTruth: span overlap too), with 95 %
+    bootstrap intervals and the length and lexical-overlap floors beside."""
+    from kredenc.eval.judge import load_judge_file, run_judge, score_run, write_judge_run
+    from kredenc.grounding.judge import SupportJudge
+
+    c = context()
+    fmt, items = load_judge_file(file)  # a bad file fails here, before the model loads
+    with _eval_store(cache) as kb:
+        result = run_judge(SupportJudge(kb.store.embed_cached), fmt, items)
+    if run_file:
+        write_judge_run(run_file, result)
+    summary = score_run(result)
+    summary["file"] = file
+    if c.json:
+        click.echo(json.dumps(summary, ensure_ascii=False))
+        return
+    _print_judge(summary)
+
+
+def _print_judge(summary: dict[str, Any]) -> None:
+    m = summary["metrics"]
+    click.echo(f"\n{summary['dataset']}  {summary['file']}")
+    click.echo(f"  judged {m['n']} answers, {m['hallucinated']} hallucinated")
+    rows = [(k, m[k]) for k in ("auroc", "f1", "precision", "recall", "accuracy")]
+    rows += [(k, m[k]) for k in ("span_precision", "span_recall") if k in m]
+    rows += [(f"floor {k}", v) for k, v in m["floors"].items()]
+    for name, v in rows:
+        lo, hi = v["ci95"]
+        click.echo(f"  {name:30s} {v['value']:.3f}  [{lo:.3f}, {hi:.3f}]")
 
 
 # -- eval answer (the answer loop on the Attention cases) ----------------------------

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from kredenc.grounding.conflicts import conflicts
 from kredenc.grounding.words import NEGATIONS, STOPWORDS, tokens
 from kredenc.grounding.words import stem as _stem
 
@@ -45,6 +46,8 @@ class Summariser(Protocol):
 # -- words (the tokeniser and stemmer are grounding.words') ----------------------
 
 _ISO_DATE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{1,2}/\d{1,2}/\d{2,4}$")
+
+
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
@@ -248,6 +251,24 @@ class RuleDetector:
                 "number", f"different numbers ({_show(a.numbers)} vs {_show(b.numbers)})"
             )
         return None
+
+
+class GroundedDetector:
+    """The rules, then the grounding layer's conflict check
+    (:func:`kredenc.grounding.conflicts.conflicts`): a word one text negates and the other
+    asserts, about the same subject ("The user drinks green tea, never coffee" /
+    "The user switched to black coffee in June"), kind ``polarity``. The default of the
+    contradictions job."""
+
+    def __init__(self, rules: ContradictionDetector | None = None) -> None:
+        self.rules = rules or RuleDetector()
+
+    def detect(self, older: str, newer: str) -> Contradiction | None:
+        found = self.rules.detect(older, newer)
+        if found is not None:
+            return found
+        why = conflicts(older, newer)
+        return Contradiction("polarity", why) if why else None
 
 
 def _show(values: tuple[str, ...]) -> str:

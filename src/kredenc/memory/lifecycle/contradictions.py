@@ -1,10 +1,16 @@
 """Contradictions: similar memories that say opposite things.
 
 1. Candidates: pairs of live memories whose vectors (the store's own, read from the
-   index) have cosine >= ``min_similarity``, at most ``neighbours`` per memory,
+   index) have cosine >= ``conflict_similarity``, at most ``neighbours`` per memory,
    found with blocked exact matrix products.
-2. A :class:`~kredenc.memory.detectors.ContradictionDetector` (by default the
-   deterministic rules) decides each pair.
+2. A pair with cosine >= ``min_similarity`` goes to a
+   :class:`~kredenc.memory.detectors.ContradictionDetector` (by default
+   :class:`~kredenc.memory.detectors.GroundedDetector`: the deterministic rules, then
+   the grounding layer's conflict check). A less similar pair goes to the conflict
+   check alone (:func:`kredenc.grounding.conflicts.conflicts`: a word one text negates
+   and the other asserts, about the same subject). Contradicting memories are often
+   not similar as MiniLM sees them: "The user drinks green tea, never coffee" and "The
+   user switched to black coffee in June" have cosine 0.51, below the rules' 0.8.
 3. For each contradiction: an edge newer -> older ``contradicts`` and the older
    memory marked ``disputed`` with the reason, in one atomic group. The newer one is
    disputed instead when the older is read-only or validated and the newer is not
@@ -22,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kredenc.errors import InvalidInput
-from kredenc.memory.detectors import ContradictionDetector, RuleDetector
+from kredenc.grounding.conflicts import conflicts
+from kredenc.memory.detectors import Contradiction, ContradictionDetector, GroundedDetector
 from kredenc.memory.lifecycle import (
     JobReport,
     MemoryRow,
@@ -37,6 +44,10 @@ if TYPE_CHECKING:
     from kredenc.storage.store import Store
 
 MIN_SIMILARITY = 0.8
+# The conflict check needs a flipped word and a shared subject, so it can look further.
+# 0.45: below every contradicting pair of tests/memory/test_contradictions.py's
+# polarity set (0.51-0.74 with MiniLM), chosen on those pairs, not measured on a set.
+CONFLICT_SIMILARITY = 0.45
 NEIGHBOURS = 10
 _BLOCK = 512
 _READ = 500  # rowids per vector read
@@ -94,6 +105,7 @@ def run_contradictions(
     detector: ContradictionDetector | None = None,
     min_similarity: float = MIN_SIMILARITY,
     neighbours: int = NEIGHBOURS,
+    conflict_similarity: float = CONFLICT_SIMILARITY,
 ) -> JobReport:
     """Find contradicting pairs; mark one disputed and add a ``contradicts`` edge.
 
@@ -101,7 +113,9 @@ def run_contradictions(
     """
     if not -1.0 <= min_similarity <= 1.0 or neighbours < 1:
         raise InvalidInput("min_similarity must be in [-1, 1] and neighbours at least 1")
-    detect = detector or RuleDetector()
+    if not -1.0 <= conflict_similarity <= 1.0:
+        raise InvalidInput("conflict_similarity must be in [-1, 1]")
+    detect = detector or GroundedDetector()
     report = JobReport("contradictions")
     rows = live_memories(store, ns, not_status="deprecated", reflections=False)
     report.examined = len(rows)
@@ -115,11 +129,16 @@ def run_contradictions(
 
     disputed = {r.id for r in rows if r.status == "disputed"}
     groups: list[list[dict[str, Any]]] = []
-    for i, j, sim in similar_pairs(store, rows, min_similarity, neighbours):
+    floor = min(min_similarity, conflict_similarity)
+    for i, j, sim in similar_pairs(store, rows, floor, neighbours):
         older, newer = rows[i], rows[j]  # rows are in filing order
         if frozenset((older.id, newer.id)) in related:
             continue
-        found = detect.detect(text(older), text(newer))
+        if sim >= min_similarity:
+            found = detect.detect(text(older), text(newer))
+        else:
+            why = conflicts(text(older), text(newer))
+            found = Contradiction("polarity", why) if why else None
         if found is None:
             continue
         related.add(frozenset((older.id, newer.id)))
