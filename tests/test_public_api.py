@@ -13,10 +13,14 @@ import kredenc
 from kredenc import errors, records
 
 PUBLIC = [
+    "Answer",
     "Budget",
+    "ChunkVerdict",
+    "Citation",
     "ContextGraph",
     "CorruptLog",
     "DeadlineExceeded",
+    "Evaluation",
     "FetchRefused",
     "FormatError",
     "GraphEdge",
@@ -36,6 +40,8 @@ PUBLIC = [
     "ReadOnlyRecord",
     "RecallItem",
     "RecallResult",
+    "SentenceSupport",
+    "Step",
     "StoreClosed",
     "StoreError",
     "StoreLocked",
@@ -46,6 +52,12 @@ PUBLIC = [
 HOMES = {
     "Kredenc": "kredenc.engine",
     "wrap": "kredenc",
+    "Answer": "kredenc.loop.answer",
+    "ChunkVerdict": "kredenc.loop.answer",
+    "Citation": "kredenc.loop.answer",
+    "Step": "kredenc.loop.answer",
+    "Evaluation": "kredenc.grounding.base",
+    "SentenceSupport": "kredenc.grounding.base",
     "IngestReport": "kredenc.ingest.pipeline",
     "Budget": "kredenc.recall.budget",
     "RecallItem": "kredenc.recall.result",
@@ -111,6 +123,7 @@ def test_import_kredenc_stays_light() -> None:
         for m in loaded
         if m.split(".")[0] in {"onnxruntime", "numpy", "usearch", "httpx", "tokenizers"}
         or m in {"kredenc.engine", "kredenc.storage", "kredenc.recall", "kredenc.ingest"}
+        or m.startswith("kredenc.loop")
     ]
     assert heavy == []
 

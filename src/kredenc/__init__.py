@@ -1,8 +1,9 @@
 """kredenc: a local-first memory and retrieval engine for LLM agents.
 
 The public API is what ``__all__`` names (pinned by ``tests/test_public_api.py``):
-the facade :class:`Kredenc` and :func:`wrap`, the records and results it hands back,
-and the exception tree. Everything else is internal and may change.
+the facade :class:`Kredenc` and :func:`wrap`, the records and results it hands back
+(the answer loop's :class:`Answer` and what it holds among them), and the exception
+tree. Everything else is internal and may change.
 
 ``import kredenc`` stays light: the records and errors load now, the facade and the
 result types that live beside the machinery (recall, ingest) on first use.
@@ -34,16 +35,22 @@ from kredenc.records import ContextGraph, GraphEdge, GraphNode, Hit, LegScore, M
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc
+    from kredenc.grounding.base import Evaluation, SentenceSupport
     from kredenc.ingest.pipeline import IngestReport
+    from kredenc.loop.answer import Answer, ChunkVerdict, Citation, Step
     from kredenc.recall.budget import Budget
     from kredenc.recall.deps import Conversant
     from kredenc.recall.result import RecallItem, RecallResult
 
 __all__ = [
+    "Answer",
     "Budget",
+    "ChunkVerdict",
+    "Citation",
     "ContextGraph",
     "CorruptLog",
     "DeadlineExceeded",
+    "Evaluation",
     "FetchRefused",
     "FormatError",
     "GraphEdge",
@@ -63,6 +70,8 @@ __all__ = [
     "ReadOnlyRecord",
     "RecallItem",
     "RecallResult",
+    "SentenceSupport",
+    "Step",
     "StoreClosed",
     "StoreError",
     "StoreLocked",
@@ -74,6 +83,12 @@ __version__ = "0.1.0"
 # first use (``kredenc.Kredenc``, ``from kredenc import wrap``), then cached here.
 _LAZY = {
     "Kredenc": "kredenc.engine",
+    "Answer": "kredenc.loop.answer",
+    "ChunkVerdict": "kredenc.loop.answer",
+    "Citation": "kredenc.loop.answer",
+    "Step": "kredenc.loop.answer",
+    "Evaluation": "kredenc.grounding.base",
+    "SentenceSupport": "kredenc.grounding.base",
     "IngestReport": "kredenc.ingest.pipeline",
     "Budget": "kredenc.recall.budget",
     "RecallItem": "kredenc.recall.result",

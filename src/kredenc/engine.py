@@ -2,7 +2,7 @@
 
 It holds the open :class:`~kredenc.storage.store.Store` and a namespace, and hands
 each call to the layer that does the work: ``memory.writes``, ``ingest``,
-``memory.turns``, ``retrieve.query`` and ``recall``.
+``memory.turns``, ``retrieve.query``, ``recall`` and ``loop`` (ask, sessions).
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ class Kredenc:
         self._owner = owner  # a scoped() view closes nothing
         self._turns = TurnFiler()  # the last turns filed per session, by this handle
         self._loop_services: tuple[Any, Any, Any] | None = None  # (llm, cache, tracer)
+        self._loop_owner: Kredenc | None = None  # a scoped() view uses its handle's
 
     # -- opening and closing --------------------------------------------------
     @classmethod
@@ -137,6 +138,7 @@ class Kredenc:
         (close the handle it came from)."""
         view = object.__new__(type(self))
         view._attach(self.store, self.embedder, check_name("namespace", namespace), owner=False)
+        view._loop_owner = self._loop_owner or self  # one LLM per opened store
         return view
 
     def use_namespace(self, namespace: str) -> None:
@@ -268,6 +270,8 @@ class Kredenc:
 
         Each comes from its own module, imported here on first use (an ask loads the
         LLM provider, nothing else does); a module this build lacks means none."""
+        if self._loop_owner is not None:
+            return self._loop_owner._services()
         if self._loop_services is None:
             llm = _optional("kredenc.providers.llm.factory", "make_llm", self.settings)
             cache = _optional("kredenc.loop.cache", "cache_for", self.store)

@@ -34,7 +34,12 @@ class Retrieve(Tool):
             queries.append(focus)
         seen = {h.id: h for h in mind.read("retrieve.chunks", [])}
         for query in queries:
-            for hit in search(services.store, services.ns, query, k=services.options["k"]):
+            # ask.options["types"]: chunks and memories, not the turns the loop filed.
+            opts = services.options
+            found = search(
+                services.store, services.ns, query, k=opts["k"], types=opts.get("types", ())
+            )
+            for hit in found:
                 seen.setdefault(hit.id, hit)
         mind.write("retrieve.chunks", list(seen.values()))
         mind.write("retrieve.mode", "hybrid")
@@ -60,7 +65,8 @@ class Generate(Tool):
         if on_delta is not None:
             on_delta(best.text)
         mind.write("generate.text", best.text + " [1]")
-        mind.write("generate.citations", [Citation(1, best.id, best.text, best.score)])
+        cite = Citation(1, best.id, best.text, best.score, title=best.title, page=best.page)
+        mind.write("generate.citations", [cite])
         return ToolResult(prompt_tokens=7, completion_tokens=3, cost_usd=0.001)
 
 
@@ -92,3 +98,14 @@ class Reflect(Tool):
         mind.write("reflect.gaps", [] if sufficient else ["where is the needle"])
         mind.write("reflect.focus", "" if sufficient else "needle")
         return ToolResult()
+
+
+class Count(Tool):
+    """Notes how many messages of history the ask was handed (for the session tests)."""
+
+    name = "count"
+
+    def run(self, mind: Mind, services: Services) -> ToolResult:
+        history = mind.read("ask.history")
+        last = history[-1]["content"] if history else ""
+        return ToolResult(note=f"{len(history)} messages, last: {last}")

@@ -132,4 +132,14 @@ def test_plan_resolves_tools_in_order_and_names_an_unknown_one(tmp_path: Path) -
     with pytest.raises(InvalidInput) as err:
         parse_agent(path).plan(registry, settings)
     assert err.value.message == f"{path}:3: agent 'bad' lists unknown tool 'summon'"
-    assert err.value.hint.startswith("known tools: decide, generate, judge, reflect, retrieve")
+    known = err.value.hint.removeprefix("known tools: ").split(", ")
+    assert {"count", "decide", "generate", "judge", "reflect", "retrieve"} <= set(known)
+
+
+def test_a_missing_agents_dir_is_named_when_its_agent_is_asked_for(tmp_path: Path) -> None:
+    library = AgentLibrary([SHIPPED, tmp_path / "nope"])
+    assert library.problems() == [f"{tmp_path / 'nope'}: agents_dir is not a folder"]
+    assert "answer" in library.agents()
+    with pytest.raises(InvalidInput) as err:
+        library.get("mine")
+    assert err.value.hint == f"agents: answer; {tmp_path / 'nope'}: agents_dir is not a folder"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,8 @@ def test_options_reach_the_tools_and_bad_ones_are_refused(open_loop: Open) -> No
             kb.ask("x", agent="finder", kk=3)
         with pytest.raises(InvalidInput, match="ask option k must be a whole number"):
             kb.ask("x", agent="finder", k=0)
+        with pytest.raises(InvalidInput, match="ask option types must be a list of"):
+            kb.ask("x", agent="finder", types=["chunk", "document"])
         with pytest.raises(InvalidInput, match="the question is empty"):
             kb.ask("   ", agent="finder")
         with pytest.raises(InvalidInput, match="unknown agent 'nobody'"):
@@ -88,7 +91,9 @@ def test_an_agent_naming_a_tool_that_is_not_there_says_which(
     with open_loop() as kb, pytest.raises(InvalidInput) as err:
         kb.ask("x", agent="bad")
     assert err.value.message == f"{agents / 'bad.md'}:3: agent 'bad' lists unknown tool 'shout'"
-    assert "known tools: decide, generate, judge, reflect, retrieve" in err.value.hint
+    known = err.value.hint.removeprefix("known tools: ").split(", ")
+    assert {"count", "decide", "generate", "judge", "reflect", "retrieve"} <= set(known)
+    assert "shout" not in known
 
 
 @pytest.fixture
@@ -148,3 +153,54 @@ def test_tools_come_from_a_package_alone(
         sys.path.remove(str(pkg))
         sys.modules.pop("kredenc_finder", None)
         plugins.refresh()
+
+
+def test_concurrent_asks_never_see_each_others_mind(
+    open_loop: Open, folders: tuple[Path, Path]
+) -> None:
+    # Each ask runs on its own mind: eight threads asking different questions each get
+    # the answer to their own (the finder generates from the chunks of its own search).
+    # Asked twice, a question finds a chunk, not its own earlier turn: retrieve searches
+    # ask.options["types"], chunks and memories by default.
+    questions = {
+        "where was the needle found": "needle",
+        "where does the heron nest": "heron",
+        "when are invoices due": "Invoices",
+        "who logs the weather": "lighthouse",
+    }
+    _, agents = folders
+    plain = agent_file("plain", ["decide", "retrieve", "generate"])
+    (agents / "plain.md").write_text(plain, encoding="utf-8")
+    asked = list(questions) * 2
+    with open_loop() as kb, ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda q: kb.ask(q, agent="plain", k=1, session_id=q), asked))
+        for question in questions:
+            assert len(kb.session_history(question)) == 4
+    for question, got in zip(asked, answers, strict=True):
+        assert got.question == question
+        assert questions[question] in got.citations[0].text, (question, got.text)
+
+
+def test_the_facade_takes_services_from_modules_this_build_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kredenc import engine
+
+    # A module that is not there means no such service; a module that fails to import
+    # for another reason (its own missing dependency) is an error, not silence.
+    assert engine._optional("kredenc.loop.no_such_module", "make", None) is None
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "kredenc_broken_service.py").write_text("import no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(ModuleNotFoundError, match="no_such_dependency"):
+        engine._optional("kredenc_broken_service", "make", None)
+    sys.modules.pop("kredenc_broken_service", None)
+    assert engine._optional("json", "dumps", [1]) == "[1]"
+
+
+def test_a_scoped_view_uses_its_handles_services(open_loop: Open) -> None:
+    with open_loop() as kb:
+        view = kb.scoped("elsewhere")
+        assert view._services() is kb._services()
+        assert view.scoped("third")._services() is kb._services()

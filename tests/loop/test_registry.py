@@ -97,10 +97,13 @@ def test_adding_editing_and_removing_a_file_is_seen_on_the_next_lookup(tmp_path:
     assert "shout" not in registry.names()
 
 
-def test_a_missing_folder_is_no_tools_and_no_error(tmp_path: Path) -> None:
+def test_a_missing_folder_is_no_tools_and_a_reported_problem(tmp_path: Path) -> None:
     registry = ToolRegistry(tmp_path / "nope")
-    assert registry.problems() == []
+    assert registry.problems() == [f"{tmp_path / 'nope'}: tools_dir does not exist"]
     assert "echo" not in registry.names()
+    (tmp_path / "nope").mkdir()
+    (tmp_path / "nope" / "echo.py").write_text(ECHO, encoding="utf-8")
+    assert "echo" in registry.names() and registry.problems() == []
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from kredenc.errors import InvalidInput, KredencError
-from kredenc.interfaces import cli_eval, cli_keys, cli_memory, cli_recall, cli_store
+from kredenc.interfaces import cli_ask, cli_eval, cli_keys, cli_memory, cli_recall, cli_store
 from kredenc.interfaces.cli_common import (
     Context,
     check_arg_text,
@@ -370,6 +370,7 @@ def _error(line: str) -> None:
 
 # Command modules: one import above and one entry here each.
 COMMAND_MODULES: tuple[ModuleType, ...] = (
+    cli_ask,
     cli_eval,
     cli_keys,
     cli_memory,

@@ -212,6 +212,9 @@ class AgentLibrary:
         seen: set[Path] = set()
         with self._lock:
             for folder in self.folders:
+                if not folder.is_dir():
+                    problems.append(f"{folder}: agents_dir is not a folder")
+                    continue
                 try:
                     files = sorted(p for p in folder.glob("*.md") if p.is_file())
                 except OSError:
@@ -262,17 +265,15 @@ class AgentLibrary:
     def get(self, name: str) -> Agent:
         """The enabled agent ``name``; unknown is InvalidInput naming the known (and
         the file's error when a bad file carries that name)."""
-        agents, broken, _ = self._scan()
+        agents, broken, problems = self._scan()
         found = agents.get(name)
         if found is not None:
             return found
         if name in broken:
             raise broken[name]
-        raise InvalidInput(
-            f"unknown agent {name!r}",
-            f"agents: {', '.join(sorted(agents)) or 'none'}; add one as a markdown file in "
-            "the agents_dir folder (docs/loop.md#agents)",
-        )
+        hint = f"agents: {', '.join(sorted(agents)) or 'none'}"
+        hint += f"; {problems[0]}" if problems else "; add one as a markdown file in agents_dir"
+        raise InvalidInput(f"unknown agent {name!r}", hint)
 
 
 _libraries: dict[str, AgentLibrary] = {}

@@ -35,9 +35,17 @@ OPTIONS: dict[str, str] = {
     "rerank": "a reranker name ('' for none; default: the rerank setting)",
     "stream": "stream the answer text to on_delta as it is generated",
     "drawer": "search only this drawer",
+    "retrieve_mode": "the retrieval mode: hybrid, reranked, graph or iterative (else chosen)",
+    "types": "record types retrieve searches (default chunk and memory: not turns)",
 }
+#: What retrieve searches unless the caller says otherwise: documents' chunks and
+#: memories. Not turns: the loop files every question and answer as a turn, and a
+#: repeated question would otherwise retrieve (and could cite) its own earlier answer.
+DEFAULT_TYPES = ("chunk", "memory")
+_TYPES = ("chunk", "memory", "turn")
 _RANGES = {"k": (1, 200), "context_k": (1, 50), "max_iterations": (1, 10), "hops": (0, 3)}
 _MODES = ("hybrid", "lexical", "dense")
+_RETRIEVE_MODES = ("hybrid", "reranked", "graph", "iterative")
 
 
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -54,8 +62,17 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
                 raise InvalidInput(f"ask option {key} must be a whole number from {low} to {high}")
         elif key == "mode" and value not in _MODES:
             raise InvalidInput(f"ask option mode must be one of {', '.join(_MODES)}")
+        elif key == "retrieve_mode" and value not in _RETRIEVE_MODES:
+            raise InvalidInput(
+                f"ask option retrieve_mode must be one of {', '.join(_RETRIEVE_MODES)}"
+            )
         elif key == "stream" and not isinstance(value, bool):
             raise InvalidInput("ask option stream must be true or false")
+        elif key == "types":
+            if isinstance(value, str) or not all(t in _TYPES for t in value) or not value:
+                raise InvalidInput(f"ask option types must be a list of: {', '.join(_TYPES)}")
+            out[key] = tuple(value)
+            continue
         elif key in ("rerank", "drawer") and not isinstance(value, str):
             raise InvalidInput(f"ask option {key} must be text")
         out[key] = value
@@ -104,6 +121,7 @@ def ask(
     )
     opts.setdefault("k", settings.ask_k)
     opts.setdefault("context_k", settings.ask_context_k)
+    opts.setdefault("types", DEFAULT_TYPES)
     opts.setdefault("max_iterations", found.max_iterations or settings.ask_max_iterations)
     service_options: dict[str, Any] = dict(opts)
     if on_delta is not None:
@@ -128,9 +146,12 @@ def ask(
     )
     if file and not store.read_only:
         filed_in = session_id or sessions.one_off_session()
-        ids = sessions.record(turns or TurnFiler(), store, ns, filed_in, question, answer)
+        filer = turns or TurnFiler()
+        if history:
+            filer.seed(filed_in, [m["content"] for m in history])
+        ids = sessions.record(filer, store, ns, filed_in, question, answer)
         answer.meta["filed"] = {"session": filed_in, "ids": ids}
     return answer
 
 
-__all__ = ["OPTIONS", "ask", "check_options"]
+__all__ = ["DEFAULT_TYPES", "OPTIONS", "ask", "check_options"]

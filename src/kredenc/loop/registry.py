@@ -112,8 +112,8 @@ class _Folder:
         self.signature = signature
         self.classes, self.problems = {}, []
         if not self.path.is_dir():
-            if self.path.exists():
-                self.problems.append(f"{self.path}: tools_dir is not a folder")
+            what = "is not a folder" if self.path.exists() else "does not exist"
+            self.problems.append(f"{self.path}: tools_dir {what}")
             return True
         root = self.path.resolve()
         for file in self.files():

@@ -49,6 +49,13 @@ class TurnFiler:
     def __init__(self) -> None:
         self._recent: dict[str, list[str]] = {}
 
+    def seed(self, session_id: str, texts: Sequence[str]) -> None:
+        """Take ``texts`` (the session's last turns, oldest first, read back from the
+        store) as the context of its next turns, unless this filer has filed in the
+        session already: so a session continued after a restart keeps its context."""
+        if session_id not in self._recent:
+            self._recent[session_id] = [t for t in texts if t][-CONTEXT_TURNS:]
+
     def forget_session(self, session_id: str) -> None:
         """Drop the turns remembered for ``session_id`` (after its turns are forgotten,
         the next turn must not carry them as context)."""
