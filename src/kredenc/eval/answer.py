@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -231,19 +232,22 @@ def run_answer_eval(
     on_case: Callable[[CaseResult], None] | None = None,
     **options: Any,
 ) -> list[CaseResult]:
-    """Each case in a namespace of its own (``answer-<n>``) holding its document, its
-    turns asked in order in one session; the last answer checked. A namespace per case
-    keeps one case's answers (filed as turns) out of another's retrieval, so a case's
-    result does not depend on the cases before it. ``options`` go to ``Kredenc.ask``."""
+    """Each case in a namespace of its own (``answer-<run>-<n>``) holding its document,
+    its turns asked in order in one session; the last answer checked. A namespace per
+    case (and per run: ``<run>`` is new each time) keeps one case's answers, filed as
+    turns, out of another's retrieval and out of a later run's sessions, so a case's
+    result depends neither on the cases before it nor on an earlier run in the same
+    store. ``options`` go to ``Kredenc.ask``."""
     documents(cases, docs)  # every document there before the first case runs
+    run = uuid.uuid4().hex[:8]
     results: list[CaseResult] = []
     for n, case in enumerate(cases, 1):
-        view = kb.scoped(f"answer-{n}")
+        view = kb.scoped(f"answer-{run}-{n}")
         view.ingest(Path(docs) / case.document)
         t0 = time.perf_counter()
         answer: Answer | None = None
         for turn in case.turns:
-            answer = view.ask(turn, session_id=f"eval-{case.id}", **options)
+            answer = view.ask(turn, session_id=f"eval-{run}-{n}", **options)
         ms = (time.perf_counter() - t0) * 1000
         if answer is None:
             raise InvalidInput(f"case {case.id} has no turns", "give it at least one question")
