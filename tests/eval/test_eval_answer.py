@@ -22,8 +22,6 @@ from kredenc.eval.answer import (
 from kredenc.grounding.base import Evaluation
 from kredenc.loop.answer import Answer, Citation
 
-DOCS = Path(__file__).resolve().parents[2].parent / "shared/data/documents"
-
 
 def _answer(text: str, cites: list[Citation], ev: Evaluation | None = None, **kw: Any) -> Answer:
     return Answer(question="q", text=text, citations=tuple(cites), evaluation=ev, **kw)
@@ -89,11 +87,6 @@ def test_the_shipped_file_loads_with_the_required_cases() -> None:
     assert cup["abstain"] and cup["context_sufficient"] is False and cup["max_confidence"] < 40
 
 
-needs_shared = pytest.mark.skipif(
-    not (DOCS / "pdf").is_dir(), reason=f"shared documents not found at {DOCS}"
-)
-
-
 #: Cases the deterministic loop fails today, and why; the test fails when one of them
 #: starts to pass (take it out then) or another fails.
 KNOWN_FAILURES = {
@@ -106,11 +99,10 @@ KNOWN_FAILURES = {
 
 
 @pytest.mark.slow
-@needs_shared
-def test_the_attention_cases_with_the_rules(tmp_path: Path) -> None:
+def test_the_attention_cases_with_the_rules(tmp_path: Path, shared_data: Path) -> None:
     cases = load_answer_cases(default_cases_path())
     with Kredenc.open(tmp_path / "store", durability="none") as kb:
-        results = run_answer_eval(kb, cases, DOCS)
+        results = run_answer_eval(kb, cases, shared_data / "documents")
     failed = {
         r.id: (r.failures, r.answer.text if r.answer else "") for r in results if not r.passed
     }
