@@ -101,3 +101,17 @@ def test_the_llm_judge_gets_the_answer_without_markers(kb: Kredenc) -> None:
     assert (
         "h = 8 parallel attention layers" in sent and "heads, in the Transformer. [1]" not in sent
     )
+
+
+def test_an_llm_answer_marked_outside_knowledge_is_flagged_by_the_rules(kb: Kredenc) -> None:
+    llm = TinyLLM(
+        "The Transformer employs h = 8 parallel attention heads [1]. "
+        "[OUTSIDE KNOWLEDGE] GPT-3 uses 96 heads."
+    )
+    mind = mind_for(kb, "How many attention heads does the Transformer use?", k=2)
+    Generate().run(mind, services(kb, llm, role_generate="llm"))
+    JudgeTool().run(mind, services(kb))
+    ev = mind.read("judge.evaluation")
+    assert ev.hallucination_detected
+    flagged = [s for s in ev.sentences if not s.supported]
+    assert [s.text.startswith("[OUTSIDE KNOWLEDGE]") for s in flagged] == [True]
