@@ -8,24 +8,26 @@ the answer), ``rewrite.query`` (the standalone query), ``decide.retrieve`` and
 judge checks the answer against) and ``generate.abstained`` (True when the answer
 says nothing was found, or is a conversational reply: it makes no claim).
 
-**Rules** (the default): extractive. The first ``ask_context_k`` kept chunks are cut
-into sentences; fragments (a chunk's cut-off first or last sentence), table rows and
-figure debris are left out; each sentence is scored by meaning (the cosine between
-its MiniLM vector and the query's) and by query-word coverage (the judge's content
-keys), with a small bonus when it fills the slot the question asks for (a number for
-"how many", a date for "when", a name for "who"). The best sentence, and up to two
-more within :attr:`ExtractParams.keep_ratio` of it, are the answer, de-duplicated (overlapping
-chunks repeat sentences), grouped by chunk (chunks in the order of their best
-sentence, sentences in text order) and cited. When no sentence reaches
-:data:`ExtractParams.min_score` (nothing kept, or nothing kept that speaks to the question), the
-answer is :data:`NOT_FOUND`, with no citations.
+**Rules** (the default): extractive. Every kept chunk is cut into sentences (they are
+all trusted, and a sentence costs one cached embedding); fragments (a chunk's cut-off
+first or last sentence), questions, table rows, figure debris, reference lists and
+the loop's own earlier answers are left out. Each sentence scores by query-word
+coverage (the judge's content keys, IDF-weighted over the candidates) and, with
+weight :attr:`ExtractParams.w_meaning`, by meaning (its MiniLM cosine to the query).
+The slot gate: when the question asks for a count ("how many"), a number, a date or a
+name and a sentence gives one, only such sentences answer (:mod:`.asked`). The best
+sentence, and up to two more within :attr:`ExtractParams.keep_ratio` of it, are the
+answer, de-duplicated (overlapping chunks repeat sentences), grouped by chunk (chunks
+in the order of their best sentence, sentences in text order) and cited. When no
+sentence reaches :attr:`ExtractParams.min_score`, the answer is :data:`NOT_FOUND`, with
+no citations. The parameters' provenance: :class:`ExtractParams`.
 
 **LLM**: temperature 0, :data:`SYSTEM` requires ``[n]`` citations and the
-``[OUTSIDE KNOWLEDGE]`` prefix; the chunks reach the prompt inside the untrusted-data
+``[OUTSIDE KNOWLEDGE]`` prefix; the first ``ask_context_k`` kept chunks reach the prompt inside the untrusted-data
 envelope (:func:`~kredenc.loop.roles.common.data_block`). With
 ``ask.options["stream"]`` the reply streams through ``LLM.stream`` and each delta is
 handed to ``services.options["on_delta"]`` when that is a callable (the rules hand
-their whole text to it once).
+their whole text to it once; a later iteration's changed answer follows as a revision).
 
 When ``decide.retrieve`` is False the reply is conversational and makes no claim (the
 rules: a short reply to a greeting or thanks; the LLM: a brief reply told to state no
@@ -82,7 +84,10 @@ class ExtractParams:
     """How the extractive answer scores and picks sentences. The defaults were chosen by
     ``benchmarks/fit_generate.py`` (5-fold cross-validation on HotpotQA dev, gold plus
     distractor paragraphs as the kept chunks, other questions' paragraphs as the
-    unanswerable case; see docs/roles.md), not on the Attention questions."""
+    unanswerable case; see docs/roles.md), not on the Attention questions. The slot
+    gate's rules (a count stands next to what is counted, and such a count answers
+    whatever its score) are rules, not parameters, and were written while reading the
+    Attention cases: their pass rate is no independent measure of them."""
 
     #: The weight of meaning (cosine) against query-word coverage. Fitted: 0 (on
     #: HotpotQA the IDF-weighted words rank the answer sentence better than MiniLM's
