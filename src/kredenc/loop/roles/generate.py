@@ -23,8 +23,9 @@ sentence reaches :attr:`ExtractParams.min_score`, the answer is :data:`NOT_FOUND
 no citations. The parameters' provenance: :class:`ExtractParams`.
 
 **LLM**: temperature 0, :data:`SYSTEM` requires ``[n]`` citations and the
-``[OUTSIDE KNOWLEDGE]`` prefix; the first ``ask_context_k`` kept chunks reach the prompt inside the untrusted-data
-envelope (:func:`~kredenc.loop.roles.common.data_block`). With
+``[OUTSIDE KNOWLEDGE]`` prefix; the first ``ask_context_k`` kept chunks reach the
+prompt inside the untrusted-data envelope (:func:`~kredenc.loop.roles.common.
+data_block`). With
 ``ask.options["stream"]`` the reply streams through ``LLM.stream`` and each delta is
 handed to ``services.options["on_delta"]`` when that is a callable (the rules hand
 their whole text to it once; a later iteration's changed answer follows as a revision).
