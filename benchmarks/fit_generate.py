@@ -43,7 +43,7 @@ from kredenc.loop.roles.generate import PARAMS, ExtractParams, candidates, pick,
 from kredenc.records import Hit
 
 GRID = {
-    "w_meaning": (0.0, 0.1, 0.25, 0.4, 0.5, 0.75),
+    "w_meaning": (0.0, 0.1, 0.25, 0.4, 0.5, 0.75, 1.0),
     "idf": (True, False),
     "slot_bonus": (0.0, 0.1, 0.2),
     "min_score": (0.15, 0.2, 0.25, 0.3, 0.35, 0.45, 0.55),
@@ -142,6 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     all_scores = 0.5 * table.mean(0) + 0.5 * table_neg.mean(0)
     best_all = int(np.argmax(all_scores))
     whole = [p.right(grid[best_all], top=grid[best_all].max_sentences) for p in pos]
+    # Comparisons on all questions (in-sample, each at its own best other settings):
+    # meaning alone (w_meaning = 1) and the words alone (w_meaning = 0).
+    by_weight = {
+        w: round(float(max(all_scores[i] for i, g in enumerate(grid) if g.w_meaning == w)), 3)
+        for w in GRID["w_meaning"]
+    }
     current = grid.index(PARAMS) if PARAMS in grid else None
     out = {
         "data": str(path),
@@ -157,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "best_on_all_whole_answer_rate": round(sum(whole) / n, 3),
         "best_on_all_whole_answer_rate_ci95": ci(whole),
+        "best_objective_by_w_meaning": by_weight,
         "chosen_per_fold": chosen_per_fold,
         "best_on_all": asdict(grid[best_all]),
         "best_on_all_objective": round(float(all_scores[best_all]), 3),
@@ -173,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  best on all: {out['best_on_all']} ({out['best_on_all_objective']})")
     print(f"  answer anywhere in the answer (best on all): {out['best_on_all_whole_answer_rate']}")
     print(f"  current defaults: {out['current_defaults_objective']}")
+    print(f"  best objective by w_meaning (in-sample): {by_weight}")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0
