@@ -42,7 +42,7 @@ from kredenc.eval.metrics import bootstrap_ci
 from kredenc.loop.roles.generate import PARAMS, ExtractParams, candidates, pick, scorable
 from kredenc.records import Hit
 
-GRID = {
+GRID: dict[str, tuple[Any, ...]] = {
     "w_meaning": (0.0, 0.1, 0.25, 0.4, 0.5, 0.75, 1.0),
     "idf": (True, False),
     "slot_bonus": (0.0, 0.1, 0.2),
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for w in GRID["w_meaning"]
     }
     current = grid.index(PARAMS) if PARAMS in grid else None
-    out = {
+    out: dict[str, Any] = {
         "data": str(path),
         "questions": n,
         "prepare_s": round(prep_s, 1),
