@@ -280,4 +280,62 @@ def _print_judge(summary: dict[str, Any]) -> None:
         click.echo(f"  {name:30s} {v['value']:.3f}  [{lo:.3f}, {hi:.3f}]")
 
 
+# -- eval answer (the answer loop on the Attention cases) ----------------------------
+
+
+@eval_group.command("answer")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--docs",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder the cases' documents are under (e.g. ../shared/data/documents).",
+)
+@click.option(
+    "--cache",
+    type=click.Path(dir_okay=False),
+    default=str(DEFAULT_CACHE),
+    show_default=True,
+    help="Embedding cache shared by eval runs.",
+)
+@json_option
+def eval_answer(file: str | None, docs: str, cache: str) -> None:
+    """The answer loop on questions with expected facts (default: the shipped Attention
+    cases): a table of cases and the check each failed; exit 1 when one fails."""
+    from kredenc.eval.answer import (
+        CaseResult,
+        default_cases_path,
+        load_answer_cases,
+        run_answer_eval,
+        summarise,
+    )
+
+    c = context()
+    cases = load_answer_cases(file or default_cases_path())
+
+    def show(r: CaseResult) -> None:
+        if not c.json:
+            ev = r.answer.evaluation if r.answer else None
+            conf = f"{ev.confidence_score:>3}" if ev else "  -"
+            why = "; ".join(r.failures)
+            click.echo(f"{'pass' if r.passed else 'FAIL'}  {r.id:<24} {conf}  {why}")
+
+    if not c.json:
+        click.echo(f"{'':4}  {'case':<24} {'conf':>3}  failed check")
+    with _eval_store(cache) as kb:
+        results = run_answer_eval(kb, cases, docs, on_case=show)
+    summary = summarise(results)
+    if c.json:
+        payload = {"summary": summary, "cases": [r.to_json() for r in results]}
+        click.echo(json.dumps(payload, ensure_ascii=False))
+    else:
+        low, high = summary["pass_rate_ci95"]
+        click.echo(
+            f"\n{summary['passed']}/{summary['cases']} passed "
+            f"(pass rate {summary['pass_rate']:.2f}, 95 % CI {low:.2f}-{high:.2f})"
+        )
+    if summary["failed"]:
+        raise SystemExit(1)
+
+
 COMMANDS: tuple[click.Command, ...] = (eval_group,)
