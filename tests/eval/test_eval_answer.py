@@ -87,15 +87,9 @@ def test_the_shipped_file_loads_with_the_required_cases() -> None:
     assert cup["abstain"] and cup["context_sufficient"] is False and cup["max_confidence"] < 40
 
 
-#: Cases the deterministic loop fails today, and why; the test fails when one of them
-#: starts to pass (take it out then) or another fails.
-KNOWN_FAILURES = {
-    # grade scores the "h = 8" passage AMBIGUOUS for the question (relevance ~0.1) and
-    # verify has no second source in a one-document store, so generate never sees it;
-    # reflect names the empty count and focuses on "attention heads" (a query grade
-    # scores that passage 0.87 for), but grade grades against the standalone query.
-    "heads",
-}
+#: Cases the deterministic loop fails today (none), each with why; the test fails when
+#: one of them starts to pass (take it out then) or another fails.
+KNOWN_FAILURES: set[str] = set()
 
 
 @pytest.mark.slow

@@ -58,3 +58,17 @@ def test_a_name_or_date_already_in_the_question_does_not_fill_it() -> None:
     assert answers("It starts on June 11, 2026.", "date", "When is the World Cup 2026?")
     assert answers("It was won by Argentina.", "name", "Who won the World Cup?")
     assert not answers("The World Cup was won.", "name", "Who won the World Cup?")
+
+
+@pytest.mark.parametrize(
+    ("text", "fills"),
+    [
+        ("In this work we employ h = 8 parallel attention layers, or heads.", True),
+        ("We used warmup_steps = 4000.", True),
+        ("Isolated attentions for attention heads 5 and 6 of layer 5.", False),  # labels
+        ("The figure shows head 3 of the encoder.", False),
+    ],
+)
+def test_a_count_precedes_what_it_counts_or_is_assigned_to_it(text: str, fills: bool) -> None:
+    keys = question_keys("How many attention heads or warmup steps are used?")
+    assert number_near(text, keys, whole=True) is fills

@@ -113,3 +113,23 @@ def test_the_llm_grades_with_reasons(kb: Kredenc, services: MakeServices) -> Non
     assert second.reason == "not graded by the LLM"  # the rules' class for what it left out
     assert result.prompt_tokens == 100
     assert '"text":' in llm.calls[0][0][1]["content"]  # chunks went in the data envelope
+
+
+def test_from_the_second_iteration_a_chunk_answering_the_focus_counts(minilm: Kredenc) -> None:
+    """reflect's focus is the open part of the question: a chunk that answers it is graded
+    by it too (the higher relevance wins), and only from the second iteration on."""
+    query = "Which numbers describe the model used in the garden?"
+    hits = search(minilm.store, minilm.namespace, "Adam optimizer beta2", k=4)
+    svc = Services(minilm.store, minilm.namespace, minilm.settings)
+    adam = next(h.id for h in hits if h.text == TEXTS[0])
+
+    def relevance_of_adam(**keys: object) -> float:
+        m = mind(query, retrieve_chunks=hits, **keys)
+        Grade().run(m, svc)
+        return next(v.relevance for v in m.read("grade.verdicts") if v.id == adam)
+
+    plain = relevance_of_adam()
+    first = relevance_of_adam(reflect_focus="Adam optimizer beta2")  # iteration 1: ignored
+    later = relevance_of_adam(reflect_focus="Adam optimizer beta2", loop_iteration=2)
+    assert first == plain
+    assert later > plain and later >= 0.5

@@ -113,12 +113,22 @@ def number_near(text: str, keys: Iterable[str], window: int = 6, *, whole: bool 
     plain = _POINTER.sub(" ", text)
     words = [(m.start(), key(m.group().lower())) for m in _ALPHA.finditer(plain)]
     starts = [w for w, _ in words]
-    numbers = [
-        bisect.bisect(starts, m.start()) for m in (_WHOLE if whole else _ANY).finditer(plain)
-    ]
+    found = list((_WHOLE if whole else _ANY).finditer(plain))
+    numbers = [bisect.bisect(starts, m.start()) for m in found]
     near = [i for i, (_, k) in enumerate(words) if k in wanted]
     # A number between words i-1 and i sits at i - 0.5 in word order.
-    return any(abs(n - 0.5 - j) <= window for n in numbers for j in near)
+    if not whole:
+        return any(abs(n - 0.5 - j) <= window for n in numbers for j in near)
+    # A count stands before what it counts ("8 parallel attention layers", "h = 8 ...
+    # heads") or is assigned to it ("warmup_steps = 4000"); a whole number just after
+    # the noun is its label ("head 5", "layer 6").
+    for m, n in zip(found, numbers, strict=True):
+        for j in near:
+            if 0 < j - (n - 0.5) <= window:
+                return True
+            if 0 < (n - 0.5) - j <= 2 and "=" in plain[words[j][0] : m.start()]:
+                return True
+    return False
 
 
 def answers(text: str, slot: str, question: str) -> bool:

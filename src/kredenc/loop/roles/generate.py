@@ -171,6 +171,11 @@ def _clean(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+#: A figure's or table's caption run into the text ("... heads 5 Figure 4: Two attention
+#: heads, also in layer 5"): a PDF's captions and labels, not a statement to quote.
+_CAPTION = re.compile(r"\b(?:Figure|Fig\.|Table)\s+\d+[a-z]?\s*:")
+
+
 def _prose(raw: str) -> bool:
     """A sentence of running text, not a table row, a formula or figure debris."""
     words = raw.split()
@@ -180,7 +185,7 @@ def _prose(raw: str) -> bool:
     if lines > 2 and len(words) / lines < 4:  # a word or two per line: a figure or table
         return False
     alpha = sum(1 for w in words if _WORD.search(w))
-    return alpha / len(words) >= 0.4
+    return alpha / len(words) >= 0.4 and not _CAPTION.search(raw)
 
 
 def _bibliography(text: str) -> bool:

@@ -168,9 +168,30 @@ _SYSTEM = (
 )
 
 
+def graded(mind: Mind, services: Services, query: str, hits: Sequence[Hit]) -> list[float]:
+    """Each hit's relevance to the standalone query or, from the second iteration on, to
+    reflect's focus (the part of the question the last answer left open, e.g. "attention
+    heads" for "How many attention heads does the Transformer use?"), whichever is higher:
+    the focus is a sub-question of the same question, and a chunk that answers it is
+    relevant to the question though it shares fewer of its words."""
+    probs = score_hits(services.store, services.ns, query, hits)
+    focus = str(mind.read("reflect.focus", "") or "").strip()
+    if not hits or not focus or focus == query or int(mind.read("loop.iteration", 1)) < 2:
+        return probs
+    sub = score_hits(services.store, services.ns, focus, hits)
+    return [max(a, b) for a, b in zip(probs, sub, strict=True)]
+
+
 class Grade(RoleTool):
     name: ClassVar[str] = "grade"
-    reads = ("ask.question", "rewrite.query", "retrieve.chunks", "decide.retrieve")
+    reads = (
+        "ask.question",
+        "rewrite.query",
+        "retrieve.chunks",
+        "decide.retrieve",
+        "reflect.focus",
+        "loop.iteration",
+    )
     writes = ("grade.verdicts",)
 
     def _inputs(self, mind: Mind) -> tuple[str, list[Hit]] | ToolResult:
@@ -190,7 +211,7 @@ class Grade(RoleTool):
             return got
         query, hits = got
         upper, lower = services.settings.grade_upper, services.settings.grade_lower
-        probs = score_hits(services.store, services.ns, query, hits)
+        probs = graded(mind, services, query, hits)
         verdicts = [
             ChunkVerdict(h.id, classify(p, upper, lower), round(p, 4), f"relevance {p:.2f}")
             for h, p in zip(hits, probs, strict=True)
@@ -204,7 +225,7 @@ class Grade(RoleTool):
             return got
         query, hits = got
         result = ToolResult()
-        probs = score_hits(services.store, services.ns, query, hits)
+        probs = graded(mind, services, query, hits)
         said: dict[int, tuple[Verdict, str]] = {}
         if hits:
             user = f"Query: {query}\n\n{data_block(hits)}"
