@@ -23,6 +23,7 @@ from kredenc.errors import InvalidInput, KredencError
 from kredenc.interfaces import cli_eval, cli_keys, cli_memory, cli_recall, cli_store
 from kredenc.interfaces.cli_common import (
     Context,
+    add_global_options,
     check_arg_text,
     context,
     json_option,
@@ -34,7 +35,7 @@ from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
 log = logging.getLogger("kredenc.cli")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, no_args_is_help=True)
 @click.option(
     "--store", "store", metavar="DIR", help="Store directory (default $KREDENC_HOME or ./.kredenc)."
 )
@@ -274,7 +275,7 @@ def get(record_id: str) -> None:
 def forget(record_id: str) -> None:
     """Hide a record everywhere (appends a tombstone)."""
     c = context()
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         kb.forget(record_id)
     c.emit({"id": record_id, "forgotten": True}, lambda: click.echo(f"forgot {record_id}"))
 
@@ -325,47 +326,61 @@ def _check_args_utf8(args: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and map errors to one line and an exit code."""
+    """Entry point: run the CLI and map errors to one line and an exit code.
+
+    The one place the exception tree meets the command line: each error is
+    ``error: MESSAGE (HINT)`` on stderr, or with ``--json`` (anywhere before a ``--``)
+    the one JSON error shape ``{"error": {"code", "message", "hint"}}``; the exit codes
+    are the same either way.
+    """
     args = sys.argv[1:] if argv is None else argv
+    options = args[: args.index("--")] if "--" in args else args
+    as_json = "--json" in options
     try:
         _check_args_utf8(args)
         cli.main(args=args, prog_name="kredenc", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # plain ``kredenc``: the help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
     except click.exceptions.Abort:
-        click.echo("error: aborted", err=True)
+        _fail("aborted", "aborted", "", as_json)
         sys.exit(130)
     except click.ClickException as exc:
-        # One line, like every other error: the message, then the hint in parentheses.
         hint = "see 'kredenc --help'"
         ctx = getattr(exc, "ctx", None)
         if ctx is not None:
             hint = f"see '{ctx.command_path} --help'"
-        message = " ".join(exc.format_message().split())
-        _error(f"error: {message} ({hint})")
+        code = "usage" if isinstance(exc, click.UsageError) else "error"
+        _fail(code, " ".join(exc.format_message().split()), hint, as_json)
         sys.exit(exc.exit_code)
     except KredencError as exc:
-        line = f"error: {exc.message}"
-        if exc.hint:
-            line += f" ({exc.hint})"
-        _error(line)
+        _fail(exc.code, exc.message, exc.hint or "", as_json)
         sys.exit(exc.exit_code)
     except OSError as exc:
-        _error(f"error: {exc.strerror or exc} ({exc.filename or ''})")
+        _fail("os_error", str(exc.strerror or exc), str(exc.filename or ""), as_json)
         sys.exit(1)
     except Exception as exc:
-        if "--debug" in (argv if argv is not None else sys.argv):
+        if "--debug" in options:
             raise
-        _error(
-            f"error: internal error: {type(exc).__name__}: {exc} "
-            "(run with --debug for the traceback, and please report it)"
+        _fail(
+            "internal_error",
+            f"internal error: {type(exc).__name__}: {exc}",
+            "run with --debug for the traceback, and please report it",
+            as_json,
         )
         sys.exit(1)
 
 
-def _error(line: str) -> None:
-    """Print an error line on stderr: URL credentials masked, control characters escaped."""
+def _fail(code: str, message: str, hint: str, as_json: bool) -> None:
+    """Print an error on stderr, one line: ``error: MESSAGE (HINT)``, or the JSON error
+    shape; URL credentials masked, control characters escaped (JSON escapes them)."""
     from kredenc.ingest.redact import redact_url
 
-    click.echo(escape(redact_url(line)), err=True)
+    message, hint = redact_url(message), redact_url(hint)
+    if as_json:
+        click.echo(json_text({"error": {"code": code, "message": message, "hint": hint}}), err=True)
+        return
+    line = f"error: {message}" + (f" ({hint})" if hint else "")
+    click.echo(escape(line), err=True)
 
 
 # Command modules: one import above and one entry here each.
@@ -379,3 +394,5 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
 for _module in COMMAND_MODULES:
     for _command in _module.COMMANDS:
         cli.add_command(_command)
+for _command in cli.commands.values():
+    add_global_options(_command)

@@ -81,7 +81,7 @@ def score(record_id: str, reason: str | None, **fields: Any) -> None:
     """Change a memory's scores or state; only the fields given change."""
     c = context()
     values = _drop_none(fields)
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         mem = kb.score(record_id, reason=reason, **values)
     data = memory_json(mem)
 
@@ -103,7 +103,7 @@ def relate(src: str, dst: str, rel: str, weight: float, remove: bool) -> None:
     """Relate two records: TYPE is supports, contradicts, depends_on, derived_from,
     related_to, precedes or follows."""
     c = context()
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         kb.relate(src, dst, rel, weight=weight, remove=remove)
     data = {"src": src, "dst": dst, "rel": rel, "weight": weight, "removed": remove}
     arrow = f"-[{rel}]->" if remove else f"-[{rel} {weight:g}]->"
@@ -156,7 +156,7 @@ def jobs_group() -> None:
 def jobs_run(names: tuple[str, ...]) -> None:
     """Run lifecycle jobs now (all of them when none is named)."""
     c = context()
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         reports = run_jobs(kb.store, kb.namespace, names)
     data = {"jobs": [r.to_json() for r in reports]}
     c.emit(data, lambda: click.echo("\n".join(r.summary() for r in reports)))

@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kredenc import plugins
 from kredenc.checks import check_name
 from kredenc.config import Settings
 from kredenc.errors import InvalidInput
@@ -106,6 +107,8 @@ def search(
     query = searching.validate(query, params)
     if drawer is not None:
         check_name("drawer", drawer)
+    for loader in loaders:  # a mistyped loader would match nothing, silently
+        plugins.get(plugins.LOADERS, loader)
     after, before = parse_time(since, "since"), parse_time(until, "until")
     if after is not None and before is not None and after >= before:
         raise InvalidInput("since must be earlier than until")
