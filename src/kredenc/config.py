@@ -181,6 +181,15 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )
+    # -- search and CLI polish (issue 16): context graph ranking --
+    rank_tiebreak: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="How much importance and recency count beside similarity in the "
+        "ContextGraph ranking (their weighted terms are scaled by it): with the default "
+        "weights a node can pass one at most 0.05 more similar, so relevance dominates.",
+    )
 
     @field_validator("embed_provider")
     @classmethod
