@@ -33,7 +33,7 @@ def test_ingest_reports_symlinks_out_of_the_folder(run: Any, tmp_path: Path) -> 
     fold = _fold(tmp_path)
     code, out, _ = run("ingest", str(fold))
     assert code == 0
-    assert "1 documents filed" in out and "2 skipped" in out
+    assert "1 document filed" in out and "2 skipped" in out
     assert f"  skipped: {fold / 'passwd.txt'}: symlink leaves the folder" in out
     assert f"  skipped: {fold / 'sub' / 'shadow.md'}: symlink leaves the folder" in out
     code, out, _ = run("search", CANARY, "--mode", "lexical", "--json")

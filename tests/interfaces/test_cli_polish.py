@@ -9,6 +9,7 @@ proxy runs as a real process.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -174,3 +175,68 @@ def test_proxy_on_a_busy_port_exits_1_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"error: cannot listen on 127.0.0.1:{port}: "), lines
     assert "another --port" in lines[0]
+
+
+def test_graph_prints_the_prompt_text_the_docs_promise(run: Any) -> None:
+    run("remember", "The user likes to drink tea", "--kind", "preference", "--importance", "0.2")
+    run("remember", "The user's manager is Bob", "--kind", "fact", "--importance", "1.0")
+    code, out, err = run("graph", "what does the user drink", "--budget", "400")
+    assert code == 0, err
+    nodes, _, prompt = out.partition("\nprompt text (")
+    assert nodes.splitlines()[0].endswith("[preference] The user likes to drink tea")
+    head, *lines = prompt.splitlines()
+    assert head.endswith(" of 400 characters):")
+    assert lines[0].startswith("[m") and "(preference, " in lines[0]
+    assert lines[0].endswith("The user likes to drink tea")
+    code, out, _ = run("graph", "what does the user drink", "--budget", "400", "--json")
+    assert json.loads(out)["prompt"] == "\n".join(lines)
+
+
+def test_memory_hits_show_their_date_and_importance(run: Any) -> None:
+    code, out, _ = run("remember", "The user drinks tea.", "--importance", "0.8", "--json")
+    mem = json.loads(out)
+    run("score", mem["id"], "--importance", "0.9")  # the current score is shown
+    code, out, err = run("search", "tea", "--mode", "lexical")
+    assert code == 0, err
+    first, provenance = out.splitlines()[:2]
+    assert mem["id"] in first
+    day = provenance.split()[0]
+    assert len(day) == 10 and day[4] == "-" and day[7] == "-"
+    assert "importance 0.90" in provenance
+    hit = json.loads(run("search", "tea", "--mode", "lexical", "--json")[1])["hits"][0]
+    assert hit["importance"] == 0.9 and hit["created_at"] > 0
+
+
+def test_ingest_lists_each_file_once_and_counts_in_the_singular(
+    run: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = tmp_path / "notes.txt"
+    good.write_text("The kestrel nests on the old water tower.\n", encoding="utf-8")
+    bad = tmp_path / "broken.pdf"
+    bad.write_bytes(b"%PDF-1.4 not really a pdf")
+    code, out, err = run("ingest", str(good), str(bad))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(
+        "1 document filed (1 chunk), 0 unchanged, 0 replaced, 1 failed, 0 skipped"
+    )
+    assert lines[1] == f"  filed: {good} (1 chunk)"
+    assert lines[2].startswith(f"  failed: {bad}: ")
+    assert len(lines) == 3
+    assert out.count(str(bad)) == 1 and str(bad) not in err  # printed once, on stdout
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+    good.write_text("The kestrel nests on the new water tower.\n", encoding="utf-8")
+    other = tmp_path / "other.md"
+    other.write_text("# Other\n\nHeron.\n\nEgret.\n", encoding="utf-8")
+    code, out, _ = run("ingest", str(good), str(other), "--json")
+    assert json.loads(out)["files"] == [
+        {"source": str(good), "status": "replaced", "chunks": 1},
+        {"source": str(other), "status": "filed", "chunks": 1},
+    ]
+    code, out, _ = run("ingest", str(good))
+    assert out.splitlines() == [
+        out.splitlines()[0],
+        f"  unchanged: {good}",
+    ]
+    assert out.startswith("0 documents filed (0 chunks), 1 unchanged, 0 replaced, 0 failed")

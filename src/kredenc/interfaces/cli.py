@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from types import ModuleType
 from typing import Any
 
@@ -113,14 +114,20 @@ def search(
             rerank=rerank,
             per_document=per_document,
         )
-    data = {"query": query, "mode": mode, "hits": [_hit_json(h) for h in hits]}
+        # A memory's importance now (scores change after filing): from the index.
+        importance = {h.id: kb.get(h.id).importance for h in hits if h.type == "memory"}
+    data = {
+        "query": query,
+        "mode": mode,
+        "hits": [_hit_json(h) | {"importance": importance.get(h.id)} for h in hits],
+    }
 
     def human() -> None:
         if not hits:
             click.echo("no hits")
         for i, h in enumerate(hits, 1):
             click.echo(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.kind or h.type}] {short(h.text)}")
-            click.echo(f"      {_provenance(h)}")
+            click.echo(f"      {_provenance(h, importance.get(h.id))}")
 
     c.emit(data, human)
 
@@ -141,10 +148,15 @@ def _page_range(text: str | None) -> tuple[int, int] | None:
     return pages
 
 
-def _provenance(hit: Any) -> str:
-    """Where a hit came from and why it ranks: source, page or time, each leg's rank and
-    score, the fused and rerank scores, and the graph edge that added it."""
+def _provenance(hit: Any, importance: float | None = None) -> str:
+    """Where a hit came from and why it ranks: a memory's or turn's date (and a
+    memory's importance), a chunk's source and page or time, each leg's rank and score,
+    the fused and rerank scores, and the graph edge that added it."""
     parts: list[str] = []
+    if hit.type in ("memory", "turn") and hit.created_at:
+        parts.append(time.strftime("%Y-%m-%d %H:%M", time.gmtime(hit.created_at)))
+    if importance is not None:
+        parts.append(f"importance {importance:.2f}")
     if hit.title or hit.origin:
         where = hit.title or hit.origin
         if hit.page is not None:
@@ -182,6 +194,7 @@ def _hit_json(hit: Any) -> dict[str, Any]:
         "page": hit.page,
         "start_s": hit.start_s,
         "graph": hit.graph,
+        "created_at": hit.created_at,
     }
 
 
@@ -206,17 +219,22 @@ def ingest(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from kredenc.ingest.loaders.base import page_progress
     from kredenc.ingest.redact import redact_url
 
     c = context()
     for source in sources:
         check_arg_text(source, "source")
+
+    def shown(source: str) -> str:
+        return rich.markup.escape(escape(redact_url(short(source, 50))))
+
     with (
         c.open() as kb,
         Progress(
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),
-            TextColumn("{task.completed} sources"),
+            TextColumn("{task.fields[count]}"),
             TimeElapsedColumn(),
             # On stderr, and only on a terminal: stdout keeps the summary (or the JSON).
             disable=c.json or not sys.stderr.isatty(),
@@ -224,30 +242,57 @@ def ingest(
             transient=True,
         ) as bar,
     ):
-        task = bar.add_task("ingesting", total=None)
+        # One row counts the sources done; the other moves through a long file's pages.
+        files = bar.add_task("ingesting", total=None, count="0 files done")
+        pages = bar.add_task("", total=None, count="", visible=False)
+
+        def on_page(source: str, page: int, total: int) -> None:
+            bar.update(
+                pages,
+                description=shown(source),
+                completed=page,
+                total=total,
+                count=f"page {page} of {total}",
+                visible=True,
+            )
 
         def progress(source: str, _report: Any) -> None:
-            shown = rich.markup.escape(escape(redact_url(short(source, 50))))
-            bar.update(task, advance=1, description=shown)
+            done = int(bar.tasks[files].completed) + 1
+            bar.update(
+                files, advance=1, description=shown(source), count=f"{_count(done, 'file')} done"
+            )
+            bar.update(pages, visible=False)
 
-        report = kb.ingest(
-            list(sources),
-            drawer=drawer,
-            include=list(include) or None,
-            exclude=list(exclude) or None,
-            on_progress=progress,
-            follow_symlinks=follow_symlinks,
-        )
+        with page_progress(on_page):
+            report = kb.ingest(
+                list(sources),
+                drawer=drawer,
+                include=list(include) or None,
+                exclude=list(exclude) or None,
+                on_progress=progress,
+                follow_symlinks=follow_symlinks,
+            )
     data = report.to_json()
 
     def human() -> None:
         click.echo(
-            f"{data['documents']} documents filed ({data['chunks']} chunks), "
+            f"{_count(data['documents'], 'document')} filed "
+            f"({_count(data['chunks'], 'chunk')}), "
             f"{data['unchanged']} unchanged, {data['replaced']} replaced, "
             f"{len(data['failed'])} failed, {len(data['skipped'])} skipped, in {data['seconds']} s"
         )
-        for fail in data["failed"]:
-            click.echo(f"  failed: {fail['error']}")
+        for outcome in report.files:
+            if outcome.status == "failed":
+                # The reason names the source when it starts with it (most do).
+                reason = outcome.error
+                if not reason.startswith(outcome.source):
+                    reason = f"{outcome.source}: {reason}"
+                click.echo(f"  failed: {reason}")
+            elif outcome.status == "unchanged":
+                click.echo(f"  unchanged: {outcome.source}")
+            else:
+                chunks = _count(outcome.chunks, "chunk")
+                click.echo(f"  {outcome.status}: {outcome.source} ({chunks})")
         for skip in data["skipped"]:
             click.echo(f"  skipped: {skip['source']}: {skip['reason']}")
         if data["skipped"]:
@@ -256,6 +301,11 @@ def ingest(
     c.emit(data, human)
     if data["failed"] and not data["documents"] and not data["unchanged"]:
         sys.exit(1)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 document``, ``2 documents``, ``0 chunks``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @cli.command()

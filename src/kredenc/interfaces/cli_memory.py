@@ -141,6 +141,9 @@ def graph(query: str, hops: int, k: int, neighbors_max: int, budget: int) -> Non
             click.echo(f"{n.score:.3f}  {n.id}  [{n.kind or n.type}] {short(n.text)}{via}")
         for e in found.edges:
             click.echo(f"  {e.src} -[{e.rel}]-> {e.dst}")
+        if prompt:  # what an agent's prompt would get, within --budget characters
+            click.echo(f"\nprompt text ({len(prompt)} of {budget} characters):")
+            click.echo(prompt)
 
     c.emit(data, human)
 
