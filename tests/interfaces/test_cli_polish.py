@@ -49,6 +49,14 @@ def test_global_options_work_after_the_command_too(run: Any, tmp_path: Path, whe
     assert code == 0 and err == ""
 
 
+def test_the_commands_help_lists_the_global_options(run: Any) -> None:
+    code, out, _ = run.bare("search", "--help")
+    assert code == 0
+    for line in ("--store DIR", "-n, --namespace NAME", "-v, --verbose", "--debug"):
+        assert line in out
+    assert "default:" not in out.split("--store DIR", 1)[1]
+
+
 def test_verbose_and_debug_after_the_command(run: Any) -> None:
     code, _, err = run("remember", "Tea at noon.", "-v", "--debug")
     assert code == 0, err

@@ -86,15 +86,16 @@ def add_global_options(command: click.Command) -> None:
         return
     taken = {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
     for key, decls, help_text in GLOBAL_OPTIONS:
-        if taken & set(decls) or any(p.name == key for p in command.params):
+        name = key.replace(".", "_")  # the parameter's name: never a command's own
+        if taken & set(decls) or any(p.name == name for p in command.params):
             continue
         flag = key in ("kredenc.verbose", "kredenc.debug")
         command.params.append(
             click.Option(
-                decls,
-                key,
+                [*decls, name],
                 is_flag=flag,
                 default=None,
+                show_default=False,
                 expose_value=False,
                 callback=_remember(key),
                 metavar=None if flag else ("DIR" if key == "kredenc.store" else "NAME"),
