@@ -277,6 +277,15 @@ class Settings(BaseSettings):
     web_search_results: int = Field(
         5, ge=1, le=50, description="Web results verify reads per search."
     )
+    # -- search and CLI polish (issue 16): context graph ranking --
+    rank_tiebreak: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="How much importance and recency count beside similarity in the "
+        "ContextGraph ranking (their weighted terms are scaled by it): with the default "
+        "weights a node can pass one at most 0.05 more similar, so relevance dominates.",
+    )
 
     @field_validator("embed_provider")
     @classmethod

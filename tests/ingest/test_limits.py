@@ -190,3 +190,18 @@ def test_repeated_warnings_are_collapsed_into_one_line_with_a_count(
     ]
     noisy.warning("page %d: broken object", 7)  # the filter is gone after the block
     assert caplog.records[-1].getMessage() == "page 7: broken object"
+
+
+def test_each_page_read_is_reported_for_a_progress_bar(tmp_path: Path) -> None:
+    """Issue 16: the bar pulsed "0 sources" through a long PDF; a loader now reports
+    every page it reads to whoever asked (the CLI's bar), in order."""
+    from kredenc.ingest.loaders.base import page_progress
+
+    path = tmp_path / "three.pdf"
+    path.write_bytes(huge_pages_pdf(3, 600))
+    seen: list[tuple[str, int, int]] = []
+    with page_progress(lambda source, page, pages: seen.append((source, page, pages))):
+        docs = PdfLoader().load(str(path))
+    assert docs and seen == [(str(path), 1, 3), (str(path), 2, 3), (str(path), 3, 3)]
+    PdfLoader().load(str(path))  # outside the block: nobody is told
+    assert len(seen) == 3

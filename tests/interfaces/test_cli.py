@@ -223,8 +223,9 @@ def test_ingest_summary_and_a_progress_bar_only_on_a_terminal(tmp_path: Path) ->
         args, capture_output=True, text=True, env=_env(), timeout=120, check=False
     )
     assert piped.returncode == 0, piped.stderr  # one good file: not a failed run
-    summary, failure = piped.stdout.splitlines()
-    assert summary.startswith("1 documents filed (1 chunks), 0 unchanged, 0 replaced, 1 failed")
+    summary, filed, failure = piped.stdout.splitlines()
+    assert summary.startswith("1 document filed (1 chunk), 0 unchanged, 0 replaced, 1 failed")
+    assert filed == f"  filed: {good} (1 chunk)"
     assert failure.startswith(f"  failed: {bad}")
     assert "\x1b[" not in piped.stderr and "ingesting" not in piped.stderr
 
@@ -251,7 +252,7 @@ def test_ingest_summary_and_a_progress_bar_only_on_a_terminal(tmp_path: Path) ->
             break
         screen += block
     os.close(leader)
-    assert b"sources" in screen and b"\x1b[" in screen  # the bar was drawn on stderr
+    assert b"files done" in screen and b"\x1b[" in screen  # the bar was drawn on stderr
     assert tty.stdout.startswith("0 documents filed (0 chunks), 1 unchanged")
     assert "\x1b[" not in tty.stdout
 

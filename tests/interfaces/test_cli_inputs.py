@@ -1,7 +1,7 @@
 """Hostile and careless input at the command line (issue 13, findings 3, 8 and 9).
 
 In-process through ``main()`` with the test embedder (no model loads), as in
-test_cli_memory.py.
+the shared ``run`` fixture of conftest.py.
 """
 
 from __future__ import annotations
@@ -11,34 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from kredenc.interfaces.cli import main
 from kredenc.interfaces.terminal import escape, json_text
-from kredenc.testing.embedders import HashEmbedder
 
 CANARY = "canary-7d3c"
-
-
-@pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
-    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: HashEmbedder())
-    for key in ("KREDENC_HOME", "KREDENC_NAMESPACE", "KREDENC_EMBED_PROVIDER"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("KREDENC_DURABILITY", "none")
-    home = tmp_path / "store"
-
-    def _run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = 0
-        try:
-            main(["--store", str(home), *args])
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
 
 
 def _fold(tmp_path: Path) -> Path:
@@ -58,7 +33,7 @@ def test_ingest_reports_symlinks_out_of_the_folder(run: Any, tmp_path: Path) -> 
     fold = _fold(tmp_path)
     code, out, _ = run("ingest", str(fold))
     assert code == 0
-    assert "1 documents filed" in out and "2 skipped" in out
+    assert "1 document filed" in out and "2 skipped" in out
     assert f"  skipped: {fold / 'passwd.txt'}: symlink leaves the folder" in out
     assert f"  skipped: {fold / 'sub' / 'shadow.md'}: symlink leaves the folder" in out
     code, out, _ = run("search", CANARY, "--mode", "lexical", "--json")

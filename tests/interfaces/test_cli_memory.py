@@ -13,32 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import kredenc.interfaces.cli_memory  # noqa: F401  (registers the commands)
-from kredenc.interfaces.cli import main
-from kredenc.testing.embedders import HashEmbedder
-
-
-@pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
-    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: HashEmbedder())
-    for key in ("KREDENC_HOME", "KREDENC_NAMESPACE", "KREDENC_EMBED_PROVIDER"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("KREDENC_DURABILITY", "none")
-    home = tmp_path / "store"
-
-    def _run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = 0
-        try:
-            main(["--store", str(home), *args])
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
 
 
 def ok(run: Any, *args: str) -> Any:

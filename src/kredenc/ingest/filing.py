@@ -28,7 +28,13 @@ from kredenc.ingest.loaders.base import (
 )
 from kredenc.ingest.loaders.registry import loader_for
 from kredenc.ingest.mentions import Titled, mention_pairs
-from kredenc.ingest.pipeline import IngestReport, content_hash, document_payloads, link_payloads
+from kredenc.ingest.pipeline import (
+    FileOutcome,
+    IngestReport,
+    content_hash,
+    document_payloads,
+    link_payloads,
+)
 from kredenc.ingest.redact import redact_url
 from kredenc.ingest.sources import iter_sources
 
@@ -79,8 +85,10 @@ def ingest(
                     links.extend((doc.source, target) for target in doc.links)
             except KredencError as exc:
                 reason = redact_url(str(exc))  # a URL's password is never reported
-                log.warning("ingest: %s", reason)
+                # INFO, not WARNING: the report carries it, and the CLI prints it once.
+                log.info("ingest: %s", reason)
                 report.failed.append((redact_url(source), reason))
+                report.files.append(FileOutcome(redact_url(source), "failed", error=reason))
             if on_progress is not None:
                 on_progress(source, report)
     file_links(store, ns, links, report)
@@ -102,7 +110,7 @@ def _load(source: str, settings: Settings) -> list[LoadedDocument]:
 
 
 def _skip(report: IngestReport, source: str, reason: str) -> None:
-    log.warning("ingest: %s: skipped: %s", source, reason)
+    log.info("ingest: %s: skipped: %s", source, reason)  # the report carries it
     report.skipped.append((source, reason))
 
 
@@ -121,6 +129,7 @@ def file_document(
     if existing is not None and existing[1] == digest:
         report.unchanged += 1
         report.doc_ids[doc.source] = existing[0]
+        report.files.append(FileOutcome(redact_url(doc.source), "unchanged"))
         return []
     replaces = None
     version = 1
@@ -136,6 +145,8 @@ def file_document(
     report.chunks += len(puts)
     report.replaced += existing is not None
     report.doc_ids[doc.source] = doc_id
+    status = "replaced" if existing is not None else "filed"
+    report.files.append(FileOutcome(redact_url(doc.source), status, len(puts)))
     return [(str(p["id"]), str(p["text"])) for p in puts]
 
 

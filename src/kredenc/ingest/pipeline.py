@@ -18,11 +18,31 @@ from kredenc.ingest.document import Chunk, LoadedDocument
 from kredenc.records import new_id, now
 
 
+@dataclass(frozen=True)
+class FileOutcome:
+    """One document's (or failed source's) outcome: ``status`` is ``filed``,
+    ``replaced``, ``unchanged`` or ``failed``; ``chunks`` filed, or the ``error``."""
+
+    source: str
+    status: str
+    chunks: int = 0
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"source": self.source, "status": self.status}
+        if self.status == "failed":
+            out["error"] = self.error
+        else:
+            out["chunks"] = self.chunks
+        return out
+
+
 @dataclass
 class IngestReport:
     """What an ingest run did; ``failed`` holds (source, one-line reason) for each source
     that could not be read, ``skipped`` (source, reason) for each left out on purpose
-    (a symlink that leaves the folder walked)."""
+    (a symlink that leaves the folder walked), ``files`` each document's or failed
+    source's outcome in order."""
 
     documents: int = 0
     chunks: int = 0
@@ -34,6 +54,8 @@ class IngestReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     doc_ids: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    #: What happened to each document, or to each source that failed, in order.
+    files: list[FileOutcome] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +68,7 @@ class IngestReport:
             "failed": [{"source": s, "error": e} for s, e in self.failed],
             "skipped": [{"source": s, "reason": r} for s, r in self.skipped],
             "seconds": round(self.seconds, 3),
+            "files": [f.to_json() for f in self.files],
         }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +24,7 @@ from kredenc.errors import InvalidInput, KredencError
 from kredenc.interfaces import cli_ask, cli_eval, cli_keys, cli_memory, cli_recall, cli_store
 from kredenc.interfaces.cli_common import (
     Context,
+    add_global_options,
     check_arg_text,
     context,
     json_option,
@@ -34,7 +36,7 @@ from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
 log = logging.getLogger("kredenc.cli")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, no_args_is_help=True)
 @click.option(
     "--store", "store", metavar="DIR", help="Store directory (default $KREDENC_HOME or ./.kredenc)."
 )
@@ -112,14 +114,20 @@ def search(
             rerank=rerank,
             per_document=per_document,
         )
-    data = {"query": query, "mode": mode, "hits": [_hit_json(h) for h in hits]}
+        # A memory's importance now (scores change after filing): from the index.
+        importance = {h.id: kb.get(h.id).importance for h in hits if h.type == "memory"}
+    data = {
+        "query": query,
+        "mode": mode,
+        "hits": [_hit_json(h) | {"importance": importance.get(h.id)} for h in hits],
+    }
 
     def human() -> None:
         if not hits:
             click.echo("no hits")
         for i, h in enumerate(hits, 1):
             click.echo(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.kind or h.type}] {short(h.text)}")
-            click.echo(f"      {_provenance(h)}")
+            click.echo(f"      {_provenance(h, importance.get(h.id))}")
 
     c.emit(data, human)
 
@@ -140,10 +148,15 @@ def _page_range(text: str | None) -> tuple[int, int] | None:
     return pages
 
 
-def _provenance(hit: Any) -> str:
-    """Where a hit came from and why it ranks: source, page or time, each leg's rank and
-    score, the fused and rerank scores, and the graph edge that added it."""
+def _provenance(hit: Any, importance: float | None = None) -> str:
+    """Where a hit came from and why it ranks: a memory's or turn's date (and a
+    memory's importance), a chunk's source and page or time, each leg's rank and score,
+    the fused and rerank scores, and the graph edge that added it."""
     parts: list[str] = []
+    if hit.type in ("memory", "turn") and hit.created_at:
+        parts.append(time.strftime("%Y-%m-%d %H:%M", time.gmtime(hit.created_at)))
+    if importance is not None:
+        parts.append(f"importance {importance:.2f}")
     if hit.title or hit.origin:
         where = hit.title or hit.origin
         if hit.page is not None:
@@ -181,6 +194,7 @@ def _hit_json(hit: Any) -> dict[str, Any]:
         "page": hit.page,
         "start_s": hit.start_s,
         "graph": hit.graph,
+        "created_at": hit.created_at,
     }
 
 
@@ -205,17 +219,22 @@ def ingest(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from kredenc.ingest.loaders.base import page_progress
     from kredenc.ingest.redact import redact_url
 
     c = context()
     for source in sources:
         check_arg_text(source, "source")
+
+    def shown(source: str) -> str:
+        return rich.markup.escape(escape(redact_url(short(source, 50))))
+
     with (
         c.open() as kb,
         Progress(
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),
-            TextColumn("{task.completed} sources"),
+            TextColumn("{task.fields[count]}"),
             TimeElapsedColumn(),
             # On stderr, and only on a terminal: stdout keeps the summary (or the JSON).
             disable=c.json or not sys.stderr.isatty(),
@@ -223,30 +242,57 @@ def ingest(
             transient=True,
         ) as bar,
     ):
-        task = bar.add_task("ingesting", total=None)
+        # One row counts the sources done; the other moves through a long file's pages.
+        files = bar.add_task("ingesting", total=None, count="0 files done")
+        pages = bar.add_task("", total=None, count="", visible=False)
+
+        def on_page(source: str, page: int, total: int) -> None:
+            bar.update(
+                pages,
+                description=shown(source),
+                completed=page,
+                total=total,
+                count=f"page {page} of {total}",
+                visible=True,
+            )
 
         def progress(source: str, _report: Any) -> None:
-            shown = rich.markup.escape(escape(redact_url(short(source, 50))))
-            bar.update(task, advance=1, description=shown)
+            done = int(bar.tasks[files].completed) + 1
+            bar.update(
+                files, advance=1, description=shown(source), count=f"{_count(done, 'file')} done"
+            )
+            bar.update(pages, visible=False)
 
-        report = kb.ingest(
-            list(sources),
-            drawer=drawer,
-            include=list(include) or None,
-            exclude=list(exclude) or None,
-            on_progress=progress,
-            follow_symlinks=follow_symlinks,
-        )
+        with page_progress(on_page):
+            report = kb.ingest(
+                list(sources),
+                drawer=drawer,
+                include=list(include) or None,
+                exclude=list(exclude) or None,
+                on_progress=progress,
+                follow_symlinks=follow_symlinks,
+            )
     data = report.to_json()
 
     def human() -> None:
         click.echo(
-            f"{data['documents']} documents filed ({data['chunks']} chunks), "
+            f"{_count(data['documents'], 'document')} filed "
+            f"({_count(data['chunks'], 'chunk')}), "
             f"{data['unchanged']} unchanged, {data['replaced']} replaced, "
             f"{len(data['failed'])} failed, {len(data['skipped'])} skipped, in {data['seconds']} s"
         )
-        for fail in data["failed"]:
-            click.echo(f"  failed: {fail['error']}")
+        for outcome in report.files:
+            if outcome.status == "failed":
+                # The reason names the source when it starts with it (most do).
+                reason = outcome.error
+                if not reason.startswith(outcome.source):
+                    reason = f"{outcome.source}: {reason}"
+                click.echo(f"  failed: {reason}")
+            elif outcome.status == "unchanged":
+                click.echo(f"  unchanged: {outcome.source}")
+            else:
+                chunks = _count(outcome.chunks, "chunk")
+                click.echo(f"  {outcome.status}: {outcome.source} ({chunks})")
         for skip in data["skipped"]:
             click.echo(f"  skipped: {skip['source']}: {skip['reason']}")
         if data["skipped"]:
@@ -255,6 +301,11 @@ def ingest(
     c.emit(data, human)
     if data["failed"] and not data["documents"] and not data["unchanged"]:
         sys.exit(1)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 document``, ``2 documents``, ``0 chunks``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @cli.command()
@@ -274,7 +325,7 @@ def get(record_id: str) -> None:
 def forget(record_id: str) -> None:
     """Hide a record everywhere (appends a tombstone)."""
     c = context()
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         kb.forget(record_id)
     c.emit({"id": record_id, "forgotten": True}, lambda: click.echo(f"forgot {record_id}"))
 
@@ -325,47 +376,61 @@ def _check_args_utf8(args: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and map errors to one line and an exit code."""
+    """Entry point: run the CLI and map errors to one line and an exit code.
+
+    The one place the exception tree meets the command line: each error is
+    ``error: MESSAGE (HINT)`` on stderr, or with ``--json`` (anywhere before a ``--``)
+    the one JSON error shape ``{"error": {"code", "message", "hint"}}``; the exit codes
+    are the same either way.
+    """
     args = sys.argv[1:] if argv is None else argv
+    options = args[: args.index("--")] if "--" in args else args
+    as_json = "--json" in options
     try:
         _check_args_utf8(args)
         cli.main(args=args, prog_name="kredenc", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # plain ``kredenc``: the help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
     except click.exceptions.Abort:
-        click.echo("error: aborted", err=True)
+        _fail("aborted", "aborted", "", as_json)
         sys.exit(130)
     except click.ClickException as exc:
-        # One line, like every other error: the message, then the hint in parentheses.
         hint = "see 'kredenc --help'"
         ctx = getattr(exc, "ctx", None)
         if ctx is not None:
             hint = f"see '{ctx.command_path} --help'"
-        message = " ".join(exc.format_message().split())
-        _error(f"error: {message} ({hint})")
+        code = "usage" if isinstance(exc, click.UsageError) else "error"
+        _fail(code, " ".join(exc.format_message().split()), hint, as_json)
         sys.exit(exc.exit_code)
     except KredencError as exc:
-        line = f"error: {exc.message}"
-        if exc.hint:
-            line += f" ({exc.hint})"
-        _error(line)
+        _fail(exc.code, exc.message, exc.hint or "", as_json)
         sys.exit(exc.exit_code)
     except OSError as exc:
-        _error(f"error: {exc.strerror or exc} ({exc.filename or ''})")
+        _fail("os_error", str(exc.strerror or exc), str(exc.filename or ""), as_json)
         sys.exit(1)
     except Exception as exc:
-        if "--debug" in (argv if argv is not None else sys.argv):
+        if "--debug" in options:
             raise
-        _error(
-            f"error: internal error: {type(exc).__name__}: {exc} "
-            "(run with --debug for the traceback, and please report it)"
+        _fail(
+            "internal_error",
+            f"internal error: {type(exc).__name__}: {exc}",
+            "run with --debug for the traceback, and please report it",
+            as_json,
         )
         sys.exit(1)
 
 
-def _error(line: str) -> None:
-    """Print an error line on stderr: URL credentials masked, control characters escaped."""
+def _fail(code: str, message: str, hint: str, as_json: bool) -> None:
+    """Print an error on stderr, one line: ``error: MESSAGE (HINT)``, or the JSON error
+    shape; URL credentials masked, control characters escaped (JSON escapes them)."""
     from kredenc.ingest.redact import redact_url
 
-    click.echo(escape(redact_url(line)), err=True)
+    message, hint = redact_url(message), redact_url(hint)
+    if as_json:
+        click.echo(json_text({"error": {"code": code, "message": message, "hint": hint}}), err=True)
+        return
+    line = f"error: {message}" + (f" ({hint})" if hint else "")
+    click.echo(escape(line), err=True)
 
 
 # Command modules: one import above and one entry here each.
@@ -380,3 +445,5 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
 for _module in COMMAND_MODULES:
     for _command in _module.COMMANDS:
         cli.add_command(_command)
+for _command in cli.commands.values():
+    add_global_options(_command)

@@ -7,6 +7,7 @@ the group that registers them form no cycle.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -29,9 +30,15 @@ class Context:
         self.namespace = namespace
         self.json = as_json
 
-    def open(self, *, read_only: bool = False) -> Any:
+    def open(self, *, read_only: bool = False, create: bool = True) -> Any:
+        """The store, read-only or for writing; a write that only changes what is
+        there (``create=False``: forget, score, rebuild, …) refuses a missing store
+        rather than create an empty one under a mistyped path, as reads do."""
         from kredenc.engine import Kredenc
+        from kredenc.storage import layout
 
+        if not create:
+            layout.require_store(store_home(self))
         return Kredenc.open(self.store, self.namespace, read_only=read_only)
 
     def emit(self, data: Any, human: Callable[[], None]) -> None:
@@ -59,6 +66,55 @@ def json_option(func: F) -> F:
     )(func)
 
 
+#: The group's options that every command also takes after its name (``--json`` is
+#: :func:`json_option`'s): ``ctx.meta`` key, the option's declarations, its help.
+GLOBAL_OPTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("kredenc.store", ("--store",), "Store directory (as before the command)."),
+    ("kredenc.namespace", ("--namespace", "-n"), "Namespace (as before the command)."),
+    ("kredenc.verbose", ("-v", "--verbose"), "Log progress to stderr."),
+    ("kredenc.debug", ("--debug",), "Show tracebacks of internal errors."),
+)
+
+
+def add_global_options(command: click.Command) -> None:
+    """Let ``command`` (and a group's subcommands) take the group's options after its
+    name too: ``kredenc search tea --store ./mem``. An option the command declares
+    itself (``keys add --namespace``) stays the command's."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            add_global_options(sub)
+        return
+    taken = {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
+    for key, decls, help_text in GLOBAL_OPTIONS:
+        name = key.replace(".", "_")  # the parameter's name: never a command's own
+        if taken & set(decls) or any(p.name == name for p in command.params):
+            continue
+        flag = key in ("kredenc.verbose", "kredenc.debug")
+        command.params.append(
+            click.Option(
+                [*decls, name],
+                is_flag=flag,
+                default=None,
+                show_default=False,
+                expose_value=False,
+                callback=_remember(key),
+                metavar=None if flag else ("DIR" if key == "kredenc.store" else "NAME"),
+                help=help_text,
+            )
+        )
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is None or value is False:
+            return
+        ctx.meta[key] = value
+        if key == "kredenc.verbose":
+            logging.getLogger().setLevel(logging.INFO)
+
+    return callback
+
+
 def store_home(c: Context) -> Path:
     """The store directory the command names (``--store``, else ``KREDENC_HOME``)."""
     from kredenc.config import resolve_home
@@ -73,6 +129,10 @@ def context() -> Context:
     assert obj is not None
     if ctx.meta.get("kredenc.json"):
         obj.json = True
+    if ctx.meta.get("kredenc.store") is not None:
+        obj.store = ctx.meta["kredenc.store"]
+    if ctx.meta.get("kredenc.namespace") is not None:
+        obj.namespace = ctx.meta["kredenc.namespace"]
     return obj
 
 

@@ -81,7 +81,7 @@ def score(record_id: str, reason: str | None, **fields: Any) -> None:
     """Change a memory's scores or state; only the fields given change."""
     c = context()
     values = _drop_none(fields)
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         mem = kb.score(record_id, reason=reason, **values)
     data = memory_json(mem)
 
@@ -103,7 +103,7 @@ def relate(src: str, dst: str, rel: str, weight: float, remove: bool) -> None:
     """Relate two records: TYPE is supports, contradicts, depends_on, derived_from,
     related_to, precedes or follows."""
     c = context()
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         kb.relate(src, dst, rel, weight=weight, remove=remove)
     data = {"src": src, "dst": dst, "rel": rel, "weight": weight, "removed": remove}
     arrow = f"-[{rel}]->" if remove else f"-[{rel} {weight:g}]->"
@@ -141,6 +141,9 @@ def graph(query: str, hops: int, k: int, neighbors_max: int, budget: int) -> Non
             click.echo(f"{n.score:.3f}  {n.id}  [{n.kind or n.type}] {short(n.text)}{via}")
         for e in found.edges:
             click.echo(f"  {e.src} -[{e.rel}]-> {e.dst}")
+        if prompt:  # what an agent's prompt would get, within --budget characters
+            click.echo(f"\nprompt text ({len(prompt)} of {budget} characters):")
+            click.echo(prompt)
 
     c.emit(data, human)
 
@@ -156,7 +159,7 @@ def jobs_group() -> None:
 def jobs_run(names: tuple[str, ...]) -> None:
     """Run lifecycle jobs now (all of them when none is named)."""
     c = context()
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         reports = run_jobs(kb.store, kb.namespace, names)
     data = {"jobs": [r.to_json() for r in reports]}
     c.emit(data, lambda: click.echo("\n".join(r.summary() for r in reports)))

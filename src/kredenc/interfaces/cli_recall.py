@@ -120,7 +120,7 @@ def proxy_command(
     """
     from kredenc.interfaces.auth import KeyRing
     from kredenc.interfaces.guard import check_bind
-    from kredenc.interfaces.proxy import ProxyConfig, serve
+    from kredenc.interfaces.proxy import ProxyConfig, listen, serve
 
     c = context()
     if not upstream.strip():
@@ -135,8 +135,9 @@ def proxy_command(
     )
     # The startup line and the proxy's own messages are INFO: show them.
     logging.getLogger("kredenc").setLevel(logging.INFO)
-    with c.open() as kb:
-        serve(kb, config, host=host, port=port)
+    sock = listen(host, port)  # a busy port fails here, before the model loads
+    with sock, c.open() as kb:
+        serve(kb, config, host=host, port=port, sock=sock)
 
 
 COMMANDS: tuple[click.Command, ...] = (recall_command, proxy_command)

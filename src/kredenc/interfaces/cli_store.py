@@ -94,13 +94,14 @@ def check(full: bool) -> None:
 def rebuild(fresh_cache: bool) -> None:
     """Drop the index and rebuild it from the log (a bad index.db or embeddings.db is
     set aside as <name>.bad-<time> first)."""
-    from kredenc.storage import repair
+    from kredenc.storage import layout, repair
 
     c = context()
     home = store_home(c)
+    layout.require_store(home)
     # Before opening: a file that cannot be opened would stop the open itself.
     aside = repair.set_aside_bad_files(home, repair.cache_path_of(home, _settings(c).embed_cache))
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         t0 = time.perf_counter()
         out: dict[str, Any] = dict(kb.rebuild(fresh_cache=fresh_cache))
         out["seconds"] = round(time.perf_counter() - t0, 3)
@@ -124,7 +125,7 @@ def rebuild(fresh_cache: bool) -> None:
 def compact(purge: bool) -> None:
     """Merge the card index; with --purge, erase forgotten records' text from every file."""
     c = context()
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         t0 = time.perf_counter()
         out = kb.compact(purge=purge)
         out["seconds"] = round(time.perf_counter() - t0, 3)

@@ -60,6 +60,7 @@ import gc
 import importlib.util
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -70,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from kredenc.errors import InvalidInput, MissingExtra
+from kredenc.errors import InvalidInput, KredencError, MissingExtra
 from kredenc.interfaces.auth import KEY_PREFIX, KeyRing, bearer_token
 from kredenc.interfaces.guard import (
     TENANT_KEY,
@@ -547,13 +548,42 @@ def _uvicorn_config(app: Starlette, host: str, port: int, log_level: str) -> uvi
     )
 
 
-def serve(kb: Kredenc, config: ProxyConfig, *, host: str, port: int) -> None:
-    """Run the proxy in the foreground until interrupted."""
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` for :func:`serve`: bound before the store and
+    the model load, so a busy port fails at once with one line (exit 1)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise KredencError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            "stop what uses that port, or pass another --port",
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    kb: Kredenc,
+    config: ProxyConfig,
+    *,
+    host: str,
+    port: int,
+    sock: socket.socket | None = None,
+) -> None:
+    """Run the proxy in the foreground until interrupted, on ``sock`` (from
+    :func:`listen`; default: bound here)."""
     check_bind(host, KeyRing(kb.home))
+    if sock is None:
+        sock = listen(host, port)
+    port = sock.getsockname()[1]
     app = create_app(kb, config, freeze_heap=True, bind_host=host)
     server = uvicorn.Server(_uvicorn_config(app, host, port, "info"))
     log.info("kredenc proxy listening on http://%s:%d/v1", host, port)
-    server.run()
+    server.run(sockets=[sock])
 
 
 class ProxyServer:

@@ -3,8 +3,13 @@
 1. Seeds: the given ids, else a dense search; when the best dense similarity is weak
    the seeds come from hybrid search (words catch what meaning missed).
 2. Expansion: neighbours along typed edges up to ``hops``, at most ``neighbors_max``.
-3. Ranking: ``w_sim · similarity + w_imp · importance + w_rec · recency`` with the
-   weights normalised to sum to 1. Recency halves every ``half_life_days`` since the
+3. Ranking: relevance first. ``w_sim · similarity + t · (w_imp · importance + w_rec ·
+   recency)`` with the weights normalised to sum to 1 and ``t`` the tie-break scale
+   (setting ``rank_tiebreak``, 0.05): with the default weights (0.5 / 0.3 / 0.2) an
+   important, fresh record passes one that is at most 0.05 more similar, never a
+   clearly more relevant one (importance once outranked relevance: the user's
+   manager came before the tea the user drinks). With ``w_sim`` 0 the ranking is by
+   importance and recency alone. Recency halves every ``half_life_days`` since the
    record was filed or last recalled, so access feeds the ranking.
 """
 
@@ -34,6 +39,7 @@ class Blend:
     importance: float = 0.3
     recency: float = 0.2
     half_life_days: float = 30.0
+    tiebreak: float = 0.05  # scale of the importance and recency terms
 
     def normalised(self) -> Blend:
         weights = (self.similarity, self.importance, self.recency)
@@ -42,12 +48,23 @@ class Blend:
         total = sum(weights)
         if total <= 0:
             raise InvalidInput("ranking weights must not all be zero")
+        if not 0 <= self.tiebreak <= 1:
+            raise InvalidInput(f"the tie-break scale must be in [0, 1], not {self.tiebreak}")
         return Blend(
             self.similarity / total,
             self.importance / total,
             self.recency / total,
             self.half_life_days,
+            self.tiebreak,
         )
+
+    def score(self, similarity: float, importance: float, recency: float) -> float:
+        """A node's rank score (weights already normalised): similarity dominates;
+        importance and recency are scaled by ``tiebreak``, so they break near-ties."""
+        secondary = self.importance * importance + self.recency * recency
+        if self.similarity <= 0:
+            return secondary
+        return self.similarity * similarity + self.tiebreak * secondary
 
 
 def build(
@@ -105,7 +122,7 @@ def build(
         age_days = max(0.0, (t_now - touched) / 86400.0)
         recency = 0.5 ** (age_days / blend.half_life_days)
         importance = float(state["importance"])
-        score = blend.similarity * sim + blend.importance * importance + blend.recency * recency
+        score = blend.score(sim, importance, recency)
         payload = haystack.read(int(state["offset"]))
         nodes.append(
             GraphNode(

@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kredenc import plugins
 from kredenc.checks import check_name
 from kredenc.config import Settings
 from kredenc.errors import InvalidInput
@@ -99,13 +100,15 @@ def search(
     (default: the ``rerank`` setting). ``loaders``, ``source`` (a glob) and
     ``pages`` (first, last) filter document chunks, inside SQL; ``since`` and
     ``until`` (Unix seconds or ISO 8601) keep what was filed in ``[since, until)``.
-    ``per_document`` keeps each document's best chunk per leg before fusing
-    (document retrieval).
+    ``per_document`` keeps one hit per document, its best chunk (document
+    retrieval): in each leg before fusing, and in the fused list before the cut.
     """
     params = search_params(store.settings, k=k, mode=mode, per_document=per_document, hops=hops)
     query = searching.validate(query, params)
     if drawer is not None:
         check_name("drawer", drawer)
+    for loader in loaders:  # a mistyped loader would match nothing, silently
+        plugins.get(plugins.LOADERS, loader)
     after, before = parse_time(since, "since"), parse_time(until, "until")
     if after is not None and before is not None and after >= before:
         raise InvalidInput("since must be earlier than until")
@@ -154,7 +157,8 @@ def context_graph(
     as_of: float | str | None = None,
 ) -> ContextGraph:
     """Seeds by meaning (words when meaning is weak), expanded along relations,
-    ranked by similarity, importance and recency (``weights``, normalised). The
+    ranked by similarity, with importance and recency breaking near-ties
+    (``weights``, normalised; the ``rank_tiebreak`` setting scales the two). The
     nodes count as recalled (``Store.note_access``)."""
     if not isinstance(query, str):
         raise InvalidInput("query must be text")
@@ -196,7 +200,7 @@ def context_graph(
         hops=hops,
         neighbors_max=neighbors_max,
         seed_ids=seed_ids,
-        blend=graphs.Blend(*w, half_life_days=s.recency_half_life_days),
+        blend=graphs.Blend(*w, half_life_days=s.recency_half_life_days, tiebreak=s.rank_tiebreak),
         filters=filters,
     )
     store.note_access(ns, [n.id for n in graph.nodes])

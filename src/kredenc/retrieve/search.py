@@ -284,6 +284,10 @@ def search(
             include_seeds=True,
         )
         fused, via = merge(fused, extra)
+    if params.per_document:
+        # Each leg kept a document's best chunk, but the legs can keep different
+        # chunks of one document: the fused list keeps the better of them.
+        fused = _best_per_document(index, ns, fused)
     top = fused[:depth]
     places = index.resolve(ns, [r for r, _ in top])
     per_leg = {

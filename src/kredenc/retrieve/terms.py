@@ -68,10 +68,27 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+# An English clitic after an apostrophe ("user's", "don't", "we'll"): FTS5 cuts it off
+# as a word of its own ("s", "t", "ll"), which would match every card with a possessive.
+_CLITIC = re.compile(r"(?<=[^\W_])['’ʼ](?:s|t|d|ll|m|re|ve)(?![^\W_])", re.IGNORECASE)
+
+
+def words(text: str) -> list[str]:
+    """The word tokens of a query (:func:`tokens`), without English clitics: "the
+    user's mother" is "the", "user", "mother", never "s".
+
+    Only the query side drops them. The cards keep FTS5's own cut ("user's" is
+    "user" and "s" there): the card "user" matches the query's "user", and no query
+    term is a lone clitic any more, so the "s" tokens of the cards match nothing.
+    """
+    return tokens(_CLITIC.sub("", text))
+
+
 def query_terms(text: str, *, stopwords: frozenset[str] = STOPWORDS_EN) -> list[str]:
-    """Distinct tokens worth searching for (stopwords dropped unless nothing else is left)."""
+    """Distinct words worth searching for (:func:`words`; stopwords dropped unless
+    nothing else is left)."""
     seen: dict[str, None] = {}
-    all_tokens = tokens(text)
+    all_tokens = words(text)
     for tok in all_tokens:
         if tok not in stopwords:
             seen.setdefault(tok, None)

@@ -63,6 +63,13 @@ def is_store(home: Path) -> bool:
     return (home / META_FILE).is_file()
 
 
+def require_store(home: Path) -> None:
+    """Refuse a ``home`` that holds no store (a read, or a write that changes records
+    there, must not create an empty one under a mistyped path)."""
+    if not is_store(home):
+        raise StoreError(f"no store at {home}", "run 'kredenc init' first")
+
+
 def init_store(home: Path, model_id: str, dim: int) -> StoreMeta:
     """Create a new store directory (or an empty existing one), private to its owner:
     folders 0700, files 0600 (whatever the umask)."""

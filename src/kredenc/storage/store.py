@@ -77,7 +77,7 @@ class Store:
         layout.check_directory(self.home)
         if not layout.is_store(self.home):
             if read_only:
-                raise StoreError(f"no store at {self.home}", "run 'kredenc init' first")
+                layout.require_store(self.home)
             layout.init_store(self.home, embedder.model_id, embedder.dim)
         self.meta = layout.read_meta(self.home)
         layout.check_model(self.meta, embedder.model_id, embedder.dim)

@@ -113,6 +113,29 @@ def symlink_policy(*, follow: bool = False, on_skip: OnSkip | None = None) -> It
         _POLICY.reset(token)
 
 
+#: ``on_page(source, page, pages)``: a loader has read page ``page`` of ``pages``.
+OnPage = Callable[[str, int, int], None]
+_ON_PAGE: ContextVar[OnPage | None] = ContextVar("kredenc_on_page", default=None)
+
+
+@contextmanager
+def page_progress(on_page: OnPage) -> Iterator[None]:
+    """Have the loaders run inside the block report each page they read (a progress
+    bar that moves inside a long PDF rather than once per file)."""
+    token = _ON_PAGE.set(on_page)
+    try:
+        yield
+    finally:
+        _ON_PAGE.reset(token)
+
+
+def report_page(source: str, page: int, pages: int) -> None:
+    """Called by a loader after reading page ``page`` (from 1) of ``pages``."""
+    on_page = _ON_PAGE.get()
+    if on_page is not None:
+        on_page(source, page, pages)
+
+
 def follows_symlinks() -> bool:
     """Whether the current symlink policy follows symlinks out of a folder."""
     return _POLICY.get().follow
@@ -258,13 +281,16 @@ __all__ = [
     "LEAVES_FOLDER",
     "LoadLimits",
     "Loader",
+    "OnPage",
     "SymlinkPolicy",
     "admit",
     "collapsed_warnings",
     "decode_text",
     "follows_symlinks",
     "is_url",
+    "page_progress",
     "read_text_file",
+    "report_page",
     "resolve_source",
     "symlink_policy",
 ]

@@ -59,7 +59,7 @@ import pypdfium2.raw as pdfium_c
 from kredenc.config import Settings
 from kredenc.errors import IngestError
 from kredenc.ingest.document import LoadedDocument, Section
-from kredenc.ingest.loaders.base import Loader, LoadLimits, resolve_source
+from kredenc.ingest.loaders.base import Loader, LoadLimits, report_page, resolve_source
 
 logger = logging.getLogger(__name__)
 
@@ -223,6 +223,7 @@ def _extract(
             row_pages.append(number)
         if cut:
             cut_pages.append(number)
+        report_page(str(path), number, count)
     if texts and len(failed) == len(texts):
         raise IngestError(
             f"{path}: PDFium could read none of its {len(failed)} page(s)", _DAMAGED_HINT
