@@ -1,4 +1,5 @@
-"""Regenerate the settings table of docs/configuration.md from kredenc.config.Settings."""
+"""Regenerate the settings table of docs/configuration.md from kredenc.config.Settings
+(the hand-written sections after it stay)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,11 @@ def main() -> None:
             default = ""
         rows.append(f"| `{name}` | `{default}` | {field.description} |")
     out = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
-    out.write_text(HEADER + "\n".join(rows) + "\n")
+    # The hand-written sections after the table ("## ...") are kept as they are.
+    old = out.read_text() if out.exists() else ""
+    cut = old.find("\n## ")
+    tail = old[cut:] if cut >= 0 else ""
+    out.write_text(HEADER + "\n".join(rows) + "\n" + tail)
 
 
 if __name__ == "__main__":
