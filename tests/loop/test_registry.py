@@ -66,7 +66,9 @@ def test_a_broken_file_is_reported_with_file_and_line_and_skipped(tmp_path: Path
     with pytest.raises(InvalidInput) as err:
         registry.build("missing", settings(tmp_path))
     assert "unknown tool 'missing'" in err.value.message
-    assert err.value.hint.startswith("known tools: echo; the tools folder has errors: ")
+    known, _, folder = err.value.hint.partition("; the tools folder has errors: ")
+    assert known.startswith("known tools: ") and "echo" in known.split(": ", 1)[1].split(", ")
+    assert folder  # the folder's problems follow the known tools
     assert "raises.py:3" in err.value.hint and "(and 1 more, logged)" in err.value.hint
 
 

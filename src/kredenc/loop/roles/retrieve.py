@@ -186,6 +186,8 @@ class Retrieve(RoleTool):
             search["rerank"] = opts["rerank"]
         if opts.get("drawer"):
             search["drawer"] = opts["drawer"]
+        if opts.get("types"):  # ask's default: chunks and memories, not the session's turns
+            search["types"] = list(opts["types"])
         if mode == "graph":
             search["hops"] = max(1, search["hops"])
         searched: list[str] = []
