@@ -90,6 +90,7 @@ def search(
     per_document: bool = False,
     since: float | str | None = None,
     until: float | str | None = None,
+    span: searching.SpanFactory | None = None,
 ) -> list[Hit]:
     """Hybrid (or lexical, or dense) search in this namespace.
 
@@ -100,7 +101,8 @@ def search(
     ``pages`` (first, last) filter document chunks, inside SQL; ``since`` and
     ``until`` (Unix seconds or ISO 8601) keep what was filed in ``[since, until)``.
     ``per_document`` keeps each document's best chunk per leg before fusing
-    (document retrieval).
+    (document retrieval). ``span``: a tracing hook around each step
+    (``kredenc.loop.tracing``).
     """
     params = search_params(store.settings, k=k, mode=mode, per_document=per_document, hops=hops)
     query = searching.validate(query, params)
@@ -135,6 +137,7 @@ def search(
         filters,
         store.embed_query,
         reranker_for(store, rerank),
+        span=span,
     )
 
 

@@ -32,6 +32,7 @@ from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, SqliteIndex, embed_text_of, text_hash
 from kredenc.storage.index.vectors import F32, AnnParams
+from kredenc.storage.opcache import SqliteTier
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,8 @@ class Store:
         self.embed_query: Callable[[str], F32] = lru_cache(maxsize=QUERY_CACHE)(self._query_vector)
         self._access: dict[str, dict[str, int]] = {}
         self._access_lock = threading.Lock()
+        self._opcache: SqliteTier | None = None
+        self._opcache_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -155,6 +158,8 @@ class Store:
                 self.index.close()
             if getattr(self, "haystack", None) is not None:
                 self.haystack.close()
+        if self._opcache is not None:
+            self._opcache.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -240,6 +245,7 @@ class Store:
         assert self._housekeeper is not None
         self._housekeeper.close()
         self.index.close()
+        self._clear_opcache()
         repair.set_aside_bad_files(
             self.home, self._cache_path(), dim=self.embedder.dim, fresh_cache=fresh_cache
         )
@@ -269,6 +275,7 @@ class Store:
         hk.close()
         self.index.close()
         self.haystack.close()
+        self._clear_opcache()  # it may hold forgotten text (in prompts, replies, hits)
         try:
             report = purging.purge_store(self.home, self._cache_path(), on_step=on_step)
         finally:
@@ -298,6 +305,33 @@ class Store:
             }
         )
         return out
+
+    # -- what caches key on ----------------------------------------------------
+    def generation(self, ns: str, types: Sequence[str] = (), *, edges: bool = False) -> int:
+        """Changes whenever a write could change what a search of ``ns`` over ``types``
+        (all when empty; edges too with ``edges``) finds (``Index.generation``)."""
+        with self.gate:  # a reader sees the writer's commits: the index is shared
+            return self.index.generation(ns, types, edges=edges)
+
+    def opcache_tier(self) -> SqliteTier | None:
+        """The operation cache's persistent tier (``opcache.db``, opened on first use),
+        or None when ``opcache`` or ``opcache_disk_bytes`` is off. The same object for
+        the life of the store: a rebuild or purge empties it (its ``epoch`` grows)."""
+        s = self.settings
+        if not s.opcache or s.opcache_disk_bytes <= 0:
+            return None
+        with self._opcache_lock:
+            if self._opcache is None:
+                self._opcache = SqliteTier.for_store(
+                    self.home, read_only=self.read_only, max_bytes=s.opcache_disk_bytes
+                )
+            return self._opcache
+
+    def _clear_opcache(self) -> None:
+        """Empty the operation cache's file (and tell the tiers above it)."""
+        if self._opcache is not None:
+            self._opcache.clear()
+        layout.drop_opcache(self.home)
 
     # -- embedding ------------------------------------------------------------
     def embed_many(self, texts: Sequence[str]) -> F32:
