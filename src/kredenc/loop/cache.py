@@ -48,7 +48,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kredenc.errors import InvalidInput, ProviderError
+from kredenc.errors import InvalidInput, ProviderError, StoreClosed
 from kredenc.grounding.base import Evaluation, Judge
 from kredenc.loop.cache_json import (
     completion_from_json,
@@ -200,6 +200,8 @@ class OpCache:
         self.counts = {kind: KindStats() for kind in KINDS}
         self._epoch = self.tier.epoch if self.tier is not None else 0
         self._lock = threading.Lock()
+        if self.tier is not None:
+            self.tier.listen(self.lru.clear)  # a rebuild or purge empties this tier at once
 
     def key(self, kind: str, *parts: Any) -> str:
         """SHA-256 over the canonical JSON of ``parts``; include the model and settings
@@ -302,9 +304,23 @@ def cache_for(store: Store) -> OpCache | None:
                 store.opcache_tier(),
                 entries=s.opcache_entries,
                 max_bytes=s.opcache_bytes,
-                generation_of=store.generation,
+                generation_of=_generation_of(store),
             )
         return found
+
+
+def _generation_of(store: Store) -> Generation:
+    """``store.generation`` through a weak reference: the cache must not keep its store
+    (its key in ``_CACHES``) alive."""
+    ref = weakref.ref(store)
+
+    def generation(ns: str, types: Sequence[str] = (), *, edges: bool = False) -> int:
+        st = ref()
+        if st is None:
+            raise StoreClosed("the store of this operation cache is gone", "open it again")
+        return st.generation(ns, types, edges=edges)
+
+    return generation
 
 
 # -- what the roles call ------------------------------------------------------------

@@ -23,6 +23,7 @@ written as their ``str``).
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -132,9 +133,14 @@ def span(tracer: Tracer | None, name: str, **attrs: Any) -> AbstractContextManag
     return tracer.span(name, **attrs)
 
 
+_TRACERS: dict[str, Tracer] = {}
+_TRACERS_LOCK = threading.Lock()
+
+
 def tracer_for(settings: Any) -> Tracer:
     """The tracer the settings ask for: :data:`OFF` unless ``trace``; then OTLP/HTTP to
-    ``otlp_endpoint`` (or ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+    ``otlp_endpoint`` (or ``OTEL_EXPORTER_OTLP_ENDPOINT``), one per endpoint for the
+    life of the process (its exporter thread batches the spans)."""
     if not settings.trace:
         return OFF
     endpoint = str(settings.otlp_endpoint or "")
@@ -144,7 +150,13 @@ def tracer_for(settings: Any) -> Tracer:
             "set otlp_endpoint (KREDENC_OTLP_ENDPOINT, e.g. http://localhost:4318) "
             "or OTEL_EXPORTER_OTLP_ENDPOINT",
         )
-    return Tracer(endpoint=endpoint)
+    if endpoint:
+        traces_url(endpoint)  # a bad URL fails here, with its hint
+    with _TRACERS_LOCK:
+        found = _TRACERS.get(endpoint)
+        if found is None:
+            found = _TRACERS[endpoint] = Tracer(endpoint=endpoint)
+        return found
 
 
 def traces_url(endpoint: str) -> str:

@@ -17,7 +17,7 @@ index's own integer keys for searchable records: the legs return them, and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -282,6 +282,11 @@ class CacheTier(Protocol):
 
     def clear(self) -> None:
         """Drop every entry (and whatever file held them)."""
+        ...
+
+    def listen(self, on_clear: Callable[[], None]) -> None:
+        """Call ``on_clear`` whenever this tier is emptied (by :meth:`clear`, or a bad
+        file set aside), so a tier above it empties itself at once."""
         ...
 
     def close(self) -> None: ...

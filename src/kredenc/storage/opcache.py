@@ -26,6 +26,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kredenc.storage import layout, repair
@@ -65,6 +66,7 @@ class SqliteTier:
         self._epoch = 0
         self._puts = 0
         self._closed = False
+        self._listeners: list[Callable[[], None]] = []
 
     @classmethod
     def for_store(cls, home: Path, *, read_only: bool, max_bytes: int) -> SqliteTier:
@@ -115,6 +117,9 @@ class SqliteTier:
             if not self.read_only:
                 for suffix in ("", "-wal", "-shm"):
                     self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+
+    def listen(self, on_clear: Callable[[], None]) -> None:
+        self._listeners.append(on_clear)
 
     def close(self) -> None:
         with self._lock:
@@ -199,7 +204,12 @@ class SqliteTier:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._emptied()
+
+    def _emptied(self) -> None:
         self._epoch += 1
+        for on_clear in self._listeners:
+            on_clear()
 
     def _failed(self, exc: sqlite3.Error) -> None:
         """A failed statement: busy or locked is a miss; anything else sets the file aside."""
@@ -222,7 +232,7 @@ class SqliteTier:
             problem,
             target.name,
         )
-        self._epoch += 1
+        self._emptied()
 
     def _prune(self, conn: sqlite3.Connection) -> None:
         """Delete the oldest entries until the values fit in three quarters of the bound."""
