@@ -181,6 +181,30 @@ class Settings(BaseSettings):
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )
+    # -- answer loop: framework (loopcore) --
+    ask_max_iterations: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="Most iterations of the answer loop (an agent's max_iterations overrides).",
+    )
+    ask_k: int = Field(12, ge=1, le=200, description="Chunks the answer loop retrieves per query.")
+    ask_context_k: int = Field(
+        4, ge=1, le=50, description="Chunks the answer loop hands to the generator."
+    )
+    agents_dir: Path | None = Field(
+        None,
+        description="A folder of markdown agents (*.md) added to the shipped ones; an agent "
+        "there replaces a shipped one of the same name.",
+    )
+    tools_dir: Path | None = Field(
+        None,
+        description="A folder of tools (*.py defining kredenc.loop.tool.Tool subclasses) "
+        "added to the kredenc.tools plugins; only files directly in it are loaded.",
+    )
+    ask_session_turns: int = Field(
+        20, ge=0, le=200, description="Previous messages of a session the answer loop reads."
+    )
     # -- answer loop: cache and tracing --
     opcache: bool = Field(
         True,

@@ -11,6 +11,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -29,6 +30,7 @@ from kredenc.storage.store import Store
 
 if TYPE_CHECKING:
     from kredenc.ingest.pipeline import IngestReport
+    from kredenc.loop.answer import Answer
     from kredenc.recall.budget import Budget
     from kredenc.recall.reflex import RecallResult
 
@@ -63,6 +65,17 @@ def _in_namespace(fn: Callable[Concatenate[Store, str, P], R]) -> Callable[Conca
     return method
 
 
+def _optional(module: str, attr: str, arg: Any) -> Any:
+    """``module.attr(arg)``, or None when this build has no such module."""
+    try:
+        found = import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module.startswith(exc.name):
+            raise
+        return None
+    return getattr(found, attr)(arg)
+
+
 class _Closed:
     """A closed store as recall sees it: any use raises the ``StoreClosed`` that
     refused the call, which the reflex turns into a skipped recall (it never raises)."""
@@ -95,6 +108,7 @@ class Kredenc:
         self.namespace = namespace
         self._owner = owner  # a scoped() view closes nothing
         self._turns = TurnFiler()  # the last turns filed per session, by this handle
+        self._loop_services: tuple[Any, Any, Any] | None = None  # (llm, cache, tracer)
 
     # -- opening and closing --------------------------------------------------
     @classmethod
@@ -247,6 +261,69 @@ class Kredenc:
                 session_start=session_start,
                 mode=mode,
             )
+
+    # -- the answer loop ---------------------------------------------------------
+    def _services(self) -> tuple[Any, Any, Any]:
+        """The LLM, operation cache and tracer of this handle's asks, made once.
+
+        Each comes from its own module, imported here on first use (an ask loads the
+        LLM provider, nothing else does); a module this build lacks means none."""
+        if self._loop_services is None:
+            llm = _optional("kredenc.providers.llm.factory", "make_llm", self.settings)
+            cache = _optional("kredenc.loop.cache", "cache_for", self.store)
+            tracer = _optional("kredenc.loop.tracing", "tracer_for", self.settings)
+            self._loop_services = (llm, cache, tracer)
+        return self._loop_services
+
+    def ask(
+        self,
+        question: str,
+        *,
+        session_id: str | None = None,
+        k: int | None = None,
+        stream: bool = False,
+        agent: str = "answer",
+        on_delta: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> Answer:
+        """Answer ``question`` from this namespace's documents and memories.
+
+        The agent (default ``answer``, a markdown file: docs/loop.md) runs its tools:
+        decide, rewrite, retrieve, grade, verify, generate, judge, reflect. The
+        :class:`~kredenc.loop.answer.Answer` has the text with ``[n]`` citations, the
+        sources, each chunk's verdict, the judge's evaluation, the iterations, the
+        retrieval mode and a trace. With ``session_id`` the session's last messages
+        are the context, and the question and answer are filed as its next turns
+        (:meth:`session_history`). ``stream`` hands the text to ``on_delta`` as it is
+        generated. Other options: ``context_k``, ``max_iterations``, ``mode``,
+        ``hops``, ``rerank``, ``drawer`` (``kredenc.loop.ask.OPTIONS``).
+        """
+        from kredenc.loop.ask import ask
+
+        llm, cache, tracer = self._services()
+        with self.store.gate:
+            return ask(
+                self.store, self.namespace, question, session_id=session_id, agent=agent,
+                llm=llm, cache=cache, tracer=tracer, turns=self._turns, on_delta=on_delta,
+                k=k, stream=stream or None, **options,
+            )  # fmt: skip
+
+    def session_history(self, session_id: str, *, limit: int | None = None) -> list[dict[str, str]]:
+        """The session's last messages (``ask_session_turns``, 20), oldest first, each
+        ``{"role": "user" | "assistant", "content": ...}``: its turns in the store."""
+        from kredenc.loop.sessions import history
+
+        with self.store.gate:
+            n = self.settings.ask_session_turns if limit is None else limit
+            return history(self.store, self.namespace, session_id, n)
+
+    def clear_session(self, session_id: str) -> int:
+        """Forget every turn of the session (tombstones: gone from the history, search
+        and recall; the text leaves the log with ``compact --purge``); how many."""
+        from kredenc.loop.sessions import clear
+
+        with self.store.gate:
+            return clear(self.store, self.namespace, session_id, self._turns)
 
     def note_access(self, ids: Sequence[str]) -> None:
         """Count a recall of ``ids``; counts reach the log in batched ``access`` records."""

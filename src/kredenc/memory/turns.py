@@ -49,6 +49,11 @@ class TurnFiler:
     def __init__(self) -> None:
         self._recent: dict[str, list[str]] = {}
 
+    def forget_session(self, session_id: str) -> None:
+        """Drop the turns remembered for ``session_id`` (after its turns are forgotten,
+        the next turn must not carry them as context)."""
+        self._recent.pop(session_id, None)
+
     def file(
         self,
         store: Store,

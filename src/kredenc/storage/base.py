@@ -182,6 +182,11 @@ class Index(Protocol):
         """Ids of the live chunks of a document, in filing order."""
         ...
 
+    def session_turns(self, ns: str, session: str, limit: int) -> list[tuple[str, int]]:
+        """The live ``turn`` records of ``session`` (a turn's ``meta.session``) in ``ns``
+        as (id, address), newest first (latest seq first), at most ``limit``."""
+        ...
+
     # -- edges ----------------------------------------------------------------
     def neighbours(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         """Edges touching ``ids`` as (seed id, neighbour id, relation, weight), both ways."""

@@ -170,8 +170,8 @@ def put(
     cur = conn.execute(
         "INSERT INTO records(id, ns, drawer, type, kind, seq, offset, created_at, valid_from,"
         " valid_to, status, importance, confidence, stability, source, doc_id, episode_id,"
-        " task_status, read_only, origin, loader, page)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " task_status, read_only, origin, loader, page, session)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             p["id"],
             p["ns"],
@@ -195,6 +195,7 @@ def put(
             p.get("origin"),
             p.get("loader"),
             p.get("page"),
+            session_of(p),
         ),
     )
     rowid = int(cur.lastrowid or 0)
@@ -228,6 +229,14 @@ def put(
     ids, vecs = shard_adds.setdefault(key, ([], []))
     ids.append(rowid)
     vecs.append(vec)
+
+
+def session_of(p: dict[str, Any]) -> str | None:
+    """The session a turn belongs to (``meta.session``, as ``memory.turns`` files it)."""
+    if p.get("type") != "turn":
+        return None
+    session = (p.get("meta") or {}).get("session")
+    return str(session) if session else None
 
 
 def tombstone(

@@ -60,6 +60,19 @@ def parts_of(conn: sqlite3.Connection, ns: str, doc_id: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def session_turns(
+    conn: sqlite3.Connection, ns: str, session: str, limit: int
+) -> list[tuple[str, int]]:
+    """The live turns of ``session`` in ``ns`` as (id, address), newest first, at most
+    ``limit``."""
+    rows = conn.execute(
+        "SELECT id, offset FROM records WHERE ns=? AND session=? AND type='turn'"
+        " AND deleted=0 ORDER BY seq DESC LIMIT ?",
+        (ns, session, max(0, int(limit))),
+    ).fetchall()
+    return [(str(i), int(o)) for i, o in rows]
+
+
 def neighbours(
     conn: sqlite3.Connection, ns: str, ids: Sequence[str]
 ) -> list[tuple[str, str, str, float]]:

@@ -15,7 +15,8 @@ from pathlib import Path
 from kredenc.errors import IndexOutdated, StoreError
 from kredenc.storage.index import lexical
 
-SCHEMA_VERSION = 2
+# 3: records.session (the session of a turn), for a session's history.
+SCHEMA_VERSION = 3
 INDEXED_TYPES = frozenset({"memory", "chunk", "turn"})
 
 SCHEMA = f"""
@@ -44,11 +45,13 @@ CREATE TABLE IF NOT EXISTS records(
   origin TEXT,
   loader TEXT,
   page INTEGER,
+  session TEXT,
   deleted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS records_scope ON records(ns, drawer, deleted);
 CREATE INDEX IF NOT EXISTS records_doc ON records(doc_id);
 CREATE INDEX IF NOT EXISTS records_origin ON records(ns, origin);
+CREATE INDEX IF NOT EXISTS records_session ON records(ns, session, seq) WHERE session IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS cards USING fts5(
   card, context, scope, tokenize = '{lexical.TOKENIZE}'
 );

@@ -356,6 +356,10 @@ class SqliteIndex:
         """Ids of the live chunks of a document, in filing order."""
         return reads.parts_of(self.reader(), ns, doc_id)
 
+    def session_turns(self, ns: str, session: str, limit: int) -> list[tuple[str, int]]:
+        """The live turns of a session, newest first (see :func:`reads.session_turns`)."""
+        return reads.session_turns(self.reader(), ns, session, limit)
+
     def neighbours(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         """Edges touching ``ids`` as (seed id, neighbour id, relation, weight), both ways."""
         return reads.neighbours(self.reader(), ns, ids)

@@ -292,6 +292,42 @@ class IndexRecordConformance:
             self.apply(index, log, log.add(tombstone("a", "never"), tombstone("b", "m2")), embedder)
             assert self.lexical_ids(index, "a", "kept", Filters()) == ["m2"]
 
+    def test_session_turns_newest_first_within_session_and_namespace(
+        self, tmp_path: Path, embedder: HashEmbedder
+    ) -> None:
+        def turn(ns: str, rid: str, session: str, text: str) -> dict[str, Any]:
+            meta = {"session": session, "role": "user"}
+            return put(ns, rid, text, type="turn", drawer="turns", kind="", meta=meta)
+
+        log = Records()
+        with self.fresh(tmp_path) as index:
+            self.apply(
+                index,
+                log,
+                log.add(
+                    turn("a", "t1", "s1", "first question"),
+                    turn("a", "t2", "s2", "another session"),
+                    turn("b", "t3", "s1", "same session id, other namespace"),
+                    put("a", "m1", "a memory is no turn", meta={"session": "s1"}),
+                    turn("a", "t4", "s1", "second question"),
+                ),
+                embedder,
+            )
+            self.apply(index, log, log.add(turn("a", "t5", "s1", "third question")), embedder)
+            turns = index.session_turns("a", "s1", 10)
+            assert [rid for rid, _ in turns] == ["t5", "t4", "t1"]
+            # Each address is the one the record was applied at.
+            places = dict(e for e in ((p["id"], off) for off, p in log.entries))
+            assert all(offset == places[rid] for rid, offset in turns)
+            assert [rid for rid, _ in index.session_turns("a", "s1", 2)] == ["t5", "t4"]
+            assert index.session_turns("a", "s1", 0) == []
+            assert [rid for rid, _ in index.session_turns("a", "s2", 10)] == ["t2"]
+            assert [rid for rid, _ in index.session_turns("b", "s1", 10)] == ["t3"]
+            assert index.session_turns("c", "s1", 10) == []
+            assert index.session_turns("a", "nobody", 10) == []
+            self.apply(index, log, log.add(tombstone("a", "t4")), embedder)
+            assert [rid for rid, _ in index.session_turns("a", "s1", 10)] == ["t5", "t1"]
+
     def test_access_counts_add_up(self, tmp_path: Path, embedder: HashEmbedder) -> None:
         log = Records()
         with self.fresh(tmp_path) as index:

@@ -1,0 +1,136 @@
+"""``ask``: one question through an agent, with the session around it.
+
+The entry the facade (``Kredenc.ask``) calls: the agent is found (shipped agents and
+``agents_dir``), planned into tools (the ``kredenc.tools`` plugins and ``tools_dir``),
+run by the orchestrator on a fresh mind with the session's history, and the
+question and answer are filed as the session's next turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kredenc.checks import check_text
+from kredenc.errors import InvalidInput
+from kredenc.loop import sessions
+from kredenc.loop.agents import library_for
+from kredenc.loop.orchestrator import run_agent
+from kredenc.loop.registry import registry_for
+from kredenc.loop.tool import Services
+from kredenc.memory.turns import TurnFiler
+
+if TYPE_CHECKING:
+    from kredenc.loop.answer import Answer
+    from kredenc.storage.store import Store
+
+#: The options an ask takes, and what each must be (the roles read them from
+#: ``ask.options`` on the mind and ``Services.options``).
+OPTIONS: dict[str, str] = {
+    "k": "chunks retrieved per query (1-200; default: the ask_k setting)",
+    "context_k": "chunks handed to the generator (1-50; default: ask_context_k)",
+    "max_iterations": "most iterations (1-10; default: the agent's, else ask_max_iterations)",
+    "mode": "search legs: hybrid, lexical or dense",
+    "hops": "graph hops of retrieval (0-3)",
+    "rerank": "a reranker name ('' for none; default: the rerank setting)",
+    "stream": "stream the answer text to on_delta as it is generated",
+    "drawer": "search only this drawer",
+}
+_RANGES = {"k": (1, 200), "context_k": (1, 50), "max_iterations": (1, 10), "hops": (0, 3)}
+_MODES = ("hybrid", "lexical", "dense")
+
+
+def check_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options with defaults left out; a wrong one is InvalidInput naming it."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key not in OPTIONS:
+            raise InvalidInput(f"unknown ask option {key!r}", f"options: {', '.join(OPTIONS)}")
+        if key in _RANGES:
+            low, high = _RANGES[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise InvalidInput(f"ask option {key} must be a whole number from {low} to {high}")
+        elif key == "mode" and value not in _MODES:
+            raise InvalidInput(f"ask option mode must be one of {', '.join(_MODES)}")
+        elif key == "stream" and not isinstance(value, bool):
+            raise InvalidInput("ask option stream must be true or false")
+        elif key in ("rerank", "drawer") and not isinstance(value, str):
+            raise InvalidInput(f"ask option {key} must be text")
+        out[key] = value
+    return out
+
+
+def ask(
+    store: Store,
+    ns: str,
+    question: str,
+    *,
+    session_id: str | None = None,
+    agent: str = "answer",
+    llm: Any = None,
+    cache: Any = None,
+    tracer: Any = None,
+    turns: TurnFiler | None = None,
+    on_delta: Callable[[str], None] | None = None,
+    file: bool = True,
+    **options: Any,
+) -> Answer:
+    """Answer ``question`` with the agent ``agent`` in namespace ``ns``.
+
+    With ``session_id`` the session's last messages are the history the agent sees,
+    and the question and answer are filed as its next turns; without one they are
+    filed under a one-off session (so memory and recall see them; no later ask reads
+    them as history). ``file=False`` (or a read-only store) files nothing. ``turns``
+    is the caller's :class:`TurnFiler` (the facade's, so filed turns carry the
+    preceding ones as context). ``on_delta`` receives the answer's text as it is
+    generated when a streaming generator supports it (``stream=True``). The other
+    ``options`` are :data:`OPTIONS`.
+    """
+    settings = store.settings
+    question = check_text(question, settings.max_text_chars)
+    if not question.strip():
+        raise InvalidInput("the question is empty", "ask something")
+    if session_id is not None:
+        session_id = sessions.check_session(session_id)
+    opts = check_options(options)
+    found = library_for(settings.agents_dir).get(agent)
+    tools = found.plan(registry_for(settings.tools_dir), settings)
+    history = (
+        sessions.history(store, ns, session_id, settings.ask_session_turns)
+        if session_id is not None and settings.ask_session_turns
+        else []
+    )
+    opts.setdefault("k", settings.ask_k)
+    opts.setdefault("context_k", settings.ask_context_k)
+    opts.setdefault("max_iterations", found.max_iterations or settings.ask_max_iterations)
+    service_options: dict[str, Any] = dict(opts)
+    if on_delta is not None:
+        service_options["on_delta"] = on_delta
+    services = Services(
+        store=store,
+        ns=ns,
+        settings=settings,
+        llm=llm,
+        cache=cache,
+        tracer=tracer,
+        options=service_options,
+    )
+    answer = run_agent(
+        found,
+        tools,
+        services,
+        question=question,
+        session_id=session_id,
+        history=history,
+        max_iterations=int(opts["max_iterations"]),
+    )
+    if file and not store.read_only:
+        filed_in = session_id or sessions.one_off_session()
+        ids = sessions.record(turns or TurnFiler(), store, ns, filed_in, question, answer)
+        answer.meta["filed"] = {"session": filed_in, "ids": ids}
+    return answer
+
+
+__all__ = ["OPTIONS", "ask", "check_options"]
