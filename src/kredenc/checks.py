@@ -1,9 +1,44 @@
 """Checks on the names and texts callers hand to the store (namespaces, drawers,
-sessions, record ids, a memory's or passage's text): one line saying what was wrong."""
+sessions, record ids, a memory's or passage's text): one line saying what was wrong.
+And :func:`data_line`, the one way untrusted text is written into a prompt's data
+envelope (the recall block, the judge's contexts)."""
 
 from __future__ import annotations
 
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
 from kredenc.errors import InvalidInput
+
+# Runs of characters beyond printable ASCII: kept when printable, else escaped.
+_LOOK = re.compile(r"[^\x20-\x7e]+")
+
+
+def data_line(value: dict[str, Any]) -> str:
+    """``value`` as one line of JSON that holds only printable characters and no ``<``
+    or ``>`` (escaped as ``\\uXXXX``; it decodes to the same value). Stored text written
+    this way cannot start a line of its own nor spell an envelope's tags."""
+    # ("<" and ">" occur only inside strings here: JSON's own syntax has neither.)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e")
+    if text.isprintable():
+        return text  # (most text: JSON has escaped its newlines and controls)
+    return _LOOK.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    run = match.group()
+    return run if run.isprintable() else "".join(map(_escape_char, run))
+
+
+@lru_cache(maxsize=4096)
+def _escape_char(ch: str) -> str:
+    if ch.isprintable():
+        return ch  # a letter beyond ASCII, as it is
+    units = ch.encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
 
 
 def check_name(what: str, value: object) -> str:

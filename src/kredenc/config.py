@@ -232,6 +232,47 @@ class Settings(BaseSettings):
         description="OTLP/HTTP collector the spans go to (e.g. http://localhost:4318; "
         "Langfuse and others accept it); empty: OTEL_EXPORTER_OTLP_ENDPOINT.",
     )
+    # -- answer loop: roles --
+    role_decide: Literal["rules", "llm"] = Field(
+        "rules", description="decide (is retrieval needed?): rules or llm."
+    )
+    role_rewrite: Literal["rules", "llm"] = Field(
+        "rules", description="rewrite (a standalone query from the session): rules or llm."
+    )
+    role_retrieve: Literal["rules", "llm"] = Field(
+        "rules", description="retrieve (search mode and sub-queries): rules or llm."
+    )
+    role_grade: Literal["rules", "llm"] = Field(
+        "rules", description="grade (each chunk CORRECT/AMBIGUOUS/INCORRECT): rules or llm."
+    )
+    role_verify: Literal["rules", "llm"] = Field(
+        "rules", description="verify (ambiguous chunks against independent evidence): rules or llm."
+    )
+    role_generate: Literal["rules", "llm"] = Field(
+        "rules", description="generate (the answer with citations): rules or llm."
+    )
+    role_judge: Literal["rules", "llm"] = Field(
+        "rules", description="judge (grounding of the answer): rules or llm."
+    )
+    role_reflect: Literal["rules", "llm"] = Field(
+        "rules", description="reflect (is the answer complete, what to search next): rules or llm."
+    )
+    grade_upper: float = Field(
+        0.5, ge=0, le=1, description="Relevance at or above which grade calls a chunk CORRECT."
+    )
+    grade_lower: float = Field(
+        0.2, ge=0, le=1, description="Relevance below which grade calls a chunk INCORRECT."
+    )
+    web_search_url: str = Field(
+        "",
+        description="Base URL of a SearxNG-compatible search API verify may ask (off when empty).",
+    )
+    web_search_timeout_s: float = Field(
+        10.0, gt=0, description="Time limit for one web search request."
+    )
+    web_search_results: int = Field(
+        5, ge=1, le=50, description="Web results verify reads per search."
+    )
 
     @field_validator("embed_provider")
     @classmethod

@@ -1,4 +1,5 @@
-"""Ranking metrics, each over one query's ranked ids.
+"""Ranking metrics, each over one query's ranked ids; and the judge's binary metrics
+(AUROC, accuracy/precision/recall/F1) with bootstrap intervals.
 
 Ranked lists are cleaned the same way everywhere (``dedupe``): a repeated id counts
 once, at its first rank, as in trec_eval, where a run is a mapping from doc id to
@@ -8,7 +9,8 @@ score. LongMemEval's own nDCG variant lives in ``longmemeval.py`` because it dif
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import random
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 
 def dedupe(ranked: Iterable[str]) -> list[str]:
@@ -72,3 +74,68 @@ def percentile(values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+# -- binary classification (the judge) ------------------------------------------
+
+
+def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float:
+    """Area under the ROC curve of ``scores`` for the positive ``labels`` (ties count
+    half: the Mann-Whitney statistic). 0.5 when one class is absent."""
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return 0.5
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    rank_sum = sum(r for r, y in zip(ranks, labels, strict=True) if y)
+    return (rank_sum - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg))
+
+
+def classification(labels: Sequence[bool], predicted: Sequence[bool]) -> dict[str, float]:
+    """Accuracy, and precision, recall and F1 of the positive class (0.0 when undefined)."""
+    tp = sum(1 for y, p in zip(labels, predicted, strict=True) if y and p)
+    fp = sum(1 for y, p in zip(labels, predicted, strict=True) if p and not y)
+    fn = sum(1 for y, p in zip(labels, predicted, strict=True) if y and not p)
+    n = len(labels)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    accuracy = (n - fp - fn) / n if n else 0.0
+    return {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1}
+
+
+def bootstrap_ci(
+    statistic: Callable[[Sequence[int]], float],
+    n: int,
+    *,
+    rounds: int = 1000,
+    seed: int = 0,
+    groups: Sequence[object] | None = None,
+) -> tuple[float, float]:
+    """The 95 % percentile bootstrap interval of ``statistic(indexes)`` over ``n`` items.
+
+    ``groups`` (one key per item) resamples whole groups (e.g. all responses to one
+    source together), so items that share a source do not narrow the interval.
+    """
+    rng = random.Random(seed)
+    if groups is None:
+        units: list[list[int]] = [[i] for i in range(n)]
+    else:
+        by: dict[object, list[int]] = {}
+        for i, g in enumerate(groups):
+            by.setdefault(g, []).append(i)
+        units = list(by.values())
+    values = []
+    for _ in range(rounds):
+        picked = [i for _ in units for i in units[rng.randrange(len(units))]]
+        values.append(statistic(picked))
+    return percentile(values, 2.5), percentile(values, 97.5)

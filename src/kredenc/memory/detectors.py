@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from kredenc.grounding.words import NEGATIONS, STOPWORDS, tokens
+from kredenc.grounding.words import stem as _stem
+
 
 @dataclass(frozen=True)
 class Contradiction:
@@ -39,32 +42,13 @@ class Summariser(Protocol):
         ...
 
 
-# -- words ---------------------------------------------------------------------
+# -- words (the tokeniser and stemmer are grounding.words') ----------------------
 
-_TOKEN = re.compile(r"\d+(?:[.,:/-]\d+)*|[^\W\d_]+(?:'[^\W\d_]+)?", re.UNICODE)
 _ISO_DATE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{1,2}/\d{1,2}/\d{2,4}$")
-_CONTRACTIONS = (
-    (re.compile(r"\bcan't\b|\bcannot\b"), "can not"),
-    (re.compile(r"\bwon't\b"), "will not"),
-    (re.compile(r"\bshan't\b"), "shall not"),
-    (re.compile(r"n't\b"), " not"),
-    (re.compile(r"\bno longer\b|\bnot anymore\b|\bnot any more\b"), "not"),
-    (re.compile(r"\bmár nem\b"), "nem"),
-)
-NEGATIONS = frozenset({"not", "no", "never", "nem", "nincs", "nincsenek", "soha", "sem", "nothing"})
-
-
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-STOPWORDS = _words(
-    """a an the this that these those is are was were be been being am do does did has
-    have had will would shall should can could may might must to of in on at by for with
-    from as and or but so than then it its it's i me my we our you your he him his she her
-    they them their there here also just still now currently anymore again very really
-    a az egy és is van volt lesz hogy"""
-)
 # Identifiers, not quantities: "ticket 123", "room 4", "version 2".
 _ID_WORDS = _words(
     """ticket issue bug pr pull order invoice room floor no number id version v step
@@ -147,24 +131,6 @@ for _pos, _neg in _ANTONYM_PAIRS:
         _ANTONYMS.setdefault(_w, (_concept, 1))
     for _w in _neg.split():
         _ANTONYMS.setdefault(_w, (_concept, -1))
-
-
-def _stem(word: str) -> str:
-    """A tiny, predictable stemmer: enough to match likes/like and opens/open."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix) and not word.endswith("ss"):
-            return word[: -len(suffix)]
-    return word
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased word and number tokens, contractions and 'no longer' folded to 'not'."""
-    low = text.lower().replace("’", "'")
-    for pattern, repl in _CONTRACTIONS:
-        low = pattern.sub(repl, low)
-    return _TOKEN.findall(low)
 
 
 @dataclass(frozen=True)

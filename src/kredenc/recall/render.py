@@ -25,14 +25,13 @@ different framing of recalled text changes this module alone.
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
+from kredenc.checks import data_line
 from kredenc.recall.budget import Budget
 from kredenc.recall.result import RecallItem
 from kredenc.records import Hit
@@ -46,9 +45,6 @@ OPEN = "<recalled_records>"
 CLOSE = "</recalled_records>"
 
 Edge = tuple[str, str, str, float]  # (src id, dst id, relation, weight)
-
-# Runs of characters beyond printable ASCII: kept when printable, else escaped.
-_LOOK = re.compile(r"[^\x20-\x7e]+")
 
 
 @dataclass(frozen=True)
@@ -158,23 +154,5 @@ def line(head: dict[str, Any], text: str) -> str:
 
 def encode(value: dict[str, Any]) -> str:
     """``value`` as one line of JSON that holds only printable characters and no ``<``
-    or ``>`` (escaped as ``\\uXXXX``; it decodes to the same value)."""
-    # ("<" and ">" occur only inside strings here: JSON's own syntax has neither.)
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    text = text.replace("<", "\\u003c").replace(">", "\\u003e")
-    if text.isprintable():
-        return text  # (most text: JSON has escaped its newlines and controls)
-    return _LOOK.sub(_escape, text)
-
-
-def _escape(match: re.Match[str]) -> str:
-    run = match.group()
-    return run if run.isprintable() else "".join(map(_escape_char, run))
-
-
-@lru_cache(maxsize=4096)
-def _escape_char(ch: str) -> str:
-    if ch.isprintable():
-        return ch  # a letter beyond ASCII, as it is
-    units = ch.encode("utf-16-be", "surrogatepass")
-    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+    or ``>`` (:func:`kredenc.checks.data_line`, shared with the judge's envelope)."""
+    return data_line(value)

@@ -338,6 +338,30 @@ class Store:
         """Embed texts now (no cache): the function the index calls for missing vectors."""
         return self.embedder.embed(list(texts))
 
+    def embed_cached(self, texts: Sequence[str]) -> F32:
+        """Vectors for ``texts`` (rows in order) from the embedding cache by text hash;
+        the missing ones are embedded now and cached (the judge's and evals' embedder)."""
+        import numpy as np
+
+        with self.gate:
+            hashes = [text_hash(t) for t in texts]
+            cached = self.index.cached_vectors(list(set(hashes)))
+            missing = list(
+                dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in cached)
+            )
+            if missing and not self.read_only:
+                fresh = self.embedder.embed(missing)
+                new = {text_hash(t): fresh[i] for i, t in enumerate(missing)}
+                self.index.cache_vectors(new)
+                cached.update(new)
+            elif missing:
+                fresh = self.embedder.embed(missing)
+                cached.update({text_hash(t): fresh[i] for i, t in enumerate(missing)})
+            dim = self.embedder.dim
+            if not hashes:
+                return np.zeros((0, dim), dtype=np.float32)
+            return np.vstack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+
     def _query_vector(self, text: str) -> F32:
         vec: F32 = self.embedder.embed_query(text)
         return vec

@@ -1,0 +1,460 @@
+"""Sentence-level support: does each sentence of an answer follow from the contexts?
+
+Each answer sentence is checked three ways against the contexts' sentences and
+windows of :data:`WINDOW` adjacent sentences (the *units*):
+
+* **words**: the share of the sentence's content words (stemmed keys, see
+  :mod:`kredenc.grounding.words`) found in the contexts, each word weighted by its
+  inverse document frequency over the units, so a missing rare word ("Mumbai",
+  "hydrogen") costs more than a missing common one. Words of the question count as
+  found: restating the question is not a claim. Words that only talk about the
+  answering itself ("based on the passages", "I hope this helps") are not content.
+* **meaning**: the best cosine between the sentence's embedding and a unit's, read
+  through a ramp from :attr:`SupportParams.cos_low` (0) to :attr:`cos_high` (1).
+* **facts**: every number, date and name (a capitalised word) of the sentence must
+  occur in the contexts, and *with the same relation*: in a unit that also holds
+  another of the sentence's content words ("1987" next to the same event, not in an
+  unrelated passage). A negation (or an antonym swap) between the sentence and its
+  best unit, on the same words, is a polarity mismatch.
+
+``support = w_words * words + (1 - w_words) * meaning - penalties``, clipped to
+[0, 1]; the sentence is supported when ``support >= threshold`` and nothing material
+is missing. A statement prefixed with ``[OUTSIDE KNOWLEDGE]`` is never supported.
+
+Pure: the result is a function of the texts and :class:`SupportParams` alone (and the
+embedding model's vectors), so callers may cache it. The defaults and their
+provenance are in :mod:`kredenc.grounding.judge` and docs/benchmarks.md ("The judge").
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kredenc.grounding.base import OUTSIDE_KNOWLEDGE, SentenceSupport
+from kredenc.grounding.sentences import split
+from kredenc.grounding.words import NEGATIONS, STOPWORDS, key, tokens
+
+__all__ = [
+    "FLOOR",
+    "META_WORDS",
+    "WINDOW",
+    "Contexts",
+    "EmbedFn",
+    "Evidence",
+    "SentenceFacts",
+    "SupportParams",
+    "check_sentences",
+    "conflicts",
+    "content_keys",
+    "gather",
+    "gather_sentences",
+    "score",
+    "supports",
+]
+
+F32 = npt.NDArray[np.float32]
+EmbedFn = Callable[[Sequence[str]], F32]
+
+WINDOW = 2
+#: Below this support, :func:`soft_floor` squeezes instead of clipping.
+FLOOR = 0.2
+
+# Words about the answering, not about the world: never content.
+META_WORDS = frozenset(
+    """according additionally also answer answers based believe context contexts could
+    does describe described detail details document documents explain feel free find
+    found further given glad happy help helps hope however information know let like
+    mention mentioned mentions might note noted overall passage passages please
+    provide provided provides question questions regarding say says see specific
+    specifically state stated states sure text therefore thus understand unfortunately
+    us well would yes""".split()  # noqa: SIM905
+)
+_EXTRA_STOP = frozenset(
+    """about above after again against all any because before below between both
+    during each few further how into more most nor off once only other over own same
+    some such through too under until up what when where which while who whom why
+    one ones something someone many much lot lots way ways etc""".split()  # noqa: SIM905
+)
+_NOT_CONTENT = STOPWORDS | _EXTRA_STOP | META_WORDS | NEGATIONS
+_LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,3}[.)]|[-*•])\s+")
+_NAME = re.compile(r"(?<![\w'])[A-Z][\w'’.-]*")
+_POLARITY_FLIP = frozenset(
+    """avoid avoids avoided quit quits stopped stop stops gave refuse refuses refused
+    without lack lacks lacked none""".split()  # noqa: SIM905
+)
+
+
+@dataclass(frozen=True)
+class SupportParams:
+    """The support check's weights (their provenance: :mod:`kredenc.grounding.judge`)."""
+
+    w_words: float = 0.7
+    w_local: float = 0.0
+    w_bigrams: float = 0.0
+    mass_penalty: float = 0.0
+    cos_low: float = 0.3
+    cos_high: float = 0.8
+    number_penalty: float = 0.5
+    name_penalty: float = 0.3
+    relation_penalty: float = 0.15
+    polarity_penalty: float = 0.4
+    threshold: float = 0.5
+
+
+def _number(tok: str) -> str:
+    out = tok.replace(",", "")
+    if re.fullmatch(r"\d+\.0+", out):
+        out = out.split(".")[0]
+    return out
+
+
+def content_keys(text: str) -> list[str]:
+    """The matching keys of ``text``'s content words, in order (numbers included)."""
+    return [key(t) for t in tokens(text) if t not in _NOT_CONTENT and (len(t) > 1 or t.isdigit())]
+
+
+def _names(sentence: str) -> list[str]:
+    """Capitalised words that are not the sentence's first word nor common words."""
+    out: list[str] = []
+    for i, m in enumerate(_NAME.finditer(sentence)):
+        word = m.group().rstrip(".'’-").lower()
+        if word.endswith(("'s", "’s")):
+            word = word[:-2]
+        if not word or word in _NOT_CONTENT or not word.isalpha():
+            continue
+        first = i == 0 and not sentence[: m.start()].strip(" \"'“‘([-*•0123456789.)")
+        if first:
+            continue
+        out.append(key(word))
+    return out
+
+
+def _bigrams(text: str) -> frozenset[tuple[str, str]]:
+    """Adjacent word pairs of ``text`` by matching key (stopwords kept: "born in")."""
+    ks = [key(t) for t in tokens(_LIST_MARKER.sub("", text, count=1)) if len(t) > 1 or t.isdigit()]
+    return frozenset(itertools.pairwise(ks))
+
+
+def _negated(toks: Sequence[str]) -> int:
+    return sum(1 for t in toks if t in NEGATIONS)
+
+
+@dataclass(frozen=True)
+class SentenceFacts:
+    """What the check reads from one sentence."""
+
+    keys: tuple[str, ...]
+    numbers: tuple[str, ...]
+    names: tuple[str, ...]
+    negations: int
+
+    @classmethod
+    def of(cls, text: str) -> SentenceFacts:
+        text = _LIST_MARKER.sub("", text, count=1)
+        toks = tokens(text)
+        keys = tuple(dict.fromkeys(content_keys(text)))
+        numbers = tuple(dict.fromkeys(_number(t) for t in toks if t[:1].isdigit()))
+        names = tuple(dict.fromkeys(_names(text)))
+        return cls(keys, numbers, names, _negated(toks))
+
+
+class Contexts:
+    """The contexts cut into units (sentences and windows), with their word statistics
+    and (when an embed function is given) their vectors."""
+
+    def __init__(self, contexts: Sequence[str], embed: EmbedFn | None = None) -> None:
+        self.contexts = list(contexts)
+        units: list[tuple[int, str]] = []
+        for ci, text in enumerate(self.contexts):
+            sents = [s.text for s in split(text)]
+            units.extend((ci, s) for s in sents)
+            for i in range(len(sents) - WINDOW + 1):
+                units.append((ci, " ".join(sents[i : i + WINDOW])))
+        self.units = units
+        self.unit_keys = [frozenset(content_keys(t)) for _, t in units]
+        self.unit_numbers = [
+            frozenset(_number(t) for t in tokens(u) if t[:1].isdigit()) for _, u in units
+        ]
+        self.unit_negations = [_negated(tokens(u)) for _, u in units]
+        df: dict[str, int] = {}
+        for ks in self.unit_keys:
+            for k in ks:
+                df[k] = df.get(k, 0) + 1
+        self.df = df
+        self.n = max(1, len(units))
+        self.all_keys = frozenset(df)
+        self.bigrams: frozenset[tuple[str, str]] = frozenset().union(
+            *(_bigrams(t) for t in self.contexts)
+        )
+        self.all_numbers = frozenset().union(*self.unit_numbers) if units else frozenset()
+        self.vectors: F32 | None = None
+        if embed is not None and units:
+            self.vectors = np.asarray(embed([u for _, u in units]), dtype=np.float32)
+
+    def idf(self, k: str) -> float:
+        return math.log((self.n + 1) / (self.df.get(k, 0) + 0.5))
+
+
+def _ramp(x: float, low: float, high: float) -> float:
+    if high <= low:
+        return 1.0 if x >= high else 0.0
+    return min(1.0, max(0.0, (x - low) / (high - low)))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The raw findings for one sentence, before the weights of :class:`SupportParams`.
+
+    ``words``: weighted share of content words found anywhere; ``local``: the largest
+    weighted share found in one unit; ``bigrams``: the share of the sentence's word
+    pairs (stopwords included) found in a context or the question; ``missing_mass``:
+    the summed IDF of content words found nowhere (the question included);
+    ``cosine``: best unit cosine (None without an embedder); the counts: numbers/names
+    missing from the contexts or present only away from the sentence's other words,
+    and a polarity mismatch.
+    """
+
+    text: str
+    start: int
+    marked: bool = False  # [OUTSIDE KNOWLEDGE], or no context at all: never supported
+    words: float = 0.0
+    local: float = 0.0
+    bigrams: float = 1.0
+    missing_mass: float = 0.0
+    cosine: float | None = None
+    missing_numbers: int = 0
+    loose_numbers: int = 0
+    missing_names: int = 0
+    loose_names: int = 0
+    polarity: int = 0
+    context: int | None = None
+    evidence: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def gather(
+    text: str,
+    start: int,
+    facts: SentenceFacts,
+    ctx: Contexts,
+    known: frozenset[str],
+    cosines: F32 | None,
+    known_pairs: frozenset[tuple[str, str]] = frozenset(),
+) -> Evidence:
+    """What the contexts say about one sentence (see the module doc)."""
+    if text.lstrip().upper().startswith(OUTSIDE_KNOWLEDGE):
+        return Evidence(text, start, marked=True, notes=("marked outside knowledge",))
+    if not ctx.units:
+        return Evidence(text, start, marked=True, notes=("no context",))
+    keys = [k for k in facts.keys if not k[:1].isdigit()]
+    weights = {k: ctx.idf(k) for k in keys}
+    total = sum(weights.values())
+    found = sum(w for k, w in weights.items() if k in ctx.all_keys or k in known)
+    words = found / total if total else 1.0
+    # The best unit: the one sharing most of the sentence's weighted words, then meaning.
+    local = np.array(
+        [sum(weights[k] for k in keys if k in uk) / total if total else 0.0 for uk in ctx.unit_keys]
+    )
+    cosine: float | None = None
+    if cosines is not None:
+        cosine = float(cosines.max())
+        best = int(np.argmax(local + 0.5 * cosines))
+    else:
+        best = int(np.argmax(local))
+    notes: list[str] = []
+    counts = {"missing_numbers": 0, "loose_numbers": 0, "missing_names": 0, "loose_names": 0}
+    sentence_keys = set(keys)
+    for number in facts.numbers:
+        if number not in ctx.all_numbers:
+            counts["missing_numbers"] += 1
+            notes.append(f"number {number} not in the context")
+        elif sentence_keys and not any(
+            number in nums and (uk & sentence_keys)
+            for nums, uk in zip(ctx.unit_numbers, ctx.unit_keys, strict=True)
+        ):
+            counts["loose_numbers"] += 1
+            notes.append(f"number {number} is in the context but not with the same words")
+    for name in facts.names:
+        if name in known:
+            continue
+        if name not in ctx.all_keys:
+            counts["missing_names"] += 1
+            notes.append(f"name {name!r} not in the context")
+        else:
+            others = sentence_keys - {name}
+            if others and not any(name in uk and (uk & others) for uk in ctx.unit_keys):
+                counts["loose_names"] += 1
+                notes.append(f"name {name!r} is in the context but not with the same words")
+    pairs = _bigrams(text)
+    bigrams = (
+        sum(1 for b in pairs if b in ctx.bigrams or b in known_pairs) / len(pairs) if pairs else 1.0
+    )
+    polarity = int(local[best] >= 0.6 and (facts.negations % 2) != (ctx.unit_negations[best] % 2))
+    if polarity:
+        notes.append("negation differs from the context")
+    missing = [k for k in keys if k not in ctx.all_keys and k not in known]
+    missing_mass = sum(weights[k] for k in missing)
+    if missing:
+        shown = ", ".join(sorted(missing, key=lambda k: -weights[k])[:3])
+        notes.append(f"words not in the context: {shown}")
+    ci: int | None
+    ci, unit = ctx.units[best]
+    if local[best] == 0 and (cosine is None or cosine < 0.3):
+        ci, unit = None, ""
+    return Evidence(
+        text,
+        start,
+        words=words,
+        local=float(local.max()),
+        bigrams=bigrams,
+        missing_mass=missing_mass,
+        cosine=cosine,
+        polarity=polarity,
+        context=ci,
+        evidence=unit,
+        notes=tuple(notes),
+        **counts,
+    )
+
+
+def soft_floor(raw: float) -> float:
+    """``raw`` clipped to at most 1; below :data:`FLOOR` squeezed into (0, FLOOR) by
+    ``FLOOR / (1 + FLOOR - raw)`` instead of clipped at 0, so two sentences with
+    different amounts of missing material keep their order (no ties at 0)."""
+    if raw >= FLOOR:
+        return min(1.0, raw)
+    return FLOOR / (1.0 + FLOOR - raw)
+
+
+def score(ev: Evidence, params: SupportParams) -> SentenceSupport:
+    """The sentence's support under ``params``."""
+    end = ev.start + len(ev.text)
+    if ev.marked:
+        return SentenceSupport(ev.text, ev.start, end, 0.0, False, None, "", ev.notes[0])
+    meaning = 1.0 if ev.cosine is None else _ramp(ev.cosine, params.cos_low, params.cos_high)
+    penalty = (
+        params.number_penalty * ev.missing_numbers
+        + params.name_penalty * ev.missing_names
+        + params.relation_penalty * (ev.loose_numbers + ev.loose_names)
+        + params.polarity_penalty * ev.polarity
+    )
+    w_meaning = 1.0 - params.w_words - params.w_local - params.w_bigrams
+    support = (
+        params.w_words * ev.words
+        + params.w_local * ev.local
+        + params.w_bigrams * ev.bigrams
+        + w_meaning * meaning
+        - penalty
+        - params.mass_penalty * ev.missing_mass
+    )
+    support = soft_floor(support)
+    supported = support >= params.threshold
+    reason = "" if supported else ("; ".join(ev.notes) or "too little of it is in the context")
+    return SentenceSupport(
+        ev.text, ev.start, end, round(support, 4), supported, ev.context, ev.evidence, reason
+    )
+
+
+def gather_sentences(
+    answer: str,
+    contexts: Contexts,
+    *,
+    question: str = "",
+    embed: EmbedFn | None = None,
+) -> list[tuple[Evidence, SentenceFacts]]:
+    """Each sentence of ``answer`` with what the contexts say about it."""
+    sentences = split(answer)
+    known = frozenset(content_keys(question)) | frozenset(_names(question))
+    pairs = _bigrams(question)
+    cos: F32 | None = None
+    if embed is not None and contexts.vectors is not None and sentences:
+        vecs = np.asarray(embed([s.text for s in sentences]), dtype=np.float32)
+        cos = vecs @ contexts.vectors.T
+    out = []
+    for i, s in enumerate(sentences):
+        facts = SentenceFacts.of(s.text)
+        row = cos[i] if cos is not None else None
+        out.append((gather(s.text, s.start, facts, contexts, known, row, pairs), facts))
+    return out
+
+
+def check_sentences(
+    answer: str,
+    contexts: Contexts,
+    *,
+    question: str = "",
+    embed: EmbedFn | None = None,
+    params: SupportParams | None = None,
+) -> list[tuple[SentenceSupport, SentenceFacts]]:
+    """Each sentence of ``answer`` with its support and the facts read from it."""
+    p = params or SupportParams()
+    gathered = gather_sentences(answer, contexts, question=question, embed=embed)
+    return [(score(ev, p), facts) for ev, facts in gathered]
+
+
+def supports(
+    claim: str,
+    evidence: str | Sequence[str],
+    *,
+    embed: EmbedFn | None = None,
+    params: SupportParams | None = None,
+) -> SentenceSupport:
+    """How far ``evidence`` supports ``claim`` (its weakest sentence decides).
+
+    Without ``embed`` only words and facts count (meaning is taken as met).
+    """
+    ctx = Contexts([evidence] if isinstance(evidence, str) else evidence, embed)
+    checked = check_sentences(claim, ctx, embed=embed, params=params)
+    if not checked:
+        return SentenceSupport(claim, 0, len(claim), 0.0, False, None, "", "empty claim")
+    return min((s for s, _ in checked), key=lambda s: s.support)
+
+
+# -- pairwise conflict ----------------------------------------------------------
+
+
+def _scoped_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(asserted keys, negated keys): a word within three words after a negation or
+    a refusal verb ("never coffee", "doesn't drink coffee", "avoids coffee") is negated,
+    up to the end of the clause."""
+    asserted: set[str] = set()
+    negated: set[str] = set()
+    scope = 0
+    for tok in re.findall(r"[\w']+|[,;.!?]", text.lower().replace("’", "'")):
+        if tok in ",;.!?" or tok in {"but", "however", "yet", "now"}:
+            scope = 0
+            continue
+        for t in tokens(tok):
+            if t in NEGATIONS or t in _POLARITY_FLIP:
+                scope = 3
+                continue
+            if t in _NOT_CONTENT or (len(t) < 2 and not t.isdigit()):
+                continue
+            (negated if scope else asserted).add(key(t))
+            scope = max(0, scope - 1)
+    return frozenset(asserted), frozenset(negated - asserted)
+
+
+def conflicts(older: str, newer: str) -> str | None:
+    """Why ``newer`` contradicts ``older`` (None when it does not, as far as words tell).
+
+    A conflict is a content word one text negates and the other asserts ("The user
+    drinks green tea, never coffee" / "The user switched to black coffee in June":
+    coffee), with the two about the same subject (they share another content word).
+    """
+    a_pos, a_neg = _scoped_keys(older)
+    b_pos, b_neg = _scoped_keys(newer)
+    flipped = sorted((a_neg & b_pos) | (a_pos & b_neg))
+    if not flipped:
+        return None
+    shared = (a_pos | a_neg) & (b_pos | b_neg)
+    if not shared - set(flipped):
+        return None
+    return f"one says {flipped[0]!r} is not so, the other that it is"

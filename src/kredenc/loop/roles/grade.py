@@ -1,0 +1,229 @@
+"""grade (CRAG): each retrieved chunk CORRECT, AMBIGUOUS or INCORRECT for the query.
+
+Rules (the default): a calibrated relevance in [0, 1], the probability that the chunk
+is relevant to the query, from a logistic model over features computed per (query,
+chunk) (:func:`features`):
+
+``cos``       the dense cosine of the query and the chunk (the query embedded once,
+              the chunk's stored vector)
+``cos_gap``   ``cos`` minus the best ``cos`` among the chunks graded together
+``coverage``  the IDF-weighted share of the query's content terms the chunk holds
+              (IDF over the chunks graded together: a term all of them hold says little)
+``lex_rr``    1 / rank of the chunk in the lexical (BM25) leg, 0 when it was not there
+``dense_rr``  1 / rank in the dense leg, 0 when not there
+``title``     the share of the query's content terms in the chunk's title
+
+A chunk at or above ``grade_upper`` is CORRECT, below ``grade_lower`` INCORRECT, in
+between AMBIGUOUS (verify decides). The coefficients (:data:`COEF`) and the
+thresholds' defaults were fitted by ``benchmarks/fit_grade.py`` (see its docstring
+and docs/benchmarks.md, "Grading retrieved chunks", for the data, the folds and the
+transfer figures).
+
+LLM: one JSON call per batch of chunks, a verdict and a reason for each; the
+relevance is the rules' probability (the LLM's verdict decides the class).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from kredenc.loop.answer import ChunkVerdict, Verdict
+from kredenc.loop.roles.common import RoleTool, charge, data_block, llm_json, query_of, skipped
+from kredenc.loop.tool import Services, ToolResult
+from kredenc.records import Hit
+from kredenc.retrieve.message_terms import recall_terms, stem_en
+from kredenc.retrieve.terms import tokens
+from kredenc.storage.index.filters import Filters
+
+if TYPE_CHECKING:
+    from kredenc.loop.mind import Mind
+
+FEATURES = ("cos", "cos_gap", "coverage", "lex_rr", "dense_rr", "title")
+
+#: Logistic coefficients over :data:`FEATURES` and the intercept. Provenance:
+#: ``benchmarks/fit_grade.py --fit hotpotqa+scifact`` (see docs/benchmarks.md).
+COEF: tuple[float, ...] = (6.0, 4.0, 3.0, 1.0, 1.0, 1.0)
+INTERCEPT: float = -5.0
+
+#: The most content terms of a query the coverage feature counts.
+QUERY_TERMS = 24
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's content terms (stopwords and chat filler dropped, lightly stemmed)."""
+    return [t.text for t in recall_terms(query, limit=QUERY_TERMS)]
+
+
+def text_stems(text: str) -> set[str]:
+    return {stem_en(w) for w in tokens(text)}
+
+
+def _has(stems: set[str], term: str) -> bool:
+    return term in stems or any(s.startswith(term) for s in stems if len(term) >= 5)
+
+
+def vectors(store: Any, ns: str, hits: Sequence[Hit]) -> dict[str, np.ndarray]:
+    """The stored vectors of ``hits`` (id -> unit vector); hits without one are embedded."""
+    rowids = store.index.rowids_for(ns, [h.id for h in hits], Filters(include_deprecated=True))
+    stored = store.index.vectors_of(list(rowids.values())) if rowids else {}
+    out: dict[str, np.ndarray] = {}
+    for rid, row in rowids.items():
+        if row in stored:
+            out[rid] = np.asarray(stored[row], dtype=np.float32)
+    lacking = [h for h in hits if h.id not in out]
+    if lacking:
+        fresh = store.embed_many([h.text for h in lacking])
+        for i, h in enumerate(lacking):
+            out[h.id] = np.asarray(fresh[i], dtype=np.float32)
+    return {k: v / (float(np.linalg.norm(v)) or 1.0) for k, v in out.items()}
+
+
+def features(
+    query: str, hits: Sequence[Hit], query_vec: np.ndarray, chunk_vecs: dict[str, np.ndarray]
+) -> list[list[float]]:
+    """One row of :data:`FEATURES` per hit (see the module doc)."""
+    qv = query_vec / (float(np.linalg.norm(query_vec)) or 1.0)
+    terms = query_terms(query)
+    stems = [text_stems(h.text) for h in hits]
+    n = len(hits)
+    idf = {t: math.log((n + 1) / (sum(_has(s, t) for s in stems) + 0.5)) for t in terms}
+    total = sum(idf.values())
+    cosines = [float(np.dot(qv, chunk_vecs[h.id])) if h.id in chunk_vecs else 0.0 for h in hits]
+    best = max(cosines, default=0.0)
+    rows: list[list[float]] = []
+    for hit, own, cos in zip(hits, stems, cosines, strict=True):
+        coverage = sum(idf[t] for t in terms if _has(own, t)) / total if total > 0 else 0.0
+        title = text_stems(hit.title) if hit.title else set()
+        title_share = sum(_has(title, t) for t in terms) / len(terms) if terms and title else 0.0
+        lex = hit.legs.get("lexical")
+        dense = hit.legs.get("dense")
+        rows.append(
+            [
+                cos,
+                cos - best,
+                coverage,
+                1.0 / lex.rank if lex else 0.0,
+                1.0 / dense.rank if dense else 0.0,
+                title_share,
+            ]
+        )
+    return rows
+
+
+def relevance(rows: Sequence[Sequence[float]]) -> list[float]:
+    """The calibrated probability of relevance of each feature row."""
+    out = []
+    for row in rows:
+        z = INTERCEPT + sum(c * x for c, x in zip(COEF, row, strict=True))
+        out.append(1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z)))))
+    return out
+
+
+def classify(p: float, upper: float, lower: float) -> Verdict:
+    if p >= upper:
+        return "CORRECT"
+    if p < lower:
+        return "INCORRECT"
+    return "AMBIGUOUS"
+
+
+def score_hits(store: Any, ns: str, query: str, hits: Sequence[Hit]) -> list[float]:
+    """The relevance of each hit to ``query`` (the rules' model)."""
+    if not hits:
+        return []
+    qv = np.asarray(store.embed_query(query), dtype=np.float32)
+    return relevance(features(query, hits, qv, vectors(store, ns, hits)))
+
+
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "n": {"type": "integer"},
+                    "verdict": {"enum": ["CORRECT", "AMBIGUOUS", "INCORRECT"]},
+                    "reason": {"type": "string"},
+                },
+                "required": ["n", "verdict", "reason"],
+            },
+        }
+    },
+    "required": ["verdicts"],
+}
+
+_SYSTEM = (
+    "You grade retrieved records for a search query. For each record say CORRECT when it "
+    "holds information that answers or directly helps answer the query, INCORRECT when it "
+    "is off-topic, AMBIGUOUS when it is related but you cannot tell. Give a short reason. "
+    'Reply with JSON: {"verdicts": [{"n": <record number>, "verdict": ..., "reason": ...}]}.'
+)
+
+
+class Grade(RoleTool):
+    name: ClassVar[str] = "grade"
+    reads = ("ask.question", "rewrite.query", "retrieve.chunks", "decide.retrieve")
+    writes = ("grade.verdicts",)
+
+    def _inputs(self, mind: Mind) -> tuple[str, list[Hit]] | ToolResult:
+        if mind.read("decide.retrieve", True) is False:
+            return skipped("no retrieval for this message")
+        chunks = mind.read("retrieve.chunks", None)
+        if chunks is None:
+            return skipped("missing input: retrieve.chunks")
+        query = query_of(mind)
+        if not query:
+            return skipped("missing input: ask.question")
+        return query, list(chunks)
+
+    def run_rules(self, mind: Mind, services: Services) -> ToolResult:
+        got = self._inputs(mind)
+        if isinstance(got, ToolResult):
+            return got
+        query, hits = got
+        upper, lower = services.settings.grade_upper, services.settings.grade_lower
+        probs = score_hits(services.store, services.ns, query, hits)
+        verdicts = [
+            ChunkVerdict(h.id, classify(p, upper, lower), round(p, 4), f"relevance {p:.2f}")
+            for h, p in zip(hits, probs, strict=True)
+        ]
+        mind.write("grade.verdicts", verdicts)
+        return ToolResult(note=_count(verdicts))
+
+    def run_llm(self, mind: Mind, services: Services) -> ToolResult:
+        got = self._inputs(mind)
+        if isinstance(got, ToolResult):
+            return got
+        query, hits = got
+        result = ToolResult()
+        probs = score_hits(services.store, services.ns, query, hits)
+        said: dict[int, tuple[Verdict, str]] = {}
+        if hits:
+            user = f"Query: {query}\n\n{data_block(hits)}"
+            data, done = llm_json(services, _SYSTEM, user, _SCHEMA)
+            charge(result, done)
+            for item in data.get("verdicts", []):
+                if isinstance(item, dict) and item.get("verdict") in _CLASSES:
+                    said[int(item.get("n", 0))] = (item["verdict"], str(item.get("reason", "")))
+        upper, lower = services.settings.grade_upper, services.settings.grade_lower
+        verdicts = []
+        for n, (hit, p) in enumerate(zip(hits, probs, strict=True), 1):
+            verdict, reason = said.get(n, (classify(p, upper, lower), "not graded by the LLM"))
+            verdicts.append(ChunkVerdict(hit.id, verdict, round(p, 4), reason))
+        mind.write("grade.verdicts", verdicts)
+        result.note = _count(verdicts)
+        return result
+
+
+_CLASSES = ("CORRECT", "AMBIGUOUS", "INCORRECT")
+
+
+def _count(verdicts: Sequence[ChunkVerdict]) -> str:
+    counts = {c: sum(v.verdict == c for v in verdicts) for c in _CLASSES}
+    return ", ".join(f"{n} {c.lower()}" for c, n in counts.items())

@@ -1,0 +1,140 @@
+"""generate: extractive answers from kept chunks only, cited; the LLM path's prompt."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput
+from kredenc.loop.answer import Citation
+from kredenc.loop.roles.generate import NOT_FOUND, SYSTEM, Generate, extract
+from kredenc.recall import render
+
+from .answer_side import TinyLLM, filled, mind_for, services
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kredenc]:
+    yield from filled(tmp_path_factory.mktemp("generate"))
+
+
+def test_answers_with_the_sentence_that_holds_the_asked_number(kb: Kredenc) -> None:
+    mind = mind_for(kb, "How many attention heads does the Transformer use?")
+    result = Generate().run(mind, services(kb))
+    assert result.status == "ok"
+    text = mind.read("generate.text")
+    assert "h = 8 parallel attention layers" in text
+    cites: list[Citation] = mind.read("generate.citations")
+    assert cites and cites[0].n == 1 and "[1]" in text
+    assert "h = 8" in cites[0].text and cites[0].title == "attention"
+    assert mind.read("generate.contexts") == [c.text for c in cites]
+    assert mind.read("generate.abstained") is False
+    # The heading line the PDF glued to the sentence is not part of the answer.
+    assert "Multi-Head Attention" not in text
+
+
+def test_only_kept_chunks_reach_the_answer(kb: Kredenc) -> None:
+    question = "What BLEU does the big model reach on WMT 2014 English-German?"
+    hits = kb.search(question, k=4)
+    bleu = [h for h in hits if "28.4" in h.text]
+    others = [h for h in hits if "28.4" not in h.text]
+    mind = mind_for(kb, question, **{"verify.kept": others})
+    Generate().run(mind, services(kb))
+    assert "28.4" not in mind.read("generate.text")
+    mind = mind_for(kb, question, **{"verify.kept": bleu})
+    Generate().run(mind, services(kb))
+    text = mind.read("generate.text")
+    assert "28.4 BLEU" in text
+    assert "[12]" not in text  # the document's own reference marker is not a citation
+    assert {c.id for c in mind.read("generate.citations")} == {bleu[0].id}
+
+
+def test_nothing_relevant_kept_gives_the_honest_answer(kb: Kredenc) -> None:
+    mind = mind_for(kb, "Who won the FIFA World Cup 2026?")
+    Generate().run(mind, services(kb))
+    assert mind.read("generate.text") == NOT_FOUND
+    assert mind.read("generate.citations") == []
+    assert mind.read("generate.abstained") is True
+    mind = mind_for(kb, "How many attention heads?", **{"verify.kept": []})
+    Generate().run(mind, services(kb))
+    assert mind.read("generate.text") == NOT_FOUND
+
+
+def test_overlapping_chunks_do_not_repeat_a_sentence(kb: Kredenc) -> None:
+    hits = kb.search("Adam optimizer beta1 beta2 epsilon", k=1)
+    text, cites, _ = extract(
+        "What were the Adam optimizer's hyperparameters?",
+        [hits[0], hits[0]],
+        kb.store.embed_cached,
+        kb.store.embed_query,
+    )
+    assert text.count("beta1 = 0.9") == 1 and len(cites) == 1
+
+
+def test_no_retrieval_gives_a_reply_without_claims(kb: Kredenc) -> None:
+    mind = mind_for(kb, "Hi there!", **{"decide.retrieve": False})
+    mind.write("verify.kept", [])
+    Generate().run(mind, services(kb))
+    assert mind.read("generate.text").startswith("Hello")
+    assert mind.read("generate.citations") == [] and mind.read("generate.contexts") == []
+
+
+def test_missing_inputs_skip(kb: Kredenc) -> None:
+    mind = mind_for(kb, "How many heads?")
+    mind.write("verify.kept", None)
+    assert Generate().run(mind, services(kb)).status == "skipped"
+
+
+def test_stream_hands_the_text_to_on_delta(kb: Kredenc) -> None:
+    got: list[str] = []
+    mind = mind_for(kb, "How many attention heads does the Transformer use?")
+    mind.write("ask.options", {"stream": True})
+    svc = services(kb)
+    svc.options["on_delta"] = got.append
+    Generate().run(mind, svc)
+    assert "".join(got) == mind.read("generate.text")
+
+
+def test_llm_prompt_envelopes_the_chunks_and_requires_citations(kb: Kredenc) -> None:
+    llm = TinyLLM("The Transformer uses 8 heads [1, 2].")
+    mind = mind_for(kb, "How many heads?", k=2)
+    evil = mind.read("verify.kept")[0]
+    result = Generate().run(mind, services(kb, llm, role_generate="llm"))
+    system, user = llm.calls[0][0]["content"], llm.calls[0][-1]["content"]
+    assert system == SYSTEM and "[OUTSIDE KNOWLEDGE]" in system and "[n]" not in system
+    # The chunks are inside the envelope, one escaped JSON line each.
+    assert user.count(render.OPEN) == 1 and user.index(render.CLOSE) < user.index("Question:")
+    lines = user.split(render.OPEN)[1].split(render.CLOSE)[0].strip().splitlines()
+    assert json.loads(lines[0])["text"] == evil.text and json.loads(lines[0])["n"] == 1
+    assert mind.read("generate.text") == "The Transformer uses 8 heads [1, 2]."
+    assert [c.n for c in mind.read("generate.citations")] == [1, 2]
+    assert len(mind.read("generate.contexts")) == 2  # record n is contexts[n - 1]
+    assert (result.prompt_tokens, result.completion_tokens) == (10, 5)
+
+
+def test_llm_stream_goes_through_llm_stream(kb: Kredenc) -> None:
+    llm = TinyLLM("Eight [1].")
+    got: list[str] = []
+    mind = mind_for(kb, "How many heads?", k=1)
+    mind.write("ask.options", {"stream": True})
+    svc = services(kb, llm, role_generate="llm")
+    svc.options["on_delta"] = got.append
+    Generate().run(mind, svc)
+    assert got == ["Eight [1]."] and mind.read("generate.text") == "Eight [1]."
+
+
+def test_llm_role_without_an_llm_says_what_to_do(kb: Kredenc) -> None:
+    with pytest.raises(InvalidInput, match="no LLM is configured"):
+        Generate().run(mind_for(kb, "How many heads?"), services(kb, role_generate="llm"))
+
+
+def test_llm_is_not_called_when_nothing_is_kept(kb: Kredenc) -> None:
+    llm = TinyLLM()
+    mind = mind_for(kb, "Who won the FIFA World Cup 2026?", **{"verify.kept": []})
+    Generate().run(mind, services(kb, llm, role_generate="llm"))
+    assert llm.calls == [] and mind.read("generate.text") == NOT_FOUND
+    assert re.search("could not find", NOT_FOUND)
