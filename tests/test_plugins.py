@@ -74,7 +74,9 @@ def test_every_group_has_its_builtins_declared_in_pyproject() -> None:
     for group, builtins in plugins.BUILTINS.items():
         assert declared.get(group, {}) == builtins, f"pyproject.toml and BUILTINS differ: {group}"
     assert plugins.names(plugins.INDEXES) == ["sqlite"]
-    assert plugins.names(plugins.LLMS) == [] and plugins.names(plugins.TOOLS) == []
+    assert plugins.names(plugins.LLMS) == []
+    roles = ["decide", "generate", "grade", "judge", "reflect", "retrieve", "rewrite", "verify"]
+    assert plugins.names(plugins.TOOLS) == roles
 
 
 def test_every_builtin_imports() -> None:
@@ -227,6 +229,6 @@ def test_groups_without_builtins_take_plugins(install: Install) -> None:
         "kredenc-extras",
         {plugins.TOOLS: {"calculator": "operator:add"}, plugins.LLMS: {"echo": "builtins:repr"}},
     )
-    assert plugins.names(plugins.TOOLS) == ["calculator"]
+    assert "calculator" in plugins.names(plugins.TOOLS)
     assert plugins.names(plugins.LLMS) == ["echo"]
     assert plugins.load(plugins.TOOLS, "calculator")(2, 3) == 5

@@ -258,10 +258,18 @@ class Settings(BaseSettings):
         "rules", description="reflect (is the answer complete, what to search next): rules or llm."
     )
     grade_upper: float = Field(
-        0.5, ge=0, le=1, description="Relevance at or above which grade calls a chunk CORRECT."
+        0.4667,
+        ge=0,
+        le=1,
+        description="Relevance at or above which grade calls a chunk CORRECT (fitted: "
+        "CORRECT chunks 80 % relevant; benchmarks/fit_grade.py).",
     )
     grade_lower: float = Field(
-        0.2, ge=0, le=1, description="Relevance below which grade calls a chunk INCORRECT."
+        0.0354,
+        ge=0,
+        le=1,
+        description="Relevance below which grade calls a chunk INCORRECT (fitted: at most "
+        "5 % of relevant chunks below it; benchmarks/fit_grade.py).",
     )
     web_search_url: str = Field(
         "",
@@ -287,6 +295,12 @@ class Settings(BaseSettings):
     def _weights(self) -> Settings:
         if self.weight_dense + self.weight_lexical <= 0:
             raise ValueError("weight_dense + weight_lexical must be positive")
+        return self
+
+    @model_validator(mode="after")
+    def _grade_thresholds(self) -> Settings:
+        if self.grade_lower > self.grade_upper:
+            raise ValueError("grade_lower must not be above grade_upper")
         return self
 
     @classmethod

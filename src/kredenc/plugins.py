@@ -8,7 +8,7 @@ group                  what a plugin in it is
 ``kredenc.llms``       an LLM provider (no built-in yet; the reasoning loop's)
 ``kredenc.loaders``    a :class:`~kredenc.ingest.loaders.base.Loader` class
 ``kredenc.indexes``    an index backend (built-in: ``sqlite``)
-``kredenc.tools``      a tool for the reasoning loop (no built-in yet)
+``kredenc.tools``      a tool of the answer loop (built-ins: the eight roles)
 =====================  ==========================================================
 
 A package adds a plugin by declaring it in its own metadata, and nothing else::
@@ -83,7 +83,16 @@ BUILTINS: dict[str, dict[str, str]] = {
     INDEXES: {
         "sqlite": "kredenc.storage.index.sqlite:SqliteIndex",
     },
-    TOOLS: {},
+    TOOLS: {
+        "decide": "kredenc.loop.roles.decide:Decide",
+        "rewrite": "kredenc.loop.roles.rewrite:Rewrite",
+        "retrieve": "kredenc.loop.roles.retrieve:Retrieve",
+        "grade": "kredenc.loop.roles.grade:Grade",
+        "verify": "kredenc.loop.roles.verify:Verify",
+        "generate": "kredenc.loop.roles.generate:Generate",
+        "judge": "kredenc.loop.roles.judge:JudgeTool",
+        "reflect": "kredenc.loop.roles.reflect:Reflect",
+    },
 }
 
 _SELF = "kredenc"  # the distribution whose entry points are the built-ins

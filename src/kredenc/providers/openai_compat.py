@@ -125,6 +125,23 @@ class OpenAICompatClient:
                 path, f"response is not JSON: {snippet(response.text)!r}", FORMAT_HINT
             ) from exc
 
+    def get_json(
+        self,
+        path: str,
+        params: Mapping[str, str | int] | None = None,
+        *,
+        format_hint: str = FORMAT_HINT,
+    ) -> Any:
+        """``GET`` ``path`` with query ``params`` (safe to repeat); the reply's JSON, or a
+        ProviderError (``format_hint`` when the reply is not JSON)."""
+        response = self.send("GET", path, params=params, safe_to_repeat=True)
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise self.fail(
+                path, f"response is not JSON: {snippet(response.text)!r}", format_hint
+            ) from exc
+
     def post(
         self,
         path: str,
@@ -138,6 +155,22 @@ class OpenAICompatClient:
 
         Files given as open handles are re-read from the start on a retry.
         """
+        return self.send(
+            "POST", path, json=json, data=data, files=files, safe_to_repeat=safe_to_repeat
+        )
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        data: Mapping[str, str] | None = None,
+        files: Mapping[str, Any] | None = None,
+        safe_to_repeat: bool = False,
+    ) -> httpx.Response:
+        """``method`` to ``path`` with retries (see :meth:`post`)."""
         if self._client.is_closed:
             raise self.fail(path, "the client was closed", "make a new one")
         url = f"{self.base_url}/{path.lstrip('/')}"
@@ -146,7 +179,9 @@ class OpenAICompatClient:
             tries += 1
             retry = tries <= self.max_retries
             try:
-                response = self._client.post(url, json=json, data=data, files=files)
+                response = self._client.request(
+                    method, url, params=params, json=json, data=data, files=files
+                )
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
                 if retry:  # the request never left: always safe to send again
                     self._wait(path, f"cannot connect ({_one_line(str(exc))})", tries, None)

@@ -3,12 +3,13 @@
 The API (roles in this package, and third-party roles, build on it):
 
 ``RoleTool``
-    A :class:`~kredenc.loop.tool.Tool` whose :meth:`~RoleTool.run` picks its
-    implementation by the ``role_<name>`` setting: :meth:`~RoleTool.run_rules` (the
-    deterministic default, abstract) or :meth:`~RoleTool.run_llm` (override it; the
-    default runs the rules). A role with ``"llm"`` and no LLM configured raises
-    ``InvalidInput``; an LLM call that fails (``ProviderError``) is logged and the
-    rules run instead, with the failure in the result's note (never break a turn).
+    A :class:`~kredenc.loop.tool.Tool` (built by ``from_settings(settings)``) whose
+    :meth:`~RoleTool.run` picks its implementation by the ``role_<name>`` setting:
+    :meth:`~RoleTool.run_rules` (the deterministic default, abstract) or
+    :meth:`~RoleTool.run_llm` (override it; the default runs the rules). A role set
+    to ``"llm"`` with no LLM configured raises ``InvalidInput``; an LLM call that
+    fails (``ProviderError``) is logged and the rules run instead, with the failure
+    in the result's note (never break a turn).
 ``implementation(services, role) -> "rules" | "llm"``
     The setting ``role_<role>`` (``"rules"`` when the settings have no such field).
 ``skipped(note) -> ToolResult``
@@ -182,7 +183,14 @@ def llm_json(
 
 
 class RoleTool(Tool):
-    """A role with a deterministic and an LLM implementation, chosen by setting."""
+    """A role with a deterministic and an LLM implementation, chosen by setting.
+
+    Stateless: :meth:`from_settings` (the plugin registry's way to build one) returns a
+    new instance, and the setting is read at each run."""
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RoleTool:
+        return cls()
 
     def run(self, mind: Mind, services: Services) -> ToolResult:
         if implementation(services, self.name) == "rules":

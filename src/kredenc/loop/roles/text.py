@@ -17,11 +17,11 @@ from kredenc.retrieve.terms import STOPWORDS_EN, tokens
 CHAT_WORDS = frozenset(
     """
     hi hello hey hiya howdy yo greetings morning afternoon evening night goodnight
-    day today tonight bye goodbye cya later cheers thank thanks thx ty appreciate
+    day today tonight bye goodbye cya later cheer cheers thank thanks thx ty appreciate
     appreciated welcome great good nice cool awesome perfect wonderful amazing fantastic
     excellent brilliant lovely fine okay ok alright sure yep yup nope sounds helpful
     useful doing going everything fun haha lol wow glad happy sorry pleasure bot
-    assistant chat talk meet weekend szép szépen jó reggelt estét napot
+    assistant chat talk meet weekend much lot lots szép szépen jó reggelt estét napot
     """.split()  # noqa: SIM905
 )
 
@@ -66,8 +66,8 @@ _COMPARE = re.compile(
     re.IGNORECASE,
 )
 _BRIDGE = re.compile(
-    r"\b(of the|by the|in the|whose|that (?:was|is|were|are|had|has)|who (?:was|is|were|"
-    r"directed|wrote|founded|created|played|starred)|which (?:was|is))\b",
+    r"\bwhose\b|\bwho\s+(?:was|is|were|are|has|had|\w+ed)\b|"
+    r"\b(?:that|which)\s+(?:was|is|were|are|has|had)\b|\bwhere\s+\w+\s+born\b",
     re.IGNORECASE,
 )
 _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
