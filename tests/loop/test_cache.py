@@ -263,3 +263,12 @@ def test_the_cache_does_not_keep_its_store_alive(open_store: OpenStore) -> None:
     del kb
     gc.collect()
     assert ref() is None
+
+
+def test_an_ask_reports_its_cache_hits_per_step(open_store: OpenStore) -> None:
+    with open_store() as kb:
+        _seed(kb)
+        kb.ask("How many attention heads does the Transformer use?")
+        again = kb.ask("How many attention heads does the Transformer use?")
+    steps = {s.tool: s for s in again.trace}
+    assert steps["judge"].cache_hits + steps["retrieve"].cache_hits >= 1, again.trace
