@@ -31,6 +31,7 @@ Prints tables and writes benchmarks/results/ask.json (or --out).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import shutil
@@ -58,12 +59,56 @@ TARGETS = {"ask_p95_ms": 300.0, "repeat_speedup": 200.0}
 Result = dict[str, Any]
 
 # -- the synthetic corpus ------------------------------------------------------------
-_SYLLABLES = "ka lo ven tra mi sor bel quin dra pel zu ros tem hal nor vik sa ul ber gan".split()
-_CITIES = "Lisbon Tallinn Kraków Porto Ghent Bergen Turku Brno Aarhus Graz Ljubljana Split".split()
-_PEOPLE = (
-    "Ana Petrova, Jonas Berg, Mira Kovač, Tomás Ruiz, Lea Novak, Ivo Horvat, Sara Lind, "
-    "Olek Nowak, Eva Dahl, Piet Jansen, Nina Holm, Karel Dvořák"
-).split(", ")
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "ven",
+    "tra",
+    "mi",
+    "sor",
+    "bel",
+    "quin",
+    "dra",
+    "pel",
+    "zu",
+    "ros",
+    "tem",
+    "hal",
+    "nor",
+    "vik",
+    "sa",
+    "ul",
+    "ber",
+    "gan",
+]
+_CITIES = [
+    "Lisbon",
+    "Tallinn",
+    "Kraków",
+    "Porto",
+    "Ghent",
+    "Bergen",
+    "Turku",
+    "Brno",
+    "Aarhus",
+    "Graz",
+    "Ljubljana",
+    "Split",
+]
+_PEOPLE = [
+    "Ana Petrova",
+    "Jonas Berg",
+    "Mira Kovač",
+    "Tomás Ruiz",
+    "Lea Novak",
+    "Ivo Horvat",
+    "Sara Lind",
+    "Olek Nowak",
+    "Eva Dahl",
+    "Piet Jansen",
+    "Nina Holm",
+    "Karel Dvořák",
+]
 _FILLER = [
     "The team met weekly to review progress against the plan and to agree on next steps.",
     "Most of the early work went into interviews with the people who would use the system.",
@@ -224,19 +269,27 @@ def part_cache() -> Result:
             cold.get("search", key)
 
         rows = [
-            ("key (SHA-256 of canonical JSON)", per_call_us(lambda: make_key("search", ns, 7, texts[0], opts, fp), 2000)),
+            (
+                "key (SHA-256 of canonical JSON)",
+                per_call_us(lambda: make_key("search", ns, 7, texts[0], opts, fp), 2000),
+            ),
             ("generation(ns) read", per_call_us(lambda: store.generation(ns), 2000)),
-            ("in-memory hit (12 hits, decode)", per_call_us(lambda: cache.get("search", key), 2000)),
+            (
+                "in-memory hit (12 hits, decode)",
+                per_call_us(lambda: cache.get("search", key), 2000),
+            ),
             ("opcache.db hit + backfill", per_call_us(cold_hit, 500)),
             ("opcache.db get alone", per_call_us(lambda: tier.get("search", key), 2000)),
             ("miss (both tiers)", per_call_us(lambda: cache.get("search", "0" * 64), 2000)),
             ("put (both tiers)", per_call_us(lambda: cache.put("search", key, sample), 500)),
             ("cached_search hit (end to end)", statistics.median(hits) * 1e6),
             ("search, uncached (warm query vector)", statistics.median(uncached) * 1e6),
-        ]  # fmt: skip
+        ]
         out["cache_us"] = {name: round(us, 2) for name, us in rows}
         out["search_value_chars"] = value_chars
-        out["cached_search_speedup"] = round(statistics.median(uncached) / statistics.median(hits), 1)
+        out["cached_search_speedup"] = round(
+            statistics.median(uncached) / statistics.median(hits), 1
+        )
         print_table(
             f"operation cache, per call ({value_chars:,}-character search value, 12 hits)",
             [{"operation": n, "us": round(us, 2)} for n, us in rows],
@@ -272,32 +325,96 @@ def part_cache() -> Result:
 
 
 # -- part 2: ask -------------------------------------------------------------------------
+ROLES = ("decide", "rewrite", "retrieve", "grade", "verify", "generate", "judge", "reflect")
+
+
 def _has_ask() -> bool:
-    from kredenc.engine import Kredenc
-
-    return hasattr(Kredenc, "ask")
+    return importlib.util.find_spec("kredenc.loop.ask") is not None
 
 
-def _steps(answer: Any) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for step in answer.trace:
-        out[step.tool] = out.get(step.tool, 0.0) + float(step.ms)
-    return out
+class SchemaLLM:
+    """A scripted LLM for every role: a reply that fits whatever schema a role asks
+    for (the first enum value, true, 0.5, "", [] ...), an answer citing [1] when none
+    is asked for. Instant, so what is timed is the loop around the calls."""
+
+    name = "scripted"
+    model = "schema-v1"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @staticmethod
+    def _value(schema: dict[str, Any]) -> Any:
+        if "enum" in schema:
+            return schema["enum"][0]
+        kind = schema.get("type")
+        kind = kind[0] if isinstance(kind, list) else kind
+        if kind == "object":
+            props = schema.get("properties") or {}
+            return {k: SchemaLLM._value(v) for k, v in props.items()}
+        return {"boolean": True, "integer": 1, "number": 0.5, "array": [], "string": ""}.get(
+            str(kind)
+        )
+
+    def complete(self, messages: Any, *, schema: Any = None, **_kw: Any) -> Any:
+        from kredenc.providers.llm.base import Completion, Usage
+
+        self.calls += 1
+        if schema is None:
+            return Completion("The answer is in the first source [1].", self.model, Usage(200, 12))
+        data = self._value(dict(schema))
+        return Completion(json.dumps(data), self.model, Usage(150, 20), "stop", data)
+
+    def stream(self, messages: Any, **kw: Any) -> Any:
+        from kredenc.providers.llm.base import Stream
+
+        done = self.complete(messages)
+        return Stream(iter([done.text]), lambda _t: done)
+
+    def fingerprint(self) -> str:
+        return f"{self.name}:{self.model}"
+
+    def describe(self) -> str:
+        return self.model
+
+    def close(self) -> None:
+        pass
 
 
-def _ask_latency(kb: Any, qs: list[Result], label: str) -> Result:
+def _asker(kb: Any, *, cache: bool, llm: Any = None, file: bool = True) -> Callable[[str], Any]:
+    from kredenc.loop.ask import ask
+    from kredenc.loop.cache import cache_for
+
+    opcache = cache_for(kb.store) if cache else None
+    return lambda q: ask(kb.store, kb.namespace, q, llm=llm, cache=opcache, file=file)
+
+
+def _timed_asks(asker: Callable[[str], Any], qs: list[Result]) -> tuple[list[float], Result]:
     times: list[float] = []
     per_step: dict[str, list[float]] = {}
+    hits: dict[str, int] = {}
     found = 0
     for q in qs:
         t0 = time.perf_counter()
-        answer = kb.ask(q["q"])
-        times.append(time.perf_counter() - t0)
+        answer = asker(q["q"])
+        elapsed = time.perf_counter() - t0
+        times.append(elapsed)
         found += q["expect"] in answer.text
-        for tool, ms in _steps(answer).items():
-            per_step.setdefault(tool, []).append(ms / 1000)
-    res = {"total": stats_ms(times), "steps": {t: stats_ms(v) for t, v in per_step.items()}}
-    res["answers_with_the_fact"] = f"{found}/{len(qs)}"
+        in_tools = 0.0
+        for step in answer.trace:
+            per_step.setdefault(step.tool, []).append(step.ms / 1000)
+            hits[step.tool] = hits.get(step.tool, 0) + step.cache_hits
+            in_tools += step.ms / 1000
+        per_step.setdefault("(outside the tools: filing, setup)", []).append(elapsed - in_tools)
+    steps = {t: {**stats_ms(v), "cache_hits": hits.get(t, 0)} for t, v in per_step.items()}
+    return times, {"steps": steps, "answers_with_the_fact": f"{found}/{len(qs)}"}
+
+
+def _latency(kb: Any, qs: list[Result], label: str, **how: Any) -> Result:
+    asker = _asker(kb, cache=False, **how)
+    asker("warm up: what is this store about?")
+    times, res = _timed_asks(asker, qs)
+    res["total"] = stats_ms(times)
     rows = [{"step": "ask (end to end)", **_round(res["total"])}]
     rows += [{"step": t, **_round(s)} for t, s in res["steps"].items()]
     print_table(f"ask latency, {label} ({len(qs)} distinct questions, cache off)", rows)
@@ -309,73 +426,69 @@ def _round(s: Result) -> Result:
     return {k: round(v, 2) if isinstance(v, float) else v for k, v in s.items()}
 
 
-def part_ask() -> Result:
-    out: Result = {}
-    with bench_store(opcache=False) as (kb, qs):
-        kb.ask("warm up: what is this store about?")
-        out["rules"] = _ask_latency(kb, qs, "deterministic roles")
-        out["rules"]["target_p95_ms"] = TARGETS["ask_p95_ms"]
-    try:
-        from kredenc.testing.llm import ScriptedLLM  # noqa: F401
-    except ImportError:
-        out["scripted_llm"] = "not run: kredenc.testing.llm is not in this tree"
-    else:
-        out["scripted_llm"] = _ask_scripted()
-    with bench_store() as (kb, qs):
-        out["repeat"] = _repeat(kb, qs)
-    return out
-
-
-def _ask_scripted() -> Result | str:
-    """Every role on a scripted LLM (replies chosen by the schema each role asks for)."""
-    return "not run: the roles' LLM settings are not wired in this tree yet"
-
-
-def _repeat(kb: Any, qs: list[Result]) -> Result:
-    cold: list[float] = []
+def _repeat(kb: Any, qs: list[Result], *, file: bool) -> Result:
+    asker = _asker(kb, cache=True, file=file)
+    cold, _ = _timed_asks(asker, qs)  # a fresh store: nothing cached, no query vector yet
     warm: list[float] = []
-    per_step: dict[str, list[float]] = {}
-    for q in qs:
-        t0 = time.perf_counter()
-        kb.ask(q["q"])
-        cold.append(time.perf_counter() - t0)
+    res: Result = {}
     for _ in range(REPEATS - 1):
-        for q in qs:
-            t0 = time.perf_counter()
-            answer = kb.ask(q["q"])
-            warm.append(time.perf_counter() - t0)
-            for tool, ms in _steps(answer).items():
-                per_step.setdefault(tool, []).append(ms / 1000)
+        times, res = _timed_asks(asker, qs)
+        warm += times
     speedup = statistics.median(cold) / statistics.median(warm)
-    res = {
+    out = {
+        "files_turns": file,
         "cold": stats_ms(cold),
         "repeated": stats_ms(warm),
         "speedup_median": round(speedup, 1),
         "target_speedup": TARGETS["repeat_speedup"],
-        "repeated_steps": {t: stats_ms(v) for t, v in per_step.items()},
+        "repeated_steps_last_round": res["steps"],
+        "answers_with_the_fact_last_round": res["answers_with_the_fact"],
     }
-    rows = [{"what": "cold (first ask)", **_round(res["cold"])}]
-    rows += [{"what": "repeated ask", **_round(res["repeated"])}]
-    rows += [{"what": f"  {t}", **_round(s)} for t, s in res["repeated_steps"].items()]
-    print_table(f"repeat-heavy: {len(qs)} questions x {REPEATS}", rows)
+    rows = [{"what": "cold (first ask)", **_round(out["cold"])}]
+    rows += [{"what": "repeated ask", **_round(out["repeated"])}]
+    rows += [{"what": f"  {t}", **_round(s)} for t, s in res["steps"].items()]
+    label = "filing each turn (Kredenc.ask)" if file else "file=False"
+    print_table(f"repeat-heavy, {label}: {len(qs)} questions x {REPEATS}", rows)
     print(f"  repeated ask: {speedup:.1f}x faster than cold (target {TARGETS['repeat_speedup']}x)")
-    return res
+    return out
+
+
+def part_repeat() -> Result:
+    out: Result = {}
+    for file in (True, False):
+        with bench_store() as (kb, qs):
+            out["repeat_filed" if file else "repeat_unfiled"] = _repeat(kb, qs, file=file)
+    return out
+
+
+def part_ask() -> Result:
+    out: Result = {}
+    with bench_store() as (kb, qs):
+        out["rules"] = _latency(kb, qs, "deterministic roles")
+        out["rules"]["target_p95_ms"] = TARGETS["ask_p95_ms"]
+    llm_roles = {f"role_{r}": "llm" for r in ROLES}
+    with bench_store(**llm_roles) as (kb, qs):
+        llm = SchemaLLM()
+        out["scripted_llm"] = _latency(kb, qs, "a scripted LLM for every role", llm=llm)
+        out["scripted_llm"]["llm_calls"] = llm.calls
+    out.update(part_repeat())
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["cache", "ask", "all"], default="all")
+    parser.add_argument("--part", choices=["cache", "ask", "repeat", "all"], default="all")
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
     args = parser.parse_args(argv)
     print(f"machine: {machine()}")
     results: Result = {"targets": TARGETS, "corpus": f"{N_DOCS} synthetic documents (seed {SEED})"}
     if args.part in ("cache", "all"):
         results["cache"] = part_cache()
-    if args.part in ("ask", "all"):
+    if args.part in ("ask", "repeat", "all"):
         if _has_ask():
-            results["ask"] = part_ask()
+            results["ask"] = part_ask() if args.part != "repeat" else part_repeat()
         else:
-            results["ask"] = "not run: Kredenc.ask is not in this tree (loopcore branch)"
+            results["ask"] = "not run: kredenc.loop.ask is not in this tree (loopcore branch)"
             print(f"\n{results['ask']}")
     if args.out is not None:
         payload = {"benchmark": "ask", "machine": machine(), **results}
