@@ -233,3 +233,41 @@ def test_a_purge_with_nothing_to_purge_still_drops_the_cache(
         tier.put("llm", "l", '"a reply"')
         assert kb.compact(purge=True)["purged"] == 0
         assert tier.get("llm", "l") is None
+
+
+def test_a_reader_opened_alone_reads_the_writers_file(
+    open_store: OpenStore, store_dir: Path
+) -> None:
+    with open_store() as kb:
+        tier = kb.store.opcache_tier()
+        assert tier is not None
+        tier.put("judge", "k", '{"confidence_score": 90}')
+    with open_store(read_only=True) as kb:  # no writer running: its -wal/-shm are gone
+        tier = kb.store.opcache_tier()
+        assert tier is not None and tier.get("judge", "k") == '{"confidence_score": 90}'
+
+
+def test_embed_cached_keeps_vectors_in_memory_until_a_purge(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_store() as kb:
+        store = kb.store
+        first = store.embed_cached(["a sentence", "another sentence"])
+        reads: list[int] = []
+        real = store.index.cached_vectors
+        monkeypatch.setattr(
+            store.index, "cached_vectors", lambda hs: reads.append(len(hs)) or real(hs)
+        )
+        again = store.embed_cached(["another sentence", "a sentence", "a new one"])
+        assert reads == [1]  # only the new text went to embeddings.db
+        assert (again[0] == first[1]).all() and (again[1] == first[0]).all()
+        again[0][:] = 0  # the caller's copy: the cache is not changed through it
+        assert (store.embed_cached(["another sentence"])[0] == first[1]).all()
+        kb.compact(purge=True)
+        reads.clear()
+        fresh = store.index.cached_vectors  # the purge reopened the index
+        monkeypatch.setattr(
+            store.index, "cached_vectors", lambda hs: reads.append(len(hs)) or fresh(hs)
+        )
+        store.embed_cached(["a sentence"])
+        assert reads == [1]  # the purge emptied the in-memory vectors

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 
 _REPLAY_CHUNK = 2000
 QUERY_CACHE = 1024  # query vectors kept per store (an LRU)
+#: Text vectors ``embed_cached`` keeps in memory over embeddings.db (~1.5 KiB each at 384-d).
+VECTOR_CACHE = 8192
 #: How long :meth:`Store.close` waits for calls in flight (seconds).
 CLOSE_TIMEOUT = 30.0
 
@@ -111,6 +114,9 @@ class Store:
         self._access_lock = threading.Lock()
         self._opcache: SqliteTier | None = None
         self._opcache_lock = threading.Lock()
+        # embed_cached's in-process tier over embeddings.db: text hash -> vector.
+        self._vectors: OrderedDict[bytes, F32] = OrderedDict()
+        self._vectors_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -328,10 +334,13 @@ class Store:
             return self._opcache
 
     def _clear_opcache(self) -> None:
-        """Empty the operation cache's file (and tell the tiers above it)."""
+        """Empty the operation cache's file (and tell the tiers above it) and the
+        in-process vectors (a purge drops forgotten texts' vectors from the file)."""
         if self._opcache is not None:
             self._opcache.clear()
         layout.drop_opcache(self.home)
+        with self._vectors_lock:
+            self._vectors.clear()
 
     # -- embedding ------------------------------------------------------------
     def embed_many(self, texts: Sequence[str]) -> F32:
@@ -339,28 +348,46 @@ class Store:
         return self.embedder.embed(list(texts))
 
     def embed_cached(self, texts: Sequence[str]) -> F32:
-        """Vectors for ``texts`` (rows in order) from the embedding cache by text hash;
-        the missing ones are embedded now and cached (the judge's and evals' embedder)."""
+        """Vectors for ``texts`` (rows in order): from an in-process LRU of
+        :data:`VECTOR_CACHE` vectors, then the embedding cache by text hash; the missing
+        ones are embedded now and cached (the judge's, the roles' and evals' embedder).
+        A repeated ask reads its sentences' vectors from memory, not SQLite."""
         import numpy as np
 
         with self.gate:
             hashes = [text_hash(t) for t in texts]
-            cached = self.index.cached_vectors(list(set(hashes)))
+            with self._vectors_lock:
+                found: dict[bytes, F32] = {}
+                for h in hashes:
+                    vec = self._vectors.get(h)
+                    if vec is not None:
+                        self._vectors.move_to_end(h)
+                        found[h] = vec
+            wanted = list({h for h in hashes if h not in found})
+            cached = self.index.cached_vectors(wanted) if wanted else {}
             missing = list(
-                dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in cached)
+                dict.fromkeys(
+                    t
+                    for t, h in zip(texts, hashes, strict=True)
+                    if h not in found and h not in cached
+                )
             )
-            if missing and not self.read_only:
+            if missing:
                 fresh = self.embedder.embed(missing)
                 new = {text_hash(t): fresh[i] for i, t in enumerate(missing)}
-                self.index.cache_vectors(new)
+                if not self.read_only:
+                    self.index.cache_vectors(new)
                 cached.update(new)
-            elif missing:
-                fresh = self.embedder.embed(missing)
-                cached.update({text_hash(t): fresh[i] for i, t in enumerate(missing)})
+            if cached:
+                with self._vectors_lock:
+                    self._vectors.update(cached)
+                    while len(self._vectors) > VECTOR_CACHE:
+                        self._vectors.popitem(last=False)
+            found.update(cached)
             dim = self.embedder.dim
             if not hashes:
                 return np.zeros((0, dim), dtype=np.float32)
-            return np.vstack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+            return np.vstack([found[h] for h in hashes]).astype(np.float32, copy=False)
 
     def _query_vector(self, text: str) -> F32:
         vec: F32 = self.embedder.embed_query(text)
