@@ -426,9 +426,10 @@ def _round(s: Result) -> Result:
     return {k: round(v, 2) if isinstance(v, float) else v for k, v in s.items()}
 
 
-def _repeat(kb: Any, qs: list[Result], *, file: bool) -> Result:
-    asker = _asker(kb, cache=True, file=file)
+def _repeat(kb: Any, qs: list[Result], *, file: bool, llm: SchemaLLM | None = None) -> Result:
+    asker = _asker(kb, cache=True, file=file, llm=llm)
     cold, _ = _timed_asks(asker, qs)  # a fresh store: nothing cached, no query vector yet
+    cold_calls = llm.calls if llm is not None else 0
     warm: list[float] = []
     res: Result = {}
     for _ in range(REPEATS - 1):
@@ -444,10 +445,16 @@ def _repeat(kb: Any, qs: list[Result], *, file: bool) -> Result:
         "repeated_steps_last_round": res["steps"],
         "answers_with_the_fact_last_round": res["answers_with_the_fact"],
     }
+    if llm is not None:
+        out["llm_calls_cold"] = cold_calls
+        out["llm_calls_repeated"] = llm.calls - cold_calls
     rows = [{"what": "cold (first ask)", **_round(out["cold"])}]
     rows += [{"what": "repeated ask", **_round(out["repeated"])}]
     rows += [{"what": f"  {t}", **_round(s)} for t, s in res["steps"].items()]
     label = "filing each turn (Kredenc.ask)" if file else "file=False"
+    if llm is not None:
+        label += f", scripted LLM for every role ({out['llm_calls_cold']} LLM calls cold, "
+        label += f"{out['llm_calls_repeated']} repeated)"
     print_table(f"repeat-heavy, {label}: {len(qs)} questions x {REPEATS}", rows)
     print(f"  repeated ask: {speedup:.1f}x faster than cold (target {TARGETS['repeat_speedup']}x)")
     return out
@@ -458,6 +465,8 @@ def part_repeat() -> Result:
     for file in (True, False):
         with bench_store() as (kb, qs):
             out["repeat_filed" if file else "repeat_unfiled"] = _repeat(kb, qs, file=file)
+    with bench_store(**{f"role_{r}": "llm" for r in ROLES}) as (kb, qs):
+        out["repeat_llm_unfiled"] = _repeat(kb, qs, file=False, llm=SchemaLLM())
     return out
 
 
