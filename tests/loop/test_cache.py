@@ -272,3 +272,14 @@ def test_an_ask_reports_its_cache_hits_per_step(open_store: OpenStore) -> None:
         again = kb.ask("How many attention heads does the Transformer use?")
     steps = {s.tool: s for s in again.trace}
     assert steps["judge"].cache_hits + steps["retrieve"].cache_hits >= 1, again.trace
+
+
+def test_a_garbled_cache_file_never_fails_a_search(open_store: OpenStore, store_dir: Path) -> None:
+    with open_store() as kb:
+        _seed(kb)
+    (store_dir / "opcache.db").write_bytes(b"\x00garbage, not SQLite" * 500)
+    with open_store() as kb:
+        services = _services(kb, cache=cache_for(kb.store))
+        hits = cached_search(services, "attention heads", k=1)
+        assert hits and cached_search(services, "attention heads", k=1) == hits
+    assert any(p.name.startswith("opcache.db.bad-") for p in store_dir.iterdir())
