@@ -145,3 +145,33 @@ def test_trace_without_an_endpoint_or_the_extra_says_what_to_do(
     with pytest.raises(MissingExtra) as err:
         Tracer(exporter=object())
     assert "kredenc[tracing]" in (err.value.hint or "")
+
+
+def test_an_ask_traces_every_tool_and_the_search_legs_under_one_root(
+    open_store: OpenStore,
+) -> None:
+    from kredenc.loop.ask import ask
+
+    exporter = InMemorySpanExporter()
+    tracer = Tracer(exporter=exporter)
+    with open_store() as kb:
+        _seed(kb)
+        ask(
+            kb.store,
+            kb.namespace,
+            "How many attention heads?",
+            cache=cache_for(kb.store),
+            tracer=tracer,
+        )
+    spans = exporter.get_finished_spans()
+    by_name = {s.name: s for s in spans}
+    roots = [s for s in spans if s.parent is None]
+    assert [r.name for r in roots] == ["ask"]
+    tools = {s.name for s in spans if s.name.startswith("tool.")}
+    assert {"tool.decide", "tool.retrieve", "tool.grade", "tool.generate", "tool.judge"} <= tools
+    ids = {s.context.span_id: s.name for s in spans}
+    searches = [s for s in spans if s.name == "search"]
+    assert ids[searches[0].parent.span_id] == "tool.retrieve"  # verify searches too
+    legs = [s for s in spans if s.name.startswith("search.")]
+    assert legs and all(ids[leg.parent.span_id] == "search" for leg in legs)
+    assert by_name["tool.retrieve"].attributes["kredenc.status"] == "ok"
