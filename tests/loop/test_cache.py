@@ -283,3 +283,20 @@ def test_a_garbled_cache_file_never_fails_a_search(open_store: OpenStore, store_
         hits = cached_search(services, "attention heads", k=1)
         assert hits and cached_search(services, "attention heads", k=1) == hits
     assert any(p.name.startswith("opcache.db.bad-") for p in store_dir.iterdir())
+
+
+def test_a_judges_params_are_part_of_its_key(open_store: OpenStore) -> None:
+    from dataclasses import dataclass
+
+    from kredenc.loop.cache import judge_fingerprint
+
+    @dataclass(frozen=True)
+    class Params:
+        floor: float = 0.5
+
+    judge = CountingJudge()
+    plain = judge_fingerprint(judge)
+    judge.params = Params()  # type: ignore[attr-defined]
+    first = judge_fingerprint(judge)
+    judge.params = Params(floor=0.6)  # type: ignore[attr-defined]
+    assert len({plain, first, judge_fingerprint(judge)}) == 3

@@ -396,13 +396,17 @@ def cached_complete(
 
 
 def judge_fingerprint(judge: Judge) -> str:
-    """What shapes a judge's verdicts: its ``fingerprint()`` when it has one (a judge
-    with tunable thresholds should), else its class and its LLM's fingerprint."""
+    """What shapes a judge's verdicts: its ``fingerprint()`` when it has one, else its
+    class, its ``params`` (a dataclass of thresholds, as ``SupportJudge`` has) and its
+    LLM's fingerprint: refitted thresholds miss."""
     own = getattr(judge, "fingerprint", None)
     if callable(own):
         return str(own())
     cls = type(judge)
     name = f"{cls.__module__}.{cls.__qualname__}"
+    params = getattr(judge, "params", None)  # SupportJudge's fitted weights and floors
+    if is_dataclass(params) and not isinstance(params, type):
+        name += ":" + canonical([asdict(params)]).decode("utf-8")
     llm = getattr(judge, "llm", None)
     return f"{name}:{llm.fingerprint()}" if llm is not None else name
 
