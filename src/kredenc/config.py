@@ -228,6 +228,33 @@ class Settings(BaseSettings):
     ask_session_turns: int = Field(
         20, ge=0, le=200, description="Previous messages of a session the answer loop reads."
     )
+    # -- answer loop: cache and tracing --
+    opcache: bool = Field(
+        True,
+        description="Cache embeddings, searches, LLM calls and judge results by the hash of "
+        "their inputs (an in-process LRU over <store>/opcache.db).",
+    )
+    opcache_entries: int = Field(
+        4096, ge=0, description="Most entries the operation cache keeps in memory (0: none)."
+    )
+    opcache_bytes: int = Field(
+        64 * 1024 * 1024, ge=0, description="Most bytes of values the in-memory tier keeps."
+    )
+    opcache_disk_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="Most bytes of values opcache.db keeps; the oldest go first (0: no file).",
+    )
+    trace: bool = Field(
+        False,
+        description="Record OpenTelemetry spans of every ask, tool, provider call and search "
+        "leg (needs the 'tracing' extra).",
+    )
+    otlp_endpoint: str = Field(
+        "",
+        description="OTLP/HTTP collector the spans go to (e.g. http://localhost:4318; "
+        "Langfuse and others accept it); empty: OTEL_EXPORTER_OTLP_ENDPOINT.",
+    )
     # -- answer loop: roles --
     role_decide: Literal["rules", "llm"] = Field(
         "rules", description="decide (is retrieval needed?): rules or llm."

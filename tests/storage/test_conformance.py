@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kredenc.storage.base import Index, Log
+from kredenc.storage.base import CacheTier, Index, Log
 from kredenc.storage.haystack import RECORD_HEADER, RECORD_HEADER_SIZE, RECORD_MAGIC, Haystack
 from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import AnnParams
-from kredenc.testing.conformance import IndexConformance, LogConformance
+from kredenc.storage.opcache import SqliteTier
+from kredenc.testing.conformance import CacheTierConformance, IndexConformance, LogConformance
 
 
 class TestHaystack(LogConformance):
@@ -48,3 +49,8 @@ class TestHaystack(LogConformance):
 class TestSqliteIndex(IndexConformance):
     def make_index(self, path: Path, dim: int) -> Index:
         return SqliteIndex(path, dim=dim, model_id=f"conformance-{dim}", ann=AnnParams())
+
+
+class TestSqliteTier(CacheTierConformance):
+    def make_tier(self, path: Path) -> CacheTier:
+        return SqliteTier(path / "opcache.db")

@@ -32,6 +32,7 @@ from typing import Any
 from kredenc.errors import KredencError
 from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer, ChunkVerdict, Citation, Step
+from kredenc.loop.cache import counting
 from kredenc.loop.mind import LocalMind, Mind, check_key
 from kredenc.loop.tool import Services, Tool, ToolResult
 
@@ -116,9 +117,12 @@ def _run_tool(tool: Tool, mind: Mind, services: Services, iteration: int) -> tup
     started = time.perf_counter()
     with _span(services, f"tool.{tool.name}", tool=tool.name, iteration=iteration) as span:
         try:
-            result = tool.run(ToolMind(mind, tool.name, written), services)
+            with counting() as tally:  # the operation cache's hits and misses in this run
+                result = tool.run(ToolMind(mind, tool.name, written), services)
             if not isinstance(result, ToolResult):
                 raise TypeError(f"run() returned {type(result).__name__}, not a ToolResult")
+            result.cache_hits += tally.hits
+            result.cache_misses += tally.misses
         # A tool is plugin code: whatever it raises becomes a failed step in the trace
         # (logged with its traceback), and the ask goes on without its outputs.
         except Exception as exc:

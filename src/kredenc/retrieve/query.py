@@ -91,6 +91,7 @@ def search(
     per_document: bool = False,
     since: float | str | None = None,
     until: float | str | None = None,
+    span: searching.SpanFactory | None = None,
 ) -> list[Hit]:
     """Hybrid (or lexical, or dense) search in this namespace.
 
@@ -102,6 +103,7 @@ def search(
     ``until`` (Unix seconds or ISO 8601) keep what was filed in ``[since, until)``.
     ``per_document`` keeps one hit per document, its best chunk (document
     retrieval): in each leg before fusing, and in the fused list before the cut.
+    ``span``: a tracing hook around each step (``kredenc.loop.tracing``).
     """
     params = search_params(store.settings, k=k, mode=mode, per_document=per_document, hops=hops)
     query = searching.validate(query, params)
@@ -138,6 +140,7 @@ def search(
         filters,
         store.embed_query,
         reranker_for(store, rerank),
+        span=span,
     )
 
 

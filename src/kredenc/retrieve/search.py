@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -29,6 +30,17 @@ from kredenc.storage.index.vectors import F32
 
 Mode = Literal["hybrid", "lexical", "dense"]
 MODES: tuple[str, ...] = ("hybrid", "lexical", "dense")
+
+#: A tracing hook: ``span(name, **attributes)`` is a context manager around one step
+#: (``kredenc.loop.tracing.Tracer.span`` is one) that yields None or an object with
+#: ``set(**attributes)``. The pipeline knows nothing of tracing
+#: beyond this; None costs nothing.
+SpanFactory = Callable[..., AbstractContextManager[Any]]
+_NO_SPAN: AbstractContextManager[Any] = nullcontext()
+
+
+def _no_span(_name: str, **_attrs: Any) -> AbstractContextManager[Any]:
+    return _NO_SPAN
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,7 @@ def run_legs(
     *,
     terms: Sequence[Phrase] | None = None,
     deadline: float | None = None,
+    span: SpanFactory | None = None,
 ) -> Legs:
     """Each leg's ranked (rowid, score) list, ``depth`` deep (default: ``leg_k``, the
     window fusion normalises over, or ``k`` when that is more).
@@ -128,8 +141,9 @@ def run_legs(
     never raised; a late embedding finishes on its worker (which warms a caching
     ``embed_query``), and at most :data:`EMBED_WORKERS` do at once: past that the dense
     leg is skipped. A provider error in the embedding is ``Legs.failed`` then, so the
-    lexical leg's result still counts.
+    lexical leg's result still counts. ``span``: a tracing hook around each leg.
     """
+    span = span or _no_span
     legs = Legs()
     if depth is None:
         depth = max(params.leg_k, params.k)
@@ -145,43 +159,49 @@ def run_legs(
         lexical_terms = phrases(query_terms(query)) if terms is None else list(terms)
         t0 = time.perf_counter()
         try:
-            legs["lexical"] = (
-                index.lexical(
-                    ns,
-                    lexical_terms,
-                    depth,
-                    filters,
-                    context_weight=params.context_weight,
-                    max_scored=params.lexical_max_scored,
-                    deadline=deadline,
+            with span("search.lexical", depth=depth, phrases=len(lexical_terms)):
+                legs["lexical"] = (
+                    index.lexical(
+                        ns,
+                        lexical_terms,
+                        depth,
+                        filters,
+                        context_weight=params.context_weight,
+                        max_scored=params.lexical_max_scored,
+                        deadline=deadline,
+                    )
+                    if lexical_terms
+                    else []
                 )
-                if lexical_terms
-                else []
-            )
         except DeadlineExceeded:
             legs.late.append("lexical")
         else:
             legs.timings_ms["lexical"] = (time.perf_counter() - t0) * 1000
     if dense and "dense" not in legs.skipped:
         t0 = time.perf_counter()
-        try:
-            if embedding is None:
-                vector, embed_ms = _timed(embed_query, query)
-            elif deadline is None:
-                vector, embed_ms = embedding.result()
+        with span("search.dense", depth=depth) as leg_span:
+            try:
+                if embedding is None:
+                    vector, embed_ms = _timed(embed_query, query)
+                elif deadline is None:
+                    vector, embed_ms = embedding.result()
+                else:
+                    vector, embed_ms = embedding.result(max(0.0, deadline - time.perf_counter()))
+            except FutureTimeout:
+                legs.late.append("dense")
+            except KredencError as exc:  # a provider's error (model missing, API down)
+                if deadline is None:
+                    raise
+                legs.failed["dense"] = exc
             else:
-                vector, embed_ms = embedding.result(max(0.0, deadline - time.perf_counter()))
-        except FutureTimeout:
-            legs.late.append("dense")
-        except KredencError as exc:  # a provider's error (model missing, API down)
-            if deadline is None:
-                raise
-            legs.failed["dense"] = exc
-        else:
-            searched = time.perf_counter()
-            legs["dense"] = index.dense(ns, np.asarray(vector, dtype=np.float32), depth, filters)
-            legs.timings_ms["dense"] = embed_ms + (time.perf_counter() - searched) * 1000
-            legs.timings_ms["embed"] = embed_ms
+                searched = time.perf_counter()
+                legs["dense"] = index.dense(
+                    ns, np.asarray(vector, dtype=np.float32), depth, filters
+                )
+                legs.timings_ms["dense"] = embed_ms + (time.perf_counter() - searched) * 1000
+                legs.timings_ms["embed"] = embed_ms
+                if leg_span is not None:
+                    leg_span.set(embed_ms=round(embed_ms, 3))
     elif params.mode in ("hybrid", "dense") and not dense:
         legs["dense"] = []
     if params.per_document:
@@ -259,13 +279,19 @@ def search(
     filters: Filters,
     embed_query: Callable[[str], F32],
     reranker: Reranker | None = None,
+    *,
+    span: SpanFactory | None = None,
 ) -> list[Hit]:
-    """Legs, fusion, optional graph expansion, optional reranking; hits from the log."""
+    """Legs, fusion, optional graph expansion, optional reranking; hits from the log.
+    ``span``: a tracing hook around each leg, the graph expansion and the reranking."""
+    span = span or _no_span
     depth = max(params.k, params.rerank_depth) if reranker is not None else params.k
     single = params.mode != "hybrid" and params.hops == 0 and not params.per_document
     # One leg alone is the ranking: nothing is fused or expanded, so it need not go
     # deeper than what is kept (a bounded lexical leg then relaxes its plan less often).
-    legs = run_legs(index, ns, query, params, filters, embed_query, depth if single else None)
+    legs = run_legs(
+        index, ns, query, params, filters, embed_query, depth if single else None, span=span
+    )
     if params.mode == "hybrid":
         fused = fuse(legs, params)
     else:
@@ -274,15 +300,16 @@ def search(
     via: dict[int, str] = {}
     if params.hops > 0:
         seeds = fused[: params.k]
-        extra = expand(
-            index,
-            ns,
-            seeds,
-            hops=params.hops,
-            filters=filters,
-            limit=params.neighbors_max,
-            include_seeds=True,
-        )
+        with span("search.graph", hops=params.hops):
+            extra = expand(
+                index,
+                ns,
+                seeds,
+                hops=params.hops,
+                filters=filters,
+                limit=params.neighbors_max,
+                include_seeds=True,
+            )
         fused, via = merge(fused, extra)
     if params.per_document:
         # Each leg kept a document's best chunk, but the legs can keep different
@@ -306,7 +333,8 @@ def search(
         hit.graph = via.get(rowid)
         hits.append(hit)
     if reranker is not None:
-        hits = rerank(query, hits, reranker)
+        with span("search.rerank", candidates=len(hits)):
+            hits = rerank(query, hits, reranker)
     return hits[: params.k]
 
 

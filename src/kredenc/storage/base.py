@@ -17,7 +17,7 @@ index's own integer keys for searchable records: the legs return them, and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -121,6 +121,12 @@ class Index(Protocol):
 
     def applied(self) -> tuple[int, int]:
         """(last applied seq, log end address after it)."""
+        ...
+
+    def generation(self, ns: str, types: Sequence[str] = (), *, edges: bool = False) -> int:
+        """A number that changes whenever a write could change what a search of ``ns``
+        over ``types`` (all when empty; edges too with ``edges``) finds, and only then:
+        search cache keys carry it. Access counts do not change it."""
         ...
 
     # -- the legs -----------------------------------------------------------
@@ -259,10 +265,44 @@ class Index(Protocol):
     def close(self) -> None: ...
 
 
+class CacheTier(Protocol):
+    """A persistent tier of the operation cache (``kredenc.loop.cache.OpCache``): JSON
+    text by (kind, key). A tier is derived data: losing it costs only time, so a tier
+    never raises for a bad or busy file (it misses, logs, and sets the file aside).
+
+    ``epoch`` grows whenever the tier is emptied (a rebuild, a purge, a file set aside),
+    so the in-process tier above it knows to drop what it holds too.
+    """
+
+    @property
+    def epoch(self) -> int: ...
+
+    def get(self, kind: str, key: str) -> str | None:
+        """The JSON text stored under (kind, key), or None."""
+        ...
+
+    def put(self, kind: str, key: str, value: str) -> None:
+        """Store ``value`` (JSON text) under (kind, key), replacing any earlier one."""
+        ...
+
+    def clear(self) -> None:
+        """Drop every entry (and whatever file held them)."""
+        ...
+
+    def listen(self, on_clear: Callable[[], None]) -> None:
+        """Call ``on_clear`` whenever this tier is emptied (by :meth:`clear`, or a bad
+        file set aside), so a tier above it empties itself at once."""
+        ...
+
+    def close(self) -> None: ...
+
+
 if TYPE_CHECKING:
     # The shipped backends implement the protocols (checked by mypy, never run).
     from kredenc.storage.haystack import Haystack
     from kredenc.storage.index.sqlite import SqliteIndex
+    from kredenc.storage.opcache import SqliteTier
 
     _log: type[Log] = Haystack
     _index: type[Index] = SqliteIndex
+    _tier: type[CacheTier] = SqliteTier

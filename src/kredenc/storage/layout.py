@@ -9,6 +9,8 @@ Layout::
     <store>/index.db        the derived SQLite index (rebuildable)
     <store>/embeddings.db   embedding cache by text hash (survives rebuilds)
     <store>/ann/            persisted ANN graphs (derived)
+    <store>/opcache.db      the operation cache's persistent tier (derived; dropped
+                            with the index, and by a purge)
     <store>/kredenc.toml    optional settings
 """
 
@@ -31,6 +33,7 @@ LOG_FILE = "haystack.log"
 LOCK_FILE = "lock"
 INDEX_FILE = "index.db"
 ANN_DIR = "ann"
+OPCACHE_FILE = "opcache.db"
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,15 @@ def check_model(meta: StoreMeta, model_id: str, dim: int) -> None:
 
 
 def drop_index(home: Path) -> None:
-    """Delete the derived index (not the log, not the embedding cache)."""
+    """Delete the derived index (not the log, not the embedding cache) and the
+    operation cache (its search entries point into the index)."""
     for name in (INDEX_FILE, INDEX_FILE + "-wal", INDEX_FILE + "-shm"):
         (home / name).unlink(missing_ok=True)
     shutil.rmtree(home / ANN_DIR, ignore_errors=True)
+    drop_opcache(home)
+
+
+def drop_opcache(home: Path) -> None:
+    """Delete the operation cache's persistent tier (``opcache.db`` and its -wal/-shm)."""
+    for name in (OPCACHE_FILE, OPCACHE_FILE + "-wal", OPCACHE_FILE + "-shm"):
+        (home / name).unlink(missing_ok=True)

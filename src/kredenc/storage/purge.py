@@ -17,7 +17,8 @@ The swap, with the writer lock held and the log and index closed by the caller:
 2. delete the index (it points at the old generation's offsets);
 3. ``rename(haystack.log.new, haystack.log)`` and fsync the directory;
 4. drop the purged texts' vectors from the embedding cache (and, when the cache is
-   the store's own, every vector no live record uses), then VACUUM it;
+   the store's own, every vector no live record uses), then VACUUM it; delete the
+   operation cache (``opcache.db``: hits, prompts and replies may quote the text);
 5. delete the files set aside earlier (cut tails, bad index copies): they may hold
    forgotten text.
 
@@ -138,6 +139,7 @@ def purge_store(home: Path, cache: Path, *, on_step: Step | None = None) -> Purg
     report.bytes_after = log_path.stat().st_size
     own_cache = cache.parent.resolve() == home.resolve()
     report.cache_dropped = _prune_cache(cache, purged_hashes - live_hashes, live_hashes, own_cache)
+    layout.drop_opcache(home)  # searches, prompts and replies that may quote forgotten text
     step("cache pruned")
     for path in sorted(home.iterdir()):
         if any(m in path.name for m in _ASIDE_MARKERS) and path.is_file():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -32,11 +33,14 @@ from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, SqliteIndex, embed_text_of, text_hash
 from kredenc.storage.index.vectors import F32, AnnParams
+from kredenc.storage.opcache import SqliteTier
 
 log = logging.getLogger(__name__)
 
 _REPLAY_CHUNK = 2000
 QUERY_CACHE = 1024  # query vectors kept per store (an LRU)
+#: Text vectors ``embed_cached`` keeps in memory over embeddings.db (~1.5 KiB each at 384-d).
+VECTOR_CACHE = 8192
 #: How long :meth:`Store.close` waits for calls in flight (seconds).
 CLOSE_TIMEOUT = 30.0
 
@@ -108,6 +112,11 @@ class Store:
         self.embed_query: Callable[[str], F32] = lru_cache(maxsize=QUERY_CACHE)(self._query_vector)
         self._access: dict[str, dict[str, int]] = {}
         self._access_lock = threading.Lock()
+        self._opcache: SqliteTier | None = None
+        self._opcache_lock = threading.Lock()
+        # embed_cached's in-process tier over embeddings.db: text hash -> vector.
+        self._vectors: OrderedDict[bytes, F32] = OrderedDict()
+        self._vectors_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -155,6 +164,8 @@ class Store:
                 self.index.close()
             if getattr(self, "haystack", None) is not None:
                 self.haystack.close()
+        if self._opcache is not None:
+            self._opcache.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -240,6 +251,7 @@ class Store:
         assert self._housekeeper is not None
         self._housekeeper.close()
         self.index.close()
+        self._clear_opcache()
         repair.set_aside_bad_files(
             self.home, self._cache_path(), dim=self.embedder.dim, fresh_cache=fresh_cache
         )
@@ -269,6 +281,7 @@ class Store:
         hk.close()
         self.index.close()
         self.haystack.close()
+        self._clear_opcache()  # it may hold forgotten text (in prompts, replies, hits)
         try:
             report = purging.purge_store(self.home, self._cache_path(), on_step=on_step)
         finally:
@@ -299,34 +312,82 @@ class Store:
         )
         return out
 
+    # -- what caches key on ----------------------------------------------------
+    def generation(self, ns: str, types: Sequence[str] = (), *, edges: bool = False) -> int:
+        """Changes whenever a write could change what a search of ``ns`` over ``types``
+        (all when empty; edges too with ``edges``) finds (``Index.generation``)."""
+        with self.gate:  # a reader sees the writer's commits: the index is shared
+            return self.index.generation(ns, types, edges=edges)
+
+    def opcache_tier(self) -> SqliteTier | None:
+        """The operation cache's persistent tier (``opcache.db``, opened on first use),
+        or None when ``opcache`` or ``opcache_disk_bytes`` is off. The same object for
+        the life of the store: a rebuild or purge empties it (its ``epoch`` grows)."""
+        s = self.settings
+        if not s.opcache or s.opcache_disk_bytes <= 0:
+            return None
+        with self._opcache_lock:
+            if self._opcache is None:
+                self._opcache = SqliteTier.for_store(
+                    self.home, read_only=self.read_only, max_bytes=s.opcache_disk_bytes
+                )
+            return self._opcache
+
+    def _clear_opcache(self) -> None:
+        """Empty the operation cache's file (and tell the tiers above it) and the
+        in-process vectors (a purge drops forgotten texts' vectors from the file)."""
+        if self._opcache is not None:
+            self._opcache.clear()
+        layout.drop_opcache(self.home)
+        with self._vectors_lock:
+            self._vectors.clear()
+
     # -- embedding ------------------------------------------------------------
     def embed_many(self, texts: Sequence[str]) -> F32:
         """Embed texts now (no cache): the function the index calls for missing vectors."""
         return self.embedder.embed(list(texts))
 
     def embed_cached(self, texts: Sequence[str]) -> F32:
-        """Vectors for ``texts`` (rows in order) from the embedding cache by text hash;
-        the missing ones are embedded now and cached (the judge's and evals' embedder)."""
+        """Vectors for ``texts`` (rows in order): from an in-process LRU of
+        :data:`VECTOR_CACHE` vectors, then the embedding cache by text hash; the missing
+        ones are embedded now and cached (the judge's, the roles' and evals' embedder).
+        A repeated ask reads its sentences' vectors from memory, not SQLite."""
         import numpy as np
 
         with self.gate:
             hashes = [text_hash(t) for t in texts]
-            cached = self.index.cached_vectors(list(set(hashes)))
+            with self._vectors_lock:
+                found: dict[bytes, F32] = {}
+                for h in hashes:
+                    vec = self._vectors.get(h)
+                    if vec is not None:
+                        self._vectors.move_to_end(h)
+                        found[h] = vec
+            wanted = list({h for h in hashes if h not in found})
+            cached = self.index.cached_vectors(wanted) if wanted else {}
             missing = list(
-                dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in cached)
+                dict.fromkeys(
+                    t
+                    for t, h in zip(texts, hashes, strict=True)
+                    if h not in found and h not in cached
+                )
             )
-            if missing and not self.read_only:
+            if missing:
                 fresh = self.embedder.embed(missing)
                 new = {text_hash(t): fresh[i] for i, t in enumerate(missing)}
-                self.index.cache_vectors(new)
+                if not self.read_only:
+                    self.index.cache_vectors(new)
                 cached.update(new)
-            elif missing:
-                fresh = self.embedder.embed(missing)
-                cached.update({text_hash(t): fresh[i] for i, t in enumerate(missing)})
+            if cached:
+                with self._vectors_lock:
+                    self._vectors.update(cached)
+                    while len(self._vectors) > VECTOR_CACHE:
+                        self._vectors.popitem(last=False)
+            found.update(cached)
             dim = self.embedder.dim
             if not hashes:
                 return np.zeros((0, dim), dtype=np.float32)
-            return np.vstack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+            return np.vstack([found[h] for h in hashes]).astype(np.float32, copy=False)
 
     def _query_vector(self, text: str) -> F32:
         vec: F32 = self.embedder.embed_query(text)

@@ -118,7 +118,7 @@ def support(store: Any, claim: str, evidence: Sequence[str]) -> list[float]:
     terms = text.content_terms(claim, limit=24)
     stated = numbers(claim)
     picked = [_best_sentence(terms, e) for e in evidence]
-    vecs = np.asarray(store.embed_many([claim, *[s for s, _ in picked]]), dtype=np.float32)
+    vecs = np.asarray(store.embed_cached([claim, *[s for s, _ in picked]]), dtype=np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
     cos = vecs[1:] @ vecs[0]
     out = []

@@ -26,6 +26,9 @@ EmbedFn = Callable[[Sequence[str]], F32]
 ShardAdds = dict[str, tuple[list[int], list[F32]]]
 #: (shard key, rowid) of each vector removed by one transaction.
 ShardRemoves = list[tuple[str, int]]
+#: What a search may see change: (namespace, record type), or (namespace, EDGES).
+Scope = tuple[str, str]
+EDGES = "~edges"
 
 
 class EmbeddingCache(Protocol):
@@ -79,37 +82,80 @@ def apply_one(
     dim: int,
     shard_adds: ShardAdds,
     shard_removes: ShardRemoves,
-) -> None:
-    """Apply one log record (written at ``offset``) on ``conn``."""
+) -> Scope | None:
+    """Apply one log record (written at ``offset``) on ``conn``. Returns the scope whose
+    search results it may change (see :func:`bump_generations`); None for ``access``
+    records (counts no search ranks by) and records that change nothing."""
     op = p.get("op")
     if op == "put":
         put(conn, offset, p, vectors, dim, shard_adds)
-    elif op == "tombstone":
-        tombstone(conn, p["id"], p["ns"], shard_removes)
-    elif op == "edge":
-        conn.execute(
-            "INSERT OR REPLACE INTO edges(src, dst, rel, weight, ns, seq) VALUES (?,?,?,?,?,?)",
-            (p["src"], p["dst"], p["rel"], float(p.get("weight", 1.0)), p["ns"], p["seq"]),
-        )
-    elif op == "unedge":
-        conn.execute(
-            "DELETE FROM edges WHERE src=? AND dst=? AND rel=?", (p["src"], p["dst"], p["rel"])
-        )
-    elif op in ("score", "status"):
+        return (p["ns"], str(p["type"]))
+    if op == "tombstone":
+        kind = tombstone(conn, p["id"], p["ns"], shard_removes)
+        return None if kind is None else (p["ns"], kind)
+    if op in ("edge", "unedge"):
+        _edge(conn, op, p)
+        return (p["ns"], EDGES)
+    if op in ("score", "status"):
         fields = {k: p[k] for k in SCORE_FIELDS if k in p}
-        if fields:
-            sets = ", ".join(f"{k}=?" for k in fields)
-            conn.execute(
-                f"UPDATE records SET {sets} WHERE id=? AND ns=?",
-                (*fields.values(), p["id"], p["ns"]),
-            )
-    elif op == "access":
+        if not fields:
+            return None
+        sets = ", ".join(f"{k}=?" for k in fields)
+        row = conn.execute(
+            f"UPDATE records SET {sets} WHERE id=? AND ns=? RETURNING type",
+            (*fields.values(), p["id"], p["ns"]),
+        ).fetchone()
+        return None if row is None else (p["ns"], str(row[0]))
+    if op == "access":
         at = float(p.get("ts", 0.0))
         conn.executemany(
             "INSERT INTO access(id, count, last_at) VALUES (?, ?, ?) ON CONFLICT(id) DO "
             "UPDATE SET count=count+excluded.count, last_at=max(last_at, excluded.last_at)",
             [(rid, int(n), at) for rid, n in (p.get("counts") or {}).items()],
         )
+    return None
+
+
+def _edge(conn: sqlite3.Connection, op: str, p: dict[str, Any]) -> None:
+    if op == "edge":
+        conn.execute(
+            "INSERT OR REPLACE INTO edges(src, dst, rel, weight, ns, seq) VALUES (?,?,?,?,?,?)",
+            (p["src"], p["dst"], p["rel"], float(p.get("weight", 1.0)), p["ns"], p["seq"]),
+        )
+    else:
+        conn.execute(
+            "DELETE FROM edges WHERE src=? AND dst=? AND rel=?", (p["src"], p["dst"], p["rel"])
+        )
+
+
+def generation_key(ns: str, scope: str) -> str:
+    """The ``meta`` row holding the generation of ``scope`` (a record type or
+    :data:`EDGES`) in namespace ``ns``."""
+    return f"gen\x1f{ns}\x1f{scope}"
+
+
+def bump_generations(conn: sqlite3.Connection, touched: dict[Scope, int]) -> None:
+    """Record, per scope, the seq of the last record that changed it (in ``meta``).
+
+    A search's cache key carries the sum of the generations of the scopes it reads:
+    seqs only grow, so the sum changes on every write that could change its results,
+    and a write to another namespace or type (a filed turn, when only chunks are
+    searched) leaves it as it was. A replay of the same log sets the same values.
+    """
+    conn.executemany(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+        [(generation_key(ns, scope), str(seq)) for (ns, scope), seq in touched.items()],
+    )
+
+
+def generations(conn: sqlite3.Connection, ns: str) -> dict[str, int]:
+    """Every scope's generation in ``ns`` (one range read on ``meta``'s key)."""
+    lo = generation_key(ns, "")
+    rows = conn.execute(
+        "SELECT key, value FROM meta WHERE key >= ? AND key < ?", (lo, lo + "\U0010ffff")
+    ).fetchall()
+    return {str(k)[len(lo) :]: int(v) for k, v in rows}
 
 
 def put(
@@ -193,10 +239,13 @@ def session_of(p: dict[str, Any]) -> str | None:
     return str(session) if session else None
 
 
-def tombstone(conn: sqlite3.Connection, rid: str, ns: str, shard_removes: ShardRemoves) -> None:
-    row = conn.execute("SELECT rowid FROM records WHERE id=? AND ns=?", (rid, ns)).fetchone()
+def tombstone(
+    conn: sqlite3.Connection, rid: str, ns: str, shard_removes: ShardRemoves
+) -> str | None:
+    """Mark the record deleted; returns its type (None when there is no such record)."""
+    row = conn.execute("SELECT rowid, type FROM records WHERE id=? AND ns=?", (rid, ns)).fetchone()
     if row is None:
-        return
+        return None
     rowid = int(row[0])
     conn.execute("UPDATE records SET deleted=1 WHERE rowid=?", (rowid,))
     conn.execute("DELETE FROM cards WHERE rowid=?", (rowid,))
@@ -205,3 +254,4 @@ def tombstone(conn: sqlite3.Connection, rid: str, ns: str, shard_removes: ShardR
         conn.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
         shard_removes.append((str(vrow[0]), rowid))
     conn.execute("DELETE FROM edges WHERE src=? OR dst=?", (rid, rid))
+    return str(row[1])

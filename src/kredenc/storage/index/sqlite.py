@@ -294,11 +294,15 @@ class SqliteIndex:
         projector.fill_vectors(entries, vectors, embed, self)
         shard_adds: projector.ShardAdds = {}
         shard_removes: projector.ShardRemoves = []
+        touched: dict[projector.Scope, int] = {}
         with self._write_txn() as conn:
             for offset, payload in entries:
-                projector.apply_one(
+                scope = projector.apply_one(
                     conn, offset, payload, vectors, self.dim, shard_adds, shard_removes
                 )
+                if scope is not None:
+                    touched[scope] = int(payload["seq"])
+            projector.bump_generations(conn, touched)
             last_seq = max(int(entries[-1][1]["seq"]), applied_through or 0)
             conn.execute("UPDATE meta SET value=? WHERE key='applied_seq'", (str(last_seq),))
             conn.execute("UPDATE meta SET value=? WHERE key='applied_end'", (str(end),))
@@ -314,6 +318,17 @@ class SqliteIndex:
                     if shard is None:
                         shard = self._shards[key] = self._new_shard(key)
                     shard.add(np.asarray(ids, dtype=np.int64), np.vstack(vecs))
+
+    def generation(self, ns: str, types: Sequence[str] = (), *, edges: bool = False) -> int:
+        """A number that changes whenever a write could change what a search of ``ns``
+        over ``types`` (every type when empty; and the edges with ``edges``) finds: the
+        sum of those scopes' last-write seqs (``projector.bump_generations``). Writes to
+        other namespaces or types, and access counts, leave it unchanged."""
+        gens = projector.generations(self.reader(), ns)
+        if not types:
+            return sum(v for k, v in gens.items() if edges or k != projector.EDGES)
+        total = sum(gens.get(t, 0) for t in types)
+        return total + gens.get(projector.EDGES, 0) if edges else total
 
     # -- embedding cache --------------------------------------------------------
     def cached_vectors(self, hashes: Sequence[bytes]) -> dict[bytes, F32]:

@@ -258,3 +258,42 @@ class IndexConformance(IndexRecordConformance):
                 assert all((c - 1) % 5 == 0 for c in counts), counts
                 assert counts == sorted(counts)
                 assert counts[-1] == 101
+
+    # -- generations (what the operation cache's search keys carry) --------------------
+    def test_generation_changes_with_what_a_search_can_see(
+        self, tmp_path: Path, embedder: HashEmbedder
+    ) -> None:
+        log = Records()
+        with self.fresh(tmp_path) as index:
+            assert index.generation("a") == 0
+            self.apply(
+                index, log, log.add(put("a", "m1", "alpha"), put("a", "m2", "beta")), embedder
+            )
+            seen = {index.generation("a"), index.generation("a", ["memory"])}
+            assert 0 not in seen
+            turn = put("a", "t1", "a turn", type="turn", kind="")
+            chunk_gen = index.generation("a", ["chunk"])
+            memory_gen = index.generation("a", ["memory"])
+            self.apply(index, log, log.add(turn), embedder)
+            assert index.generation("a", ["memory"]) == memory_gen  # another type
+            assert index.generation("a", ["chunk"]) == chunk_gen
+            assert index.generation("a") != memory_gen
+            self.apply(index, log, log.add(put("b", "m3", "alpha")), embedder)
+            assert index.generation("a", ["memory"]) == memory_gen  # another namespace
+            access = {"op": "access", "ns": "a", "counts": {"m1": 3}, "ts": 1.0}
+            self.apply(index, log, log.add(access), embedder)
+            assert index.generation("a", ["memory"]) == memory_gen  # counts rank nothing
+            with_edges = index.generation("a", ["memory"], edges=True)
+            self.apply(index, log, log.add(edge("a", "m1", "m2", "related_to")), embedder)
+            assert index.generation("a", ["memory"]) == memory_gen
+            assert index.generation("a", ["memory"], edges=True) != with_edges
+            steps = []
+            for record in (
+                {"op": "score", "ns": "a", "id": "m1", "importance": 0.9},
+                {"op": "status", "ns": "a", "id": "m1", "status": "deprecated"},
+                tombstone("a", "m2"),
+            ):
+                before = index.generation("a", ["memory"])
+                self.apply(index, log, log.add(record), embedder)
+                steps.append(index.generation("a", ["memory"]) != before)
+            assert steps == [True, True, True]

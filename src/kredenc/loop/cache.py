@@ -1,0 +1,433 @@
+"""The operation cache: searches, LLM calls and judge results, by the SHA-256 of what
+shapes them.
+
+Two tiers: an in-process LRU (bounded by entries and by bytes of JSON) over a
+persistent :class:`~kredenc.storage.base.CacheTier` (``<store>/opcache.db``, the
+SQLite tier in ``storage/opcache.py``); a value found only in the persistent tier is
+copied into the LRU (backfill). Values are JSON: a caller always gets its own fresh
+objects, never one another caller may change.
+
+What a key holds (:meth:`OpCache.key`: SHA-256 over the canonical JSON of the kind
+and the parts):
+
+- ``search``: the namespace, its **generation** over the types searched (it changes
+  on every write that could change the result: ``Index.generation``; the edges'
+  too when the search expands the graph), the query, the caller's options, the
+  search settings, the embedding model and the reranker.
+- ``llm``: the model's ``fingerprint()`` (provider, model, base URL), the messages,
+  the schema and the call's options. Only temperature-0 calls are cached (a sampled
+  reply is not a function of its inputs).
+- ``judge``: the judge's ``fingerprint()`` (or its class, and its LLM's fingerprint),
+  the question, the answer and the contexts.
+- ``embed``: not here. Document vectors are cached by the Store in
+  ``embeddings.db`` by text hash (they survive rebuilds); query vectors in the
+  Store's in-process LRU (``Store.embed_query``). A second copy would only cost.
+
+Never the assembled answer: an ask always runs its loop, on cached inputs.
+
+The roles call :func:`cached_search`, :func:`cached_complete` and
+:func:`cached_judge` (with ``services.cache`` None they call straight through), so
+no role builds a key by hand. Each counts a hit or a miss in the :class:`Tally` of
+the innermost :func:`counting` block: the orchestrator wraps each tool's run in one
+and reports the counts in ``ToolResult.cache_hits``/``cache_misses``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field, is_dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kredenc.errors import InvalidInput, ProviderError, StoreClosed
+from kredenc.grounding.base import Evaluation, Judge
+from kredenc.loop.cache_json import (
+    completion_from_json,
+    completion_to_json,
+    evaluation_from_json,
+    evaluation_to_json,
+    hit_from_json,
+    hit_to_json,
+)
+from kredenc.loop.tracing import span
+from kredenc.providers.llm.base import Completion, Message
+from kredenc.records import Hit
+from kredenc.retrieve import query as queries
+from kredenc.storage.base import CacheTier
+
+if TYPE_CHECKING:
+    from kredenc.loop.tool import Services
+    from kredenc.storage.store import Store
+
+log = logging.getLogger(__name__)
+
+KINDS = ("search", "llm", "judge", "embed")
+#: Part of every key: bump it when what a kind's value means changes.
+CACHE_VERSION = 1
+
+
+# -- keys ---------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise InvalidInput(
+        f"a cache key part of type {type(value).__name__} is not JSON",
+        "pass strings, numbers, lists and dicts (or dataclasses) to the cached call",
+    )
+
+
+def canonical(parts: Sequence[Any]) -> bytes:
+    """The parts as canonical JSON: sorted keys, no spaces, tuples as lists."""
+    return json.dumps(
+        list(parts), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain
+    ).encode("utf-8")
+
+
+def make_key(kind: str, *parts: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of the kind, :data:`CACHE_VERSION` and parts."""
+    return hashlib.sha256(canonical([kind, CACHE_VERSION, *parts])).hexdigest()
+
+
+# -- counting -------------------------------------------------------------------
+@dataclass
+class Tally:
+    """Hits and misses counted inside one :func:`counting` block."""
+
+    hits: int = 0
+    misses: int = 0
+
+
+_TALLY: ContextVar[Tally | None] = ContextVar("kredenc_cache_tally", default=None)
+
+
+@contextmanager
+def counting() -> Iterator[Tally]:
+    """Count the cache's hits and misses of the calls made in this block (this thread
+    or task); an enclosing block counts them as well."""
+    outer = _TALLY.get()
+    tally = Tally()
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)
+        if outer is not None:
+            outer.hits += tally.hits
+            outer.misses += tally.misses
+
+
+# -- the tiers ------------------------------------------------------------------
+class LruTier:
+    """JSON text by (kind, key) in memory: at most ``entries`` entries and ``max_bytes``
+    characters of values; the least recently used go first. Thread-safe."""
+
+    def __init__(self, entries: int, max_bytes: int) -> None:
+        self.entries = entries
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, key: str) -> str | None:
+        with self._lock:
+            value = self._data.get((kind, key))
+            if value is not None:
+                self._data.move_to_end((kind, key))
+            return value
+
+    def put(self, kind: str, key: str, value: str) -> None:
+        if len(value) > self.max_bytes or self.entries <= 0:
+            return
+        with self._lock:
+            old = self._data.pop((kind, key), None)
+            if old is not None:
+                self._bytes -= len(old)
+            self._data[(kind, key)] = value
+            self._bytes += len(value)
+            while len(self._data) > self.entries or self._bytes > self.max_bytes:
+                _, dropped = self._data.popitem(last=False)
+                self._bytes -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._bytes = 0
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"entries": len(self._data), "bytes": self._bytes}
+
+
+Generation = Callable[..., int]
+
+
+@dataclass
+class KindStats:
+    hits: int = 0
+    misses: int = 0
+    backfills: int = 0
+
+
+@dataclass
+class OpCache:
+    """The two tiers and the store's generations. ``services.cache`` is one of these
+    (:func:`cache_for` makes one per open store)."""
+
+    tier: CacheTier | None = None
+    entries: int = 4096
+    max_bytes: int = 64 * 1024 * 1024
+    generation_of: Generation | None = None
+    lru: LruTier = field(init=False)
+    counts: dict[str, KindStats] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lru = LruTier(self.entries, self.max_bytes)
+        self.counts = {kind: KindStats() for kind in KINDS}
+        self._epoch = self.tier.epoch if self.tier is not None else 0
+        self._lock = threading.Lock()
+        if self.tier is not None:
+            self.tier.listen(self.lru.clear)  # a rebuild or purge empties this tier at once
+
+    def key(self, kind: str, *parts: Any) -> str:
+        """SHA-256 over the canonical JSON of ``parts``; include the model and settings
+        fingerprint that shape the value."""
+        return make_key(kind, *parts)
+
+    def generation(self, ns: str, types: Sequence[str] = (), *, edges: bool = False) -> int:
+        """Changes whenever a write could change a search of ``ns`` over ``types``."""
+        if self.generation_of is None:
+            return 0
+        return int(self.generation_of(ns, tuple(types), edges=edges))
+
+    def get(self, kind: str, key: str) -> Any | None:
+        """The value under (kind, key), or None; counts a hit or a miss."""
+        self._follow_epoch()
+        text = self.lru.get(kind, key)
+        if text is None and self.tier is not None:
+            text = self.tier.get(kind, key)
+            if text is not None:
+                self.lru.put(kind, key, text)  # backfill: the next get stays in process
+                self._stats(kind).backfills += 1
+        if text is None:
+            self._count(kind, hit=False)
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            log.warning("operation cache: an unreadable %s entry is a miss", kind)
+            self._count(kind, hit=False)
+            return None
+        self._count(kind, hit=True)
+        return value
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        """Store ``value`` (JSON-serialisable) in both tiers."""
+        self._follow_epoch()
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(
+                f"a {kind} cache value is not JSON ({exc})", "cache JSON values only"
+            ) from None
+        self.lru.put(kind, key, text)
+        if self.tier is not None:
+            self.tier.put(kind, key, text)
+
+    def clear(self) -> None:
+        """Empty both tiers."""
+        self.lru.clear()
+        if self.tier is not None:
+            self.tier.clear()
+
+    def stats(self) -> dict[str, Any]:
+        """Hits, misses and backfills per kind, and what the in-memory tier holds."""
+        return {
+            "kinds": {k: asdict(v) for k, v in self.counts.items()},
+            "memory": self.lru.stats(),
+        }
+
+    def _follow_epoch(self) -> None:
+        # The persistent tier was emptied (rebuild, purge, a bad file): so is this one.
+        if self.tier is not None and self.tier.epoch != self._epoch:
+            self._epoch = self.tier.epoch
+            self.lru.clear()
+
+    def _stats(self, kind: str) -> KindStats:
+        found = self.counts.get(kind)
+        if found is None:
+            with self._lock:
+                found = self.counts.setdefault(kind, KindStats())
+        return found
+
+    def _count(self, kind: str, *, hit: bool) -> None:
+        stats = self._stats(kind)
+        tally = _TALLY.get()
+        if hit:
+            stats.hits += 1
+            if tally is not None:
+                tally.hits += 1
+        else:
+            stats.misses += 1
+            if tally is not None:
+                tally.misses += 1
+
+
+_CACHES: weakref.WeakKeyDictionary[Store, OpCache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def cache_for(store: Store) -> OpCache | None:
+    """The operation cache of an open store (one per store, shared by its handles and
+    namespaces), or None when the ``opcache`` setting is off."""
+    s = store.settings
+    if not s.opcache:
+        return None
+    with _CACHES_LOCK:
+        found = _CACHES.get(store)
+        if found is None:
+            found = _CACHES[store] = OpCache(
+                store.opcache_tier(),
+                entries=s.opcache_entries,
+                max_bytes=s.opcache_bytes,
+                generation_of=_generation_of(store),
+            )
+        return found
+
+
+def _generation_of(store: Store) -> Generation:
+    """``store.generation`` through a weak reference: the cache must not keep its store
+    (its key in ``_CACHES``) alive."""
+    ref = weakref.ref(store)
+
+    def generation(ns: str, types: Sequence[str] = (), *, edges: bool = False) -> int:
+        st = ref()
+        if st is None:
+            raise StoreClosed("the store of this operation cache is gone", "open it again")
+        return st.generation(ns, types, edges=edges)
+
+    return generation
+
+
+# -- what the roles call ------------------------------------------------------------
+def cached_search(services: Services, query: str, **opts: Any) -> list[Hit]:
+    """``Kredenc.search(query, **opts)`` in ``services.ns``, through the cache."""
+    store, ns, cache, tracer = services.store, services.ns, services.cache, services.tracer
+    leg_span = tracer.span if tracer is not None else None
+    with span(tracer, "search", query_chars=len(query), mode=str(opts.get("mode", "hybrid"))) as sp:
+        if cache is None:
+            return queries.search(store, ns, query, span=leg_span, **opts)
+        gen = cache.generation(ns, opts.get("types") or (), edges=bool(opts.get("hops")))
+        key = cache.key("search", ns, gen, query, opts, search_fingerprint(store, opts))
+        found = cache.get("search", key)
+        if sp is not None:
+            sp.set(cache_hit=found is not None, generation=gen)
+        if found is not None:
+            return [hit_from_json(h) for h in found]
+        hits = queries.search(store, ns, query, span=leg_span, **opts)
+        cache.put("search", key, [hit_to_json(h) for h in hits])
+        if sp is not None:
+            sp.set(hits=len(hits))
+        return hits
+
+
+def search_fingerprint(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
+    """What shapes a search besides its query and options: the search settings, the
+    embedding model, the reranker."""
+    s = store.settings
+    return {
+        "params": asdict(queries.search_params(s)),
+        "model": store.meta.model_id,
+        "rerank": opts.get("rerank") or s.rerank,
+    }
+
+
+def cached_complete(
+    services: Services,
+    messages: Sequence[Message],
+    *,
+    schema: dict[str, Any] | None = None,
+    **kw: Any,
+) -> Completion:
+    """``services.llm.complete(messages, schema=schema, **kw)`` through the cache (only
+    at temperature 0). A hit's usage is zero: it cost no tokens."""
+    llm, cache = services.llm, services.cache
+    if llm is None:
+        raise ProviderError(
+            "this step needs an LLM and none is configured",
+            "set llm_provider (see docs/configuration.md), or choose the role's 'rules' form",
+        )
+    with span(services.tracer, "llm.complete", provider=llm.name, model=llm.model) as sp:
+        cacheable = cache is not None and float(kw.get("temperature", 0.0)) == 0.0
+        key = ""
+        if cacheable:
+            msgs = [dict(m) for m in messages]
+            key = cache.key("llm", llm.fingerprint(), msgs, schema, kw)
+            found = cache.get("llm", key)
+            if found is not None:
+                if sp is not None:
+                    sp.set(cache_hit=True)
+                return completion_from_json(found, usage=False)
+        done: Completion = llm.complete(messages, schema=schema, **kw)
+        if cacheable:
+            cache.put("llm", key, completion_to_json(done))
+        if sp is not None:
+            sp.set(
+                cache_hit=False,
+                prompt_tokens=done.usage.prompt_tokens,
+                completion_tokens=done.usage.completion_tokens,
+                cost_usd=done.usage.cost_usd,
+            )
+        return done
+
+
+def judge_fingerprint(judge: Judge) -> str:
+    """What shapes a judge's verdicts: its ``fingerprint()`` when it has one, else its
+    class, its ``params`` (a dataclass of thresholds, as ``SupportJudge`` has) and its
+    LLM's fingerprint: refitted thresholds miss."""
+    own = getattr(judge, "fingerprint", None)
+    if callable(own):
+        return str(own())
+    cls = type(judge)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    params = getattr(judge, "params", None)  # SupportJudge's fitted weights and floors
+    if is_dataclass(params) and not isinstance(params, type):
+        name += ":" + canonical([asdict(params)]).decode("utf-8")
+    llm = getattr(judge, "llm", None)
+    return f"{name}:{llm.fingerprint()}" if llm is not None else name
+
+
+def cached_judge(
+    services: Services, judge: Judge, question: str, answer: str, contexts: Sequence[str]
+) -> Evaluation:
+    """``judge.judge(question, answer, contexts)`` through the cache."""
+    cache = services.cache
+    with span(services.tracer, "judge", judge=type(judge).__name__) as sp:
+        key = ""
+        if cache is not None:
+            key = cache.key("judge", judge_fingerprint(judge), question, answer, list(contexts))
+            found = cache.get("judge", key)
+            if sp is not None:
+                sp.set(cache_hit=found is not None)
+            if found is not None:
+                return evaluation_from_json(found)
+        ev = judge.judge(question, answer, contexts)
+        if cache is not None:
+            cache.put("judge", key, evaluation_to_json(ev))
+        if sp is not None:
+            sp.set(confidence_score=ev.confidence_score)
+        return ev

@@ -1,0 +1,70 @@
+"""What the operation cache stores, as JSON and back: hits, completions, evaluations.
+
+Each ``*_to_json`` returns plain lists, dicts, strings and numbers; its ``*_from_json``
+makes an equal object again (a round trip is the identity; ``tests/loop`` checks it
+field by field, so a field added to :class:`~kredenc.records.Hit` and forgotten here
+fails there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from kredenc.grounding.base import Evaluation, SentenceSupport
+from kredenc.providers.llm.base import Completion, Usage
+from kredenc.records import Hit, LegScore
+
+HIT_FIELDS = tuple(f.name for f in fields(Hit))
+
+
+def hit_to_json(hit: Hit) -> dict[str, Any]:
+    out = {name: getattr(hit, name) for name in HIT_FIELDS}
+    out["legs"] = {name: [leg.rank, leg.score] for name, leg in hit.legs.items()}
+    out["tags"] = list(hit.tags)
+    out["meta"] = dict(hit.meta)
+    return out
+
+
+def hit_from_json(raw: dict[str, Any]) -> Hit:
+    values = {name: raw[name] for name in HIT_FIELDS if name in raw}
+    values["legs"] = {name: LegScore(int(r), float(s)) for name, (r, s) in raw["legs"].items()}
+    values["tags"] = tuple(raw.get("tags") or ())
+    return Hit(**values)
+
+
+def completion_to_json(done: Completion) -> dict[str, Any]:
+    return {
+        "text": done.text,
+        "model": done.model,
+        "usage": [done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.cost_usd],
+        "finish_reason": done.finish_reason,
+        "data": done.data,
+    }
+
+
+def completion_from_json(raw: dict[str, Any], *, usage: bool = True) -> Completion:
+    """The completion; with ``usage=False`` its usage is zero (a cache hit costs nothing)."""
+    prompt, completion, cost = raw["usage"]
+    return Completion(
+        text=raw["text"],
+        model=raw["model"],
+        usage=Usage(int(prompt), int(completion), float(cost)) if usage else Usage(),
+        finish_reason=raw["finish_reason"],
+        data=raw["data"],
+    )
+
+
+def evaluation_to_json(ev: Evaluation) -> dict[str, Any]:
+    return ev.to_json()
+
+
+def evaluation_from_json(raw: dict[str, Any]) -> Evaluation:
+    return Evaluation(
+        context_sufficient=bool(raw["context_sufficient"]),
+        confidence_score=int(raw["confidence_score"]),
+        hallucination_detected=bool(raw["hallucination_detected"]),
+        hallucination_reason=str(raw["hallucination_reason"]),
+        evaluation_summary=str(raw["evaluation_summary"]),
+        sentences=tuple(SentenceSupport(**s) for s in raw.get("sentences") or ()),
+    )
