@@ -299,15 +299,34 @@ class ExtractiveSummariser:
     (term Jaccard >= ``dedup``) are skipped, and so are asides: sentences less than
     ``min_relative`` times as central as the best one. The picks keep their filing
     order.
+
+    It never merges contradicting memories: a memory that a later one of the episode
+    contradicts (``detector``, by default :class:`GroundedDetector`) is left out, so the
+    summary says what holds now ("switched to black coffee in June"), not both sides.
     """
 
-    def __init__(self, dedup: float = 0.6, min_relative: float = 0.5) -> None:
+    def __init__(
+        self,
+        dedup: float = 0.6,
+        min_relative: float = 0.5,
+        detector: ContradictionDetector | None = None,
+    ) -> None:
         self.dedup = dedup
         self.min_relative = min_relative
+        self.detector = detector or GroundedDetector()
+
+    def current(self, texts: Sequence[str]) -> list[str]:
+        """``texts`` (in filing order) less those a later one contradicts."""
+        return [
+            older
+            for i, older in enumerate(texts)
+            if not any(self.detector.detect(older, newer) for newer in texts[i + 1 :])
+        ]
 
     def summarise(self, texts: Sequence[str], *, max_chars: int = 400) -> str:
         if max_chars <= 0:
             return ""
+        texts = self.current(texts)
         items: list[tuple[int, str, frozenset[str]]] = []
         for text in texts:
             for sentence in _sentences(text):

@@ -1,7 +1,9 @@
 """Reflection: an episode condensed into one ``concept`` memory.
 
 For each episode with at least ``min_members`` live memories, a
-:class:`~kredenc.memory.detectors.Summariser` (by default extractive, no model)
+:class:`~kredenc.memory.detectors.Summariser` (the configured LLM's,
+:mod:`kredenc.memory.llm_summary`, else extractive with no model; neither merges
+contradicting memories)
 writes a summary of at most ``max_chars`` characters; it is filed as a ``concept``
 memory (importance 0.8, stability 0.9, source ``reflection``, the episode's id)
 with a ``derived_from`` edge to each source memory.
@@ -19,8 +21,9 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kredenc.errors import InvalidInput, NotFound
-from kredenc.memory.detectors import ExtractiveSummariser, Summariser
+from kredenc.memory.detectors import Summariser
 from kredenc.memory.lifecycle import JobReport, MemoryRow, live_memories, score_payload
+from kredenc.memory.llm_summary import LLMSummariser, summariser_for
 from kredenc.memory.relations import edge_payloads
 from kredenc.memory.writes import memory_payload
 from kredenc.records import now as wall_clock
@@ -136,7 +139,23 @@ def run_reflect(
     """
     if min_members < 1 or max_chars < 40:
         raise InvalidInput("min_members must be at least 1 and max_chars at least 40")
-    summarise = summariser or ExtractiveSummariser()
+    summarise = summariser or summariser_for(store.settings)
+    try:
+        return _reflect_all(store, ns, episode_id, summarise, min_members, max_chars, force)
+    finally:
+        if summariser is None and isinstance(summarise, LLMSummariser):
+            summarise.close()  # an LLM this run made
+
+
+def _reflect_all(
+    store: Store,
+    ns: str,
+    episode_id: str | None,
+    summarise: Summariser,
+    min_members: int,
+    max_chars: int,
+    force: bool,
+) -> JobReport:
     report = JobReport("reflect")
     episodes = _members(store, ns, episode_id)
     if episode_id is not None:
