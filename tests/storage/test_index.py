@@ -278,3 +278,31 @@ def test_a_store_past_the_threshold_searches_its_graph_and_reopens_it(tmp_path: 
         assert any(s.uses_ann for s in kb.index.shards().values())
     # Adopted, not rebuilt: a rebuilt graph would be saved again on close.
     assert {p: p.stat().st_mtime_ns for p in saved} == stamps
+
+
+def _make_schema_2(index_db: Path) -> None:
+    """Turn an index into what schema 2 built: no records.session (nor its index)."""
+    conn = sqlite3.connect(index_db)
+    conn.execute("DROP INDEX IF EXISTS records_session")
+    conn.execute("ALTER TABLE records DROP COLUMN session")
+    conn.execute("UPDATE meta SET value='2' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+
+
+def test_an_index_of_an_older_schema_is_rebuilt_by_a_writer_and_named_to_a_reader(
+    tmp_path: Path,
+) -> None:
+    from kredenc.errors import IndexOutdated
+
+    home = tmp_path / "store"
+    with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as kb:
+        kb.remember("The user drinks green tea")
+    _make_schema_2(home / "index.db")
+    with pytest.raises(IndexOutdated, match="schema 2 is not") as err:
+        Kredenc.open(home, embedder=HashEmbedder(), read_only=True)
+    assert "rebuild" in err.value.hint
+    with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as kb:
+        assert [h.text for h in kb.search("green tea", mode="lexical")] == [
+            "The user drinks green tea"
+        ]

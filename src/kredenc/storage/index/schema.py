@@ -148,6 +148,22 @@ def private_file(path: Path) -> None:
         ) from exc
 
 
+def check_version(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse an index another schema built, before this schema's statements run on it
+    (an index of an older schema may lack a column they name)."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+    ).fetchone()
+    if has_meta is None:
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    if row is not None and int(row[0]) != SCHEMA_VERSION:
+        raise IndexOutdated(
+            f"{path}: index schema {row[0]} is not {SCHEMA_VERSION}",
+            "run 'kredenc rebuild'",
+        )
+
+
 def init_meta(conn: sqlite3.Connection, path: Path) -> None:
     """Write the meta rows of a new index; refuse one built by another schema."""
     cur = conn.execute("SELECT value FROM meta WHERE key='schema'")

@@ -101,6 +101,7 @@ class SqliteIndex:
         self.ann = ann
         self._local = threading.local()
         self._writer = self._connect()
+        schema.check_version(self._writer, path)
         self._writer.executescript(SCHEMA)
         self._writer.executescript(CACHE_SCHEMA)
         self._init_meta()
