@@ -43,7 +43,6 @@ GRID: dict[str, list[float]] = {
     "name_penalty": [0.0, 0.15, 0.3],
     "relation_penalty": [0.0, 0.1],
     "polarity_penalty": [0.0, 0.2],
-    "rule_penalty": [0.0, 0.1, 0.25],
 }
 QUESTION_COVERAGE = [0.2, 0.35, 0.5]
 # Fine steps where the soft floor squeezes (below FLOOR), coarser above.
@@ -76,7 +75,6 @@ class Table:
                         ev.missing_names,
                         ev.loose_numbers + ev.loose_names,
                         ev.polarity,
-                        float(bool(ev.swapped or ev.novel)),
                     ]
                 )
         self.x = np.array(rows, dtype=np.float64)
@@ -105,7 +103,6 @@ class Table:
         s += w_meaning * meaning - p.mass_penalty * x[:, 4]
         s -= p.number_penalty * x[:, 6] + p.name_penalty * x[:, 7]
         s -= p.relation_penalty * x[:, 8] + p.polarity_penalty * x[:, 9]
-        s -= p.rule_penalty * x[:, 10]
         s = np.where(s >= FLOOR, np.minimum(s, 1.0), FLOOR / (1.0 + FLOOR - s))
         s[x[:, 0] > 0] = 0.0
         return s

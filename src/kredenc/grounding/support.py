@@ -124,8 +124,6 @@ class SupportParams:
     name_penalty: float = 0.3
     relation_penalty: float = 0.1
     polarity_penalty: float = 0.0
-    #: Subtracted from a sentence that a rule flags (a substitution, all-novel).
-    rule_penalty: float = 0.0
     threshold: float = 0.12
 
 
@@ -451,7 +449,6 @@ def score(ev: Evidence, params: SupportParams) -> SentenceSupport:
         + params.name_penalty * ev.missing_names
         + params.relation_penalty * (ev.loose_numbers + ev.loose_names)
         + params.polarity_penalty * ev.polarity
-        + params.rule_penalty * bool(ev.swapped or ev.novel)
     )
     w_meaning = 1.0 - params.w_words - params.w_local - params.w_bigrams
     support = (
