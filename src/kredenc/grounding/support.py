@@ -115,8 +115,8 @@ class SupportParams:
     """The support check's weights (their provenance: :mod:`kredenc.grounding.judge`)."""
 
     w_words: float = 0.0
-    w_local: float = 0.25
-    w_bigrams: float = 0.75
+    w_local: float = 0.0
+    w_bigrams: float = 1.0
     mass_penalty: float = 0.03
     cos_low: float = 0.2
     cos_high: float = 0.8
