@@ -28,6 +28,14 @@ where the unit holding the rest of the sentence has another one: "31.2 BLEU" aga
 "28.4 BLEU"), or an **all-novel** sentence (content words, none of them in the contexts
 or the question). A statement prefixed with ``[OUTSIDE KNOWLEDGE]`` is never supported.
 
+What is no fact for these checks: a citation's number ("passage 2", "step 4", see
+:data:`CITES`), a number the question holds, a range whose parts the contexts hold
+("6-8" against "6 to 8"), a one-letter capital ("350 F", "vitamin D"), the first word
+of a sentence, a list item or a clause after a colon (unless the sentence is a
+fragment, or, outside a list item, a capitalised word follows: "Queens County");
+a lead-in sentence ending with ":" trips no rule. Each was read off RAGTruth's
+rule-flagged right answers (docs/benchmarks.md, "The judge").
+
 Pure: the result is a function of the texts and :class:`SupportParams` alone (and the
 embedding model's vectors), so callers may cache it. The defaults and their
 provenance are in :mod:`kredenc.grounding.judge` and docs/benchmarks.md ("The judge").
@@ -49,6 +57,7 @@ from kredenc.grounding.sentences import split
 from kredenc.grounding.words import NEGATIONS, STOPWORDS, key, tokens
 
 __all__ = [
+    "CITES",
     "FLOOR",
     "META_WORDS",
     "NOT_CONTENT",
