@@ -187,6 +187,7 @@ def fit(
         q: [t.sufficient(JudgeParams(question_coverage=q)) for t, _ in parts]
         for q in QUESTION_COVERAGE
     }
+    raw: dict[tuple[float, ...], tuple[float, JudgeParams]] = {}
     for grid_point in candidates():
         weakest = [t.weakest(grid_point) for t, _ in parts]
         threshold, _ = best_threshold(f1_parts, [t.weakest(grid_point) for t, _ in f1_parts])
@@ -198,10 +199,35 @@ def fit(
             ]
             score = sum(aurocs) / len(aurocs)
             tried.append(({**asdict(sp), "question_coverage": q}, score))
-            if best is None or score > best[0] + 1e-12:
-                best = (score, JudgeParams(support=sp, question_coverage=q))
+            raw[_coords(grid_point, q)] = (score, JudgeParams(support=sp, question_coverage=q))
+    # The choice: the best objective averaged with its grid neighbours' (one weight one
+    # step away), so a fold does not jump between near-ties that score alike but put
+    # the confidence on another scale (pooled held-out AUROC mixes the folds' scales).
+    for at, (_, jp) in raw.items():
+        near = [raw[n][0] for n in _neighbours(at) if n in raw] + [raw[at][0]]
+        smooth = sum(near) / len(near)
+        if best is None or smooth > best[0] + 1e-12:
+            best = (smooth, jp)
     assert best is not None
     return best[1], best[0], tried
+
+
+AXES = [*GRID, "question_coverage"]
+
+
+def _coords(sp: SupportParams, q: float) -> tuple[float, ...]:
+    return (*tuple(getattr(sp, name) for name in GRID), q)
+
+
+def _neighbours(at: tuple[float, ...]) -> list[tuple[float, ...]]:
+    out = []
+    for i, name in enumerate(AXES):
+        values = QUESTION_COVERAGE if name == "question_coverage" else GRID[name]
+        j = values.index(at[i])
+        for k in (j - 1, j + 1):
+            if 0 <= k < len(values):
+                out.append((*at[:i], values[k], *at[i + 1 :]))
+    return out
 
 
 def predict(t: Table, p: JudgeParams) -> tuple[np.ndarray, np.ndarray]:

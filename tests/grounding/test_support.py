@@ -86,6 +86,67 @@ def test_list_markers_are_not_numbers() -> None:
     assert SentenceFacts.of("3. It uses 8 attention heads.").numbers == ("8",)
 
 
+RECIPE = (
+    "Heat the oven to 350 F and place the dish into the oven. "
+    "Allow the brats to cook for approximately 30 minutes. "
+    "Cook it on low for 6 to 8 hours. "
+    "Being exposed to sunshine will also increase your levels of vitamin D."
+)
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        # A citation's number is no fact ("passage 2"), whatever numbers the context has.
+        "According to passage 2, allow the brats to cook for approximately 30 minutes.",
+        "(Passage 1)",
+        # A range whose ends the context holds.
+        "Cook it on low for 6-8 hours.",
+        # One-letter capitals are units and labels, not names.
+        "Heat the oven to 350 F before the brats cook for approximately 30 minutes.",
+        "Sunshine will increase your levels of vitamin D.",
+        # A list item's first word is a verb, not a name.
+        "1. Allow The brats to cook for approximately 30 minutes.",
+    ],
+)
+def test_the_fact_rules_leave_citations_units_and_ranges_alone(claim: str) -> None:
+    ((ev, _),) = gather_sentences(claim, Contexts([RECIPE]))
+    assert not ev.swapped and not ev.novel, ev.notes
+    assert ev.missing_numbers == 0 and ev.missing_names == 0, ev.notes
+
+
+def test_a_number_the_question_holds_is_not_claimed() -> None:
+    claim = "The 2016 race took about 30 minutes."
+    ((ev, _),) = gather_sentences(claim, Contexts([RECIPE]), question="Who won in 2016?")
+    assert ev.missing_numbers == 0 and not ev.swapped
+    ((ev, _),) = gather_sentences(claim, Contexts([RECIPE]))
+    assert ev.missing_numbers == 1
+
+
+def test_a_swapped_number_is_still_a_substitution() -> None:
+    ((ev, _),) = gather_sentences(
+        "Allow the brats to cook for approximately 45 minutes.", Contexts([RECIPE])
+    )
+    assert ev.swapped == 1
+    assert "number 45 where the context says 30" in ev.notes
+
+
+def test_framing_and_lead_in_sentences_trip_no_rule() -> None:
+    ctx = Contexts([RECIPE])
+    for text in (
+        "Sure, I'll do my best to help you!",
+        "Let me know if you need anything.",
+        "Good luck!",
+        "Based on the passages, here are the steps to cook an osso buco:",
+    ):
+        ((ev, _),) = gather_sentences(text, ctx)
+        assert not ev.novel and not ev.swapped, (text, ev.notes)
+    ((ev, _),) = gather_sentences("The brats are grilled over charcoal embers.", ctx)
+    assert not ev.novel  # "brats" is in the context
+    ((ev, _),) = gather_sentences("Marinate salmon overnight in miso.", ctx)
+    assert ev.novel
+
+
 # -- the pairwise conflict check ------------------------------------------------
 
 CONFLICTS = [
