@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 Message = Mapping[str, str]
 JsonSchema = Mapping[str, Any]
@@ -117,3 +117,9 @@ class LLM(ABC):
 
     def close(self) -> None:  # noqa: B027 (optional to override)
         """Release connections or the loaded model."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing
-from types import TracebackType
 from typing import Any
 
 from pydantic import SecretStr
@@ -188,17 +187,6 @@ class OpenAICompatLLM(LLM):
 
     def close(self) -> None:
         self._http.close()
-
-    def __enter__(self) -> OpenAICompatLLM:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _body(
         self, messages: list[dict[str, str]], temperature: float, max_tokens: int | None
