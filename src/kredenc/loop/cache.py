@@ -40,13 +40,13 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kredenc.errors import InvalidInput, ProviderError, StoreClosed
 from kredenc.grounding.base import Evaluation, Judge
@@ -70,7 +70,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KINDS = ("search", "llm", "judge", "embed")
+T = TypeVar("T")
+
+KINDS = ("search", "llm", "judge", "embed", "role")
 #: Part of every key: bump it when what a kind's value means changes.
 CACHE_VERSION = 1
 
@@ -331,7 +333,7 @@ def cached_search(services: Services, query: str, **opts: Any) -> list[Hit]:
     with span(tracer, "search", query_chars=len(query), mode=str(opts.get("mode", "hybrid"))) as sp:
         if cache is None:
             return queries.search(store, ns, query, span=leg_span, **opts)
-        gen = cache.generation(ns, opts.get("types") or (), edges=bool(opts.get("hops")))
+        gen = generation_of(services, opts.get("types") or (), edges=bool(opts.get("hops")))
         key = cache.key("search", ns, gen, query, opts, search_fingerprint(store, opts))
         found = cache.get("search", key)
         if sp is not None:
@@ -431,3 +433,97 @@ def cached_judge(
         if sp is not None:
             sp.set(confidence_score=ev.confidence_score)
         return ev
+
+
+# -- one ask's memo -------------------------------------------------------------------
+_MEMO: ContextVar[dict[str, Any] | None] = ContextVar("kredenc_ask_memo", default=None)
+
+
+@contextmanager
+def one_ask() -> Iterator[dict[str, Any]]:
+    """What the helpers compute once per ask (text digests, generations), for this
+    block (the orchestrator wraps an ask's run in one). Outside a block nothing is
+    remembered: each call hashes and reads afresh."""
+    memo: dict[str, Any] = {}
+    token = _MEMO.set(memo)
+    try:
+        yield memo
+    finally:
+        _MEMO.reset(token)
+
+
+def _memo(part: str) -> dict[Any, Any]:
+    memo = _MEMO.get()
+    return {} if memo is None else memo.setdefault(part, {})
+
+
+# -- the deterministic roles' own results ------------------------------------------------
+def text_digest(text: str) -> str:
+    """SHA-256 (hex) of ``text``, once per ask (:func:`one_ask`): the roles of one ask key
+    the same chunks, and a long text is hashed only the first time."""
+    memo = _memo("digest")
+    found: str | None = memo.get(text)
+    if found is None:
+        found = memo[text] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return found
+
+
+def hits_part(hits: Sequence[Hit]) -> list[list[Any]]:
+    """What of ``hits`` shapes a role's result, for its key: each hit's id, type, the
+    digest of its text and of its title (the text itself is never in a key)."""
+    return [[h.id, h.type, text_digest(h.text), h.title] for h in hits]
+
+
+def generation_of(services: Services, types: Sequence[str] = (), *, edges: bool = False) -> int:
+    """``cache.generation(services.ns, types, edges=edges)``, read once per ask
+    (:func:`one_ask`): the loop writes nothing while it runs (its turns are filed
+    after), so one read serves every search and role of the ask."""
+    cache = services.cache
+    if cache is None:
+        return 0
+    memo = _memo("generation")
+    part = (services.ns, tuple(types), edges)
+    found: int | None = memo.get(part)
+    if found is None:
+        found = memo[part] = cache.generation(services.ns, types, edges=edges)
+    return found
+
+
+def cached_role(
+    services: Services,
+    tool: str,
+    inputs: Mapping[str, Any],
+    compute: Callable[[], T],
+    encode: Callable[[T], Any],
+    decode: Callable[[Any], T],
+    *,
+    shaped_by: Mapping[str, Any],
+    implementation: str = "rules",
+    store_types: Sequence[str] | None = None,
+) -> T:
+    """A deterministic role's result through the cache (kind ``role``): ``compute()`` on
+    a miss, ``decode(value)`` on a hit, ``encode(result)`` (JSON) what is stored.
+
+    The key holds the role's name and ``implementation``, ``shaped_by`` (every setting
+    and constant that shapes the result: name them explicitly), the embedding model,
+    ``inputs`` (what it reads of the mind: the query, the focus, :func:`hits_part` of
+    the chunks...) and, for a role that reads the store beyond its inputs
+    (``store_types``: the types it searches; ``()`` for all), the namespace and its
+    generation over them. With ``services.cache`` None it is ``compute()``."""
+    cache = services.cache
+    if cache is None:
+        return compute()
+    with span(services.tracer, f"role.{tool}", implementation=implementation) as sp:
+        store = None
+        if store_types is not None:
+            store = [services.ns, generation_of(services, store_types)]
+        model = services.store.meta.model_id if services.store is not None else ""
+        key = cache.key("role", tool, implementation, dict(shaped_by), model, dict(inputs), store)
+        found = cache.get("role", key)
+        if sp is not None:
+            sp.set(cache_hit=found is not None)
+        if found is not None:
+            return decode(found)
+        result = compute()
+        cache.put("role", key, encode(result))
+        return result

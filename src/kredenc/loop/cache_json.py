@@ -1,4 +1,5 @@
-"""What the operation cache stores, as JSON and back: hits, completions, evaluations.
+"""What the operation cache stores, as JSON and back: hits, completions, evaluations,
+chunk verdicts.
 
 Each ``*_to_json`` returns plain lists, dicts, strings and numbers; its ``*_from_json``
 makes an equal object again (a round trip is the identity; ``tests/loop`` checks it
@@ -8,10 +9,12 @@ fails there).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
 from kredenc.grounding.base import Evaluation, SentenceSupport
+from kredenc.loop.answer import ChunkVerdict
 from kredenc.providers.llm.base import Completion, Usage
 from kredenc.records import Hit, LegScore
 
@@ -68,3 +71,20 @@ def evaluation_from_json(raw: dict[str, Any]) -> Evaluation:
         evaluation_summary=str(raw["evaluation_summary"]),
         sentences=tuple(SentenceSupport(**s) for s in raw.get("sentences") or ()),
     )
+
+
+def verdict_to_json(v: ChunkVerdict) -> list[Any]:
+    return [v.id, v.verdict, v.relevance, v.reason, v.verified_by]
+
+
+def verdict_from_json(raw: list[Any]) -> ChunkVerdict:
+    ident, verdict, relevance, reason, verified_by = raw
+    return ChunkVerdict(str(ident), verdict, float(relevance), str(reason), verified_by)
+
+
+def verdicts_to_json(verdicts: Sequence[ChunkVerdict]) -> list[list[Any]]:
+    return [verdict_to_json(v) for v in verdicts]
+
+
+def verdicts_from_json(raw: Sequence[list[Any]]) -> list[ChunkVerdict]:
+    return [verdict_from_json(v) for v in raw]

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,8 +52,10 @@ from kredenc.loop.roles.asked import answers, question_keys, slots
 from kredenc.loop.roles.common import (
     RoleTool,
     cached_complete,
+    cached_role,
     charge,
     data_block,
+    hits_part,
     query_of,
     skipped,
 )
@@ -335,6 +337,27 @@ def extract(
     return " ".join(parts), citations, [chunks[ci].text for ci in chunk_order]
 
 
+#: What :func:`extract` gives: the text, its citations and their contexts.
+Extracted = tuple[str, list[Citation], list[str]]
+
+
+def _cited(given: Sequence[Hit], cite: Citation) -> int:
+    """The index in ``given`` of the chunk ``cite`` was made from."""
+    for i, hit in enumerate(given):
+        if hit.id == cite.id and hit.text == cite.text:
+            return i
+    raise KeyError(cite.id)  # extract cites only the chunks it was given
+
+
+def _kept_part(services: Services, given: Sequence[Hit]) -> list[list[Any]]:
+    """What of each kept chunk shapes the extract: :func:`hits_part` and whether it is
+    the loop's own answer (left out)."""
+    part = hits_part(given)
+    for row, hit in zip(part, given, strict=True):
+        row.append(_own_answer(hit))
+    return part
+
+
 def chat_reply(message: str) -> str:
     """A short conversational reply that states no fact (no retrieval was needed)."""
     if _THANKS.search(message):
@@ -418,8 +441,25 @@ class Generate(RoleTool):
             return ToolResult(note="conversational reply")
         store = services.store
         given = list(kept or [])  # all trusted; a sentence costs one embedding
-        text, cites, contexts = extract(
-            query_of(mind), given, store.embed_cached, store.embed_query
+        query = query_of(mind)
+
+        def encode(done: Extracted) -> dict[str, Any]:
+            text, cites, _ = done
+            # A citation is rebuilt from the kept chunk it names: its index in ``given``.
+            return {"text": text, "cited": [[c.n, _cited(given, c)] for c in cites]}
+
+        def decode(raw: dict[str, Any]) -> Extracted:
+            cites = [citation(int(n), given[i]) for n, i in raw["cited"]]
+            return str(raw["text"]), cites, [given[i].text for _, i in raw["cited"]]
+
+        text, cites, contexts = cached_role(
+            services,
+            self.name,
+            {"query": query, "chunks": _kept_part(services, given)},
+            lambda: extract(query, given, store.embed_cached, store.embed_query),
+            encode,
+            decode,
+            shaped_by={"params": asdict(PARAMS), "same": SAME, "not_found": NOT_FOUND},
         )
         if sink and text != mind.read("generate.text", None):
             sink(text)

@@ -36,8 +36,18 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.grounding.base import Evaluation
 from kredenc.grounding.words import key, tokens
+from kredenc.loop.cache_json import evaluation_to_json
 from kredenc.loop.roles.asked import answers, counted, covered, question_keys, slots
-from kredenc.loop.roles.common import RoleTool, charge, data_lines, llm_json, query_of, skipped
+from kredenc.loop.roles.common import (
+    RoleTool,
+    cached_role,
+    charge,
+    data_lines,
+    hits_part,
+    llm_json,
+    query_of,
+    skipped,
+)
 from kredenc.loop.roles.text import strip_citations
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
@@ -157,12 +167,28 @@ class Reflect(RoleTool):
             return skipped("missing input: generate.text")
         if mind.read("decide.retrieve", True) is False:
             return self._write(mind, Reflection(True, 1.0, [], ""))
-        r = reflect(
-            query_of(mind),
-            str(text),
-            list(mind.read("verify.kept", None) or []),
-            mind.read("judge.evaluation", None),
-            abstained=bool(mind.read("generate.abstained", False)),
+        query, answer = query_of(mind), str(text)
+        kept: list[Hit] = list(mind.read("verify.kept", None) or [])
+        evaluation: Evaluation | None = mind.read("judge.evaluation", None)
+        abstained = bool(mind.read("generate.abstained", False))
+        r = cached_role(
+            services,
+            self.name,
+            {
+                "query": query,
+                "answer": answer,
+                "kept": hits_part(kept),
+                "evaluation": evaluation_to_json(evaluation) if evaluation is not None else None,
+                "abstained": abstained,
+            },
+            lambda: reflect(query, answer, kept, evaluation, abstained=abstained),
+            lambda r: [r.sufficient, r.completeness, list(r.gaps), r.focus],
+            lambda raw: Reflection(bool(raw[0]), float(raw[1]), [str(g) for g in raw[2]], raw[3]),
+            shaped_by={
+                "slot_weight": SLOT_WEIGHT,
+                "words_covered": WORDS_COVERED,
+                "sufficient": SUFFICIENT,
+            },
         )
         return self._write(mind, r)
 
