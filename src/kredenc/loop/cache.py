@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -98,6 +99,21 @@ def canonical(parts: Sequence[Any]) -> bytes:
     return json.dumps(
         list(parts), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain
     ).encode("utf-8")
+
+
+@lru_cache(maxsize=256)
+def _frozen_plain(value: Any) -> str:
+    return canonical([asdict(value)]).decode("utf-8")
+
+
+def frozen_text(value: Any) -> str:
+    """A dataclass of settings as canonical JSON text for a key, remembered by value when
+    it is frozen and hashable (``asdict`` deep-copies every field: ~100 us for the
+    judge's parameters, on every ask)."""
+    try:
+        return _frozen_plain(value)
+    except TypeError:
+        return canonical([asdict(value)]).decode("utf-8")
 
 
 def make_key(kind: str, *parts: Any) -> str:
@@ -352,7 +368,7 @@ def search_fingerprint(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
     embedding model, the reranker."""
     s = store.settings
     return {
-        "params": asdict(queries.search_params(s)),
+        "params": frozen_text(queries.search_params(s)),
         "model": store.meta.model_id,
         "rerank": opts.get("rerank") or s.rerank,
     }
@@ -408,7 +424,7 @@ def judge_fingerprint(judge: Judge) -> str:
     name = f"{cls.__module__}.{cls.__qualname__}"
     params = getattr(judge, "params", None)  # SupportJudge's fitted weights and floors
     if is_dataclass(params) and not isinstance(params, type):
-        name += ":" + canonical([asdict(params)]).decode("utf-8")
+        name += ":" + frozen_text(params)
     llm = getattr(judge, "llm", None)
     return f"{name}:{llm.fingerprint()}" if llm is not None else name
 
@@ -421,7 +437,8 @@ def cached_judge(
     with span(services.tracer, "judge", judge=type(judge).__name__) as sp:
         key = ""
         if cache is not None:
-            key = cache.key("judge", judge_fingerprint(judge), question, answer, list(contexts))
+            texts = [text_digest(c) for c in contexts]  # a context's digest: hashed once per ask
+            key = cache.key("judge", judge_fingerprint(judge), question, answer, texts)
             found = cache.get("judge", key)
             if sp is not None:
                 sp.set(cache_hit=found is not None)

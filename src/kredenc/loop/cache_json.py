@@ -29,8 +29,11 @@ def hit_to_json(hit: Hit) -> dict[str, Any]:
     return out
 
 
+_HIT_NAMES = frozenset(HIT_FIELDS)
+
+
 def hit_from_json(raw: dict[str, Any]) -> Hit:
-    values = {name: raw[name] for name in HIT_FIELDS if name in raw}
+    values = dict(raw) if raw.keys() <= _HIT_NAMES else {k: raw[k] for k in HIT_FIELDS if k in raw}
     values["legs"] = {name: LegScore(int(r), float(s)) for name, (r, s) in raw["legs"].items()}
     values["tags"] = tuple(raw.get("tags") or ())
     return Hit(**values)

@@ -142,6 +142,7 @@ def _run_tool(tool: Tool, mind: Mind, services: Services, iteration: int) -> tup
         cost_usd=result.cost_usd,
         cache_hits=result.cache_hits,
         note=result.note,
+        cache_misses=result.cache_misses,
     )
     return step, written
 

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.grounding.base import Evaluation
 from kredenc.grounding.words import key, tokens
-from kredenc.loop.cache_json import evaluation_to_json
 from kredenc.loop.roles.asked import answers, counted, covered, question_keys, slots
 from kredenc.loop.roles.common import (
     RoleTool,
@@ -145,6 +144,14 @@ def reflect(
     return Reflection(sufficient, completeness, gaps, focus)
 
 
+def _verdict(evaluation: Evaluation | None) -> list[Any] | None:
+    """What :func:`reflect` reads of the judge's evaluation (for the cache key)."""
+    if evaluation is None:
+        return None
+    e = evaluation
+    return [e.confidence_score, e.context_sufficient, e.hallucination_detected]
+
+
 class Reflect(RoleTool):
     """Writes ``reflect.*`` (module doc)."""
 
@@ -178,7 +185,7 @@ class Reflect(RoleTool):
                 "query": query,
                 "answer": answer,
                 "kept": hits_part(kept),
-                "evaluation": evaluation_to_json(evaluation) if evaluation is not None else None,
+                "evaluation": _verdict(evaluation),
                 "abstained": abstained,
             },
             lambda: reflect(query, answer, kept, evaluation, abstained=abstained),
