@@ -15,21 +15,23 @@ from kredenc.engine import Kredenc
 from kredenc.loop.agents import library_for
 from kredenc.loop.answer import Answer, ChunkVerdict
 from kredenc.loop.cache import (
+    LruTier,
     OpCache,
     cache_for,
     cached_role,
+    cached_search,
     counting,
     hits_part,
     one_ask,
     text_digest,
 )
-from kredenc.loop.cache_json import verdicts_from_json, verdicts_to_json
+from kredenc.loop.cache_json import copy_hits, verdicts_from_json, verdicts_to_json
 from kredenc.loop.mind import LocalMind
 from kredenc.loop.orchestrator import run_agent
 from kredenc.loop.registry import registry_for
 from kredenc.loop.roles.verify import Verify
 from kredenc.loop.tool import Services
-from kredenc.records import Hit
+from kredenc.records import Hit, LegScore
 from kredenc.testing.embedders import HashEmbedder
 
 ROLES = ("grade", "verify", "generate", "reflect")
@@ -197,3 +199,42 @@ def test_hits_part_holds_digests_not_texts_and_hashes_once_per_ask() -> None:
         assert hit.text in memo["digest"]
     changed = Hit("c1", hit.text + ".", 1.0, "passage", "docs", type="chunk")
     assert hits_part([changed])[0][2] != part[0][2]
+
+
+def test_a_search_hit_in_memory_skips_the_decode_and_shares_nothing(kb: Kredenc) -> None:
+    cache = OpCache(generation_of=kb.store.generation)
+    services = _services(kb, cache)
+    with counting() as tally:
+        cold = cached_search(services, "budget of Project Kalomi", k=3)
+        first = cached_search(services, "budget of Project Kalomi", k=3)  # decoded, attached
+        first[0].meta["mine"] = [1]
+        first[0].legs.clear()
+        first[0].text = "changed"
+        again = cached_search(services, "budget of Project Kalomi", k=3)  # the copy
+    assert (tally.hits, tally.misses) == (2, 1)
+    assert again == cold and again[0] is not first[0]
+    assert cache.lru.stats()["bytes"] == 2 * len(next(iter(cache.lru._data.values())))
+
+
+def test_an_attached_value_counts_and_leaves_with_its_entry() -> None:
+    lru = LruTier(entries=2, max_bytes=100)
+    lru.put("search", "a", "x" * 30)
+    lru.attach("search", "a", ["decoded"])
+    assert lru.stats() == {"entries": 1, "bytes": 60}
+    assert lru.get_object("search", "a") == ["decoded"]
+    lru.put("search", "b", "y" * 30)  # 90 bytes: both stay
+    lru.put("search", "c", "z" * 30)  # 3 entries: "a" (and its object) go
+    assert lru.get_object("search", "a") is None and lru.get("search", "a") is None
+    assert lru.stats() == {"entries": 2, "bytes": 60}
+    lru.put("search", "b", "w" * 10)  # a new value drops the old one's object
+    assert lru.get_object("search", "b") is None and lru.stats()["bytes"] == 40
+
+
+def test_copy_hits_copies_what_a_caller_could_change() -> None:
+    hit = Hit("c1", "t", 1.0, "passage", "docs", legs={"dense": LegScore(1, 0.5)},
+              meta={"role": "user", "n": [1, {"a": 2}]})  # fmt: skip
+    (copied,) = copy_hits([hit])
+    assert copied == hit and copied is not hit
+    copied.meta["n"][1]["a"] = 3
+    copied.legs["lexical"] = LegScore(2, 0.1)
+    assert hit.meta["n"][1]["a"] == 2 and "lexical" not in hit.legs

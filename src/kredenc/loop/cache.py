@@ -54,6 +54,7 @@ from kredenc.grounding.base import Evaluation, Judge
 from kredenc.loop.cache_json import (
     completion_from_json,
     completion_to_json,
+    copy_hits,
     evaluation_from_json,
     evaluation_to_json,
     hit_from_json,
@@ -152,12 +153,17 @@ def counting() -> Iterator[Tally]:
 # -- the tiers ------------------------------------------------------------------
 class LruTier:
     """JSON text by (kind, key) in memory: at most ``entries`` entries and ``max_bytes``
-    characters of values; the least recently used go first. Thread-safe."""
+    characters of values; the least recently used go first. Thread-safe.
+
+    Beside an entry's text it may keep the decoded value (:meth:`attach`), counted at
+    the text's size again: a caller that copies it (:meth:`OpCache.get_copy`) skips the
+    JSON decode, which is most of a search hit's cost."""
 
     def __init__(self, entries: int, max_bytes: int) -> None:
         self.entries = entries
         self.max_bytes = max_bytes
         self._data: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._objects: dict[tuple[str, str], Any] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -168,22 +174,46 @@ class LruTier:
                 self._data.move_to_end((kind, key))
             return value
 
+    def get_object(self, kind: str, key: str) -> Any | None:
+        """The decoded value attached to the entry, or None (no entry, or none attached)."""
+        with self._lock:
+            found = self._objects.get((kind, key))
+            if found is not None:
+                self._data.move_to_end((kind, key))
+            return found
+
+    def attach(self, kind: str, key: str, obj: Any) -> None:
+        """Keep ``obj`` (the decoded value, never handed out itself) beside the entry."""
+        with self._lock:
+            text = self._data.get((kind, key))
+            if text is None or (kind, key) in self._objects:
+                return
+            self._objects[(kind, key)] = obj
+            self._bytes += len(text)
+            self._evict()
+
     def put(self, kind: str, key: str, value: str) -> None:
         if len(value) > self.max_bytes or self.entries <= 0:
             return
         with self._lock:
-            old = self._data.pop((kind, key), None)
-            if old is not None:
-                self._bytes -= len(old)
+            self._drop((kind, key))
             self._data[(kind, key)] = value
             self._bytes += len(value)
-            while len(self._data) > self.entries or self._bytes > self.max_bytes:
-                _, dropped = self._data.popitem(last=False)
-                self._bytes -= len(dropped)
+            self._evict()
+
+    def _drop(self, entry: tuple[str, str]) -> None:
+        old = self._data.pop(entry, None)
+        if old is not None:
+            self._bytes -= len(old) * (2 if self._objects.pop(entry, None) is not None else 1)
+
+    def _evict(self) -> None:
+        while self._data and (len(self._data) > self.entries or self._bytes > self.max_bytes):
+            self._drop(next(iter(self._data)))
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._objects.clear()
             self._bytes = 0
 
     def stats(self) -> dict[str, int]:
@@ -251,6 +281,24 @@ class OpCache:
             self._count(kind, hit=False)
             return None
         self._count(kind, hit=True)
+        return value
+
+    def get_copy(
+        self, kind: str, key: str, decode: Callable[[Any], T], copy: Callable[[T], T]
+    ) -> T | None:
+        """``decode(get(kind, key))`` or None, without the JSON decode when the in-memory
+        tier holds the decoded value: the caller gets ``copy(value)``, its own objects
+        (``copy`` must copy whatever a caller could change). Counts like :meth:`get`."""
+        self._follow_epoch()
+        obj = self.lru.get_object(kind, key)
+        if obj is not None:
+            self._count(kind, hit=True)
+            return copy(obj)
+        found = self.get(kind, key)
+        if found is None:
+            return None
+        value = decode(found)
+        self.lru.attach(kind, key, copy(value))
         return value
 
     def put(self, kind: str, key: str, value: Any) -> None:
@@ -351,16 +399,20 @@ def cached_search(services: Services, query: str, **opts: Any) -> list[Hit]:
             return queries.search(store, ns, query, span=leg_span, **opts)
         gen = generation_of(services, opts.get("types") or (), edges=bool(opts.get("hops")))
         key = cache.key("search", ns, gen, query, opts, search_fingerprint(store, opts))
-        found = cache.get("search", key)
+        found: list[Hit] | None = cache.get_copy("search", key, _hits_from_json, copy_hits)
         if sp is not None:
             sp.set(cache_hit=found is not None, generation=gen)
         if found is not None:
-            return [hit_from_json(h) for h in found]
+            return found
         hits = queries.search(store, ns, query, span=leg_span, **opts)
         cache.put("search", key, [hit_to_json(h) for h in hits])
         if sp is not None:
             sp.set(hits=len(hits))
         return hits
+
+
+def _hits_from_json(raw: list[dict[str, Any]]) -> list[Hit]:
+    return [hit_from_json(h) for h in raw]
 
 
 def search_fingerprint(store: Store, opts: dict[str, Any]) -> dict[str, Any]:

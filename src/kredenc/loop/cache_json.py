@@ -9,6 +9,7 @@ fails there).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -37,6 +38,27 @@ def hit_from_json(raw: dict[str, Any]) -> Hit:
     values["legs"] = {name: LegScore(int(r), float(s)) for name, (r, s) in raw["legs"].items()}
     values["tags"] = tuple(raw.get("tags") or ())
     return Hit(**values)
+
+
+def _copy_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value  # str, int, float, bool, None: immutable
+
+
+def copy_hits(hits: Sequence[Hit]) -> list[Hit]:
+    """New hits equal to ``hits``, sharing nothing a caller could change (legs and meta
+    are copied; texts, numbers, tags and leg scores are immutable): a decoded search
+    value handed out again without decoding its JSON."""
+    out = []
+    for hit in hits:
+        new = copy.copy(hit)
+        new.legs = dict(hit.legs)
+        new.meta = _copy_json(hit.meta) if hit.meta else {}
+        out.append(new)
+    return out
 
 
 def completion_to_json(done: Completion) -> dict[str, Any]:
