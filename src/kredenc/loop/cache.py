@@ -540,7 +540,14 @@ def text_digest(text: str) -> str:
 def hits_part(hits: Sequence[Hit]) -> list[list[Any]]:
     """What of ``hits`` shapes a role's result, for its key: each hit's id, type, the
     digest of its text and of its title (the text itself is never in a key)."""
-    return [[h.id, h.type, text_digest(h.text), h.title] for h in hits]
+    memo = _memo("digest")
+    rows = []
+    for h in hits:
+        digest = memo.get(h.text)
+        if digest is None:
+            digest = memo[h.text] = hashlib.sha256(h.text.encode("utf-8")).hexdigest()
+        rows.append([h.id, h.type, digest, h.title])
+    return rows
 
 
 def generation_of(services: Services, types: Sequence[str] = (), *, edges: bool = False) -> int:

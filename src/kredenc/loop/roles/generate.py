@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,6 +48,7 @@ import numpy as np
 from kredenc.grounding.sentences import split
 from kredenc.grounding.support import content_keys
 from kredenc.loop.answer import Citation
+from kredenc.loop.cache import frozen_text
 from kredenc.loop.roles.asked import answers, question_keys, slots
 from kredenc.loop.roles.common import (
     RoleTool,
@@ -459,7 +460,7 @@ class Generate(RoleTool):
             lambda: extract(query, given, store.embed_cached, store.embed_query),
             encode,
             decode,
-            shaped_by={"params": asdict(PARAMS), "same": SAME, "not_found": NOT_FOUND},
+            shaped_by={"params": frozen_text(PARAMS), "same": SAME, "not_found": NOT_FOUND},
         )
         if sink and text != mind.read("generate.text", None):
             sink(text)
