@@ -238,3 +238,20 @@ def test_copy_hits_copies_what_a_caller_could_change() -> None:
     copied.meta["n"][1]["a"] = 3
     copied.legs["lexical"] = LegScore(2, 0.1)
     assert hit.meta["n"][1]["a"] == 2 and "lexical" not in hit.legs
+
+
+def test_the_plan_is_built_once_while_no_tools_folder_is_set(kb: Kredenc, tmp_path: Path) -> None:
+    from kredenc.loop.ask import _planned
+
+    agent = library_for(None).get("answer")
+    first = _planned(agent, kb.settings)
+    again = _planned(agent, kb.settings)
+    assert [t.name for t in first] == list(agent.tools)
+    assert all(a is b for a, b in zip(first, again, strict=True)) and first is not again
+    other = kb.settings.model_copy(update={"grade_upper": 0.9})  # other settings: planned anew
+    assert all(a is not b for a, b in zip(first, _planned(agent, other), strict=True))
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    folder = kb.settings.model_copy(update={"tools_dir": tools})
+    one, two = _planned(agent, folder), _planned(agent, folder)
+    assert all(a is not b for a, b in zip(one, two, strict=True))
