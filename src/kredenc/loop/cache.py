@@ -1,5 +1,5 @@
-"""The operation cache: searches, LLM calls and judge results, by the SHA-256 of what
-shapes them.
+"""The operation cache: searches, LLM calls, judge results and the deterministic roles'
+own results, by the SHA-256 of what shapes them.
 
 Two tiers: an in-process LRU (bounded by entries and by bytes of JSON) over a
 persistent :class:`~kredenc.storage.base.CacheTier` (``<store>/opcache.db``, the
@@ -19,15 +19,23 @@ and the parts):
   reply is not a function of its inputs).
 - ``judge``: the judge's ``fingerprint()`` (or its class, and its LLM's fingerprint),
   the question, the answer and the contexts.
+- ``role``: a deterministic role's result (:func:`cached_role`): the role and its
+  implementation, the settings and constants that shape it (named by the role), the
+  embedding model, its inputs (chunks as :func:`hits_part`: ids, types, titles, text
+  digests) and, for a role that reads the store beyond its inputs (verify's evidence
+  search), the namespace and its generation over the types it reads.
 - ``embed``: not here. Document vectors are cached by the Store in
   ``embeddings.db`` by text hash (they survive rebuilds); query vectors in the
   Store's in-process LRU (``Store.embed_query``). A second copy would only cost.
 
-Never the assembled answer: an ask always runs its loop, on cached inputs.
+Never the assembled answer: an ask always runs its loop, on cached inputs, builds its
+Answer and files its turns.
 
-The roles call :func:`cached_search`, :func:`cached_complete` and
-:func:`cached_judge` (with ``services.cache`` None they call straight through), so
-no role builds a key by hand. Each counts a hit or a miss in the :class:`Tally` of
+The roles call :func:`cached_search`, :func:`cached_complete`, :func:`cached_judge`
+and :func:`cached_role` (with ``services.cache`` None they call straight through), so
+no role builds a key by hand. Inside :func:`one_ask` (the orchestrator's run) a text
+is hashed and a generation read once per ask. A search hit in the in-memory tier is a
+copy of its decoded hits (:meth:`OpCache.get_copy`), not a JSON decode. Each counts a hit or a miss in the :class:`Tally` of
 the innermost :func:`counting` block: the orchestrator wraps each tool's run in one
 and reports the counts in ``ToolResult.cache_hits``/``cache_misses``.
 """

@@ -33,6 +33,10 @@ their whole text to it once; a later iteration's changed answer follows as a rev
 When ``decide.retrieve`` is False the reply is conversational and makes no claim (the
 rules: a short reply to a greeting or thanks; the LLM: a brief reply told to state no
 facts).
+
+The extractive answer is cached (kind ``role``) under the query, the kept chunks'
+digests, :class:`ExtractParams` and the embedding model; a hit rebuilds the citations
+and contexts from this ask's chunks. Streaming happens outside the cache.
 """
 
 from __future__ import annotations

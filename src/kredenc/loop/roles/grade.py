@@ -21,6 +21,10 @@ transfer figures).
 
 LLM: one JSON call per batch of chunks, a verdict and a reason for each; the
 relevance is the rules' probability (the LLM's verdict decides the class).
+
+The rules' verdicts are cached (kind ``role``): the key holds the query, the focus when
+graded against, each chunk's id, text digest, title and leg ranks, the thresholds, the
+coefficients and the embedding model (docs/cache-and-tracing.md).
 """
 
 from __future__ import annotations

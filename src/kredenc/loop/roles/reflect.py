@@ -27,6 +27,9 @@ A conversational reply (``decide.retrieve`` False) is sufficient as it is.
 
 **LLM**: one JSON call ``{completeness, gaps, sufficient}`` over the question, the
 answer and the judge's verdict; the focus is the gaps joined.
+
+The rules' reflection is cached (kind ``role``) under the query, the answer, the kept
+chunks' digests, the judge's three flags it reads and the constants above.
 """
 
 from __future__ import annotations

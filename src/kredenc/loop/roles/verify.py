@@ -22,6 +22,12 @@ INCORRECT never. The support constants are set by hand on a few paraphrase pairs
 
 LLM: the same candidates, and one JSON verdict per chunk ``{"supported", "evidence",
 "reason"}``.
+
+Evidence is searched over the ask's ``types`` (chunks and memories by default: the
+turns each ask files are no independent source). The rules' result is cached (kind
+``role``) under the query, the chunks' digests, grade's verdicts, the constants above,
+the search settings and the namespace's generation over those types, so any write
+that could change the evidence misses; not with ``web_search_url`` set.
 """
 
 from __future__ import annotations
