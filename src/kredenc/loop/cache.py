@@ -35,9 +35,10 @@ The roles call :func:`cached_search`, :func:`cached_complete`, :func:`cached_jud
 and :func:`cached_role` (with ``services.cache`` None they call straight through), so
 no role builds a key by hand. Inside :func:`one_ask` (the orchestrator's run) a text
 is hashed and a generation read once per ask. A search hit in the in-memory tier is a
-copy of its decoded hits (:meth:`OpCache.get_copy`), not a JSON decode. Each counts a hit or a miss in the :class:`Tally` of
-the innermost :func:`counting` block: the orchestrator wraps each tool's run in one
-and reports the counts in ``ToolResult.cache_hits``/``cache_misses``.
+copy of its decoded hits (:meth:`OpCache.get_copy`), not a JSON decode. Each helper
+counts a hit or a miss in the :class:`Tally` of the innermost :func:`counting` block:
+the orchestrator wraps each tool's run in one and reports the counts in
+``ToolResult.cache_hits``/``cache_misses``.
 """
 
 from __future__ import annotations
