@@ -5,7 +5,7 @@ namespace misses. On a real store in tmp_path with the real answer agent."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,10 @@ from kredenc.loop.cache_json import copy_hits, verdicts_from_json, verdicts_to_j
 from kredenc.loop.mind import LocalMind
 from kredenc.loop.orchestrator import run_agent
 from kredenc.loop.registry import registry_for
+from kredenc.loop.roles.grade import Grade
 from kredenc.loop.roles.verify import Verify
 from kredenc.loop.tool import Services
+from kredenc.providers.llm.base import LLM, Completion, JsonSchema, Message, Usage
 from kredenc.records import Hit, LegScore
 from kredenc.testing.embedders import HashEmbedder
 
@@ -255,3 +257,41 @@ def test_the_plan_is_built_once_while_no_tools_folder_is_set(kb: Kredenc, tmp_pa
     folder = kb.settings.model_copy(update={"tools_dir": tools})
     one, two = _planned(agent, folder), _planned(agent, folder)
     assert all(a is not b for a, b in zip(one, two, strict=True))
+
+
+class _NoVerdicts(LLM):
+    """Replies with no verdicts (grade falls back to the rules' class); counts calls."""
+
+    name = "noverdicts"
+    model = "nv-1"
+    calls = 0
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: JsonSchema | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        self.calls += 1
+        return Completion('{"verdicts": []}', self.model, Usage(5, 2), "stop", {"verdicts": []})
+
+
+def test_the_llm_grade_caches_the_rules_relevance_beside_its_call(kb: Kredenc) -> None:
+    hits = kb.search("budget of Project Kalomi", k=3)
+    llm = _NoVerdicts()
+    cache = OpCache(generation_of=kb.store.generation)
+    settings = kb.settings.model_copy(update={"role_grade": "llm"})
+    services = Services(kb.store, kb.namespace, settings, llm=llm, cache=cache)
+
+    def grade() -> list[ChunkVerdict]:
+        mind = LocalMind({"ask.question": QUESTION, "retrieve.chunks": hits})
+        Grade().run(mind, services)
+        verdicts: list[ChunkVerdict] = mind.read("grade.verdicts")
+        return verdicts
+
+    first = grade()
+    assert (cache.counts["role"].misses, cache.counts["role"].hits, llm.calls) == (1, 0, 1)
+    assert grade() == first
+    assert (cache.counts["role"].misses, cache.counts["role"].hits, llm.calls) == (1, 1, 1)

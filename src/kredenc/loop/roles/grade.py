@@ -22,7 +22,8 @@ transfer figures).
 LLM: one JSON call per batch of chunks, a verdict and a reason for each; the
 relevance is the rules' probability (the LLM's verdict decides the class).
 
-The rules' verdicts are cached (kind ``role``): the key holds the query, the focus when
+The rules' verdicts (and, for the LLM form, the rules' relevance beside its verdict)
+are cached (kind ``role``): the key holds the query, the focus when
 graded against, each chunk's id, text digest, title and leg ranks, the thresholds, the
 coefficients and the embedding model (docs/cache-and-tracing.md).
 """
@@ -190,7 +191,7 @@ def _focus(mind: Mind, query: str) -> str:
     return focus
 
 
-def _chunks_part(services: Services, hits: Sequence[Hit]) -> list[list[Any]]:
+def _chunks_part(hits: Sequence[Hit]) -> list[list[Any]]:
     """What of each hit shapes its grade: :func:`hits_part` and its legs' ranks."""
     part = hits_part(hits)
     for row, hit in zip(part, hits, strict=True):
@@ -253,7 +254,7 @@ class Grade(RoleTool):
         verdicts = cached_role(
             services,
             self.name,
-            {"query": query, "focus": _focus(mind, query), "chunks": _chunks_part(services, hits)},
+            {"query": query, "focus": _focus(mind, query), "chunks": _chunks_part(hits)},
             compute,
             verdicts_to_json,
             verdicts_from_json,
@@ -274,7 +275,17 @@ class Grade(RoleTool):
             return got
         query, hits = got
         result = ToolResult()
-        probs = graded(mind, services, query, hits)
+        # The rules' relevance beside the LLM's verdict: cached like the rules' verdicts.
+        probs = cached_role(
+            services,
+            self.name,
+            {"query": query, "focus": _focus(mind, query), "chunks": _chunks_part(hits)},
+            lambda: graded(mind, services, query, hits),
+            list,
+            lambda raw: [float(p) for p in raw],
+            shaped_by={"coef": COEF, "intercept": INTERCEPT, "query_terms": QUERY_TERMS},
+            implementation="relevance",
+        )
         said: dict[int, tuple[Verdict, str]] = {}
         if hits:
             user = f"Query: {query}\n\n{data_block(hits)}"
