@@ -9,7 +9,6 @@ fails there).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -54,7 +53,8 @@ def copy_hits(hits: Sequence[Hit]) -> list[Hit]:
     value handed out again without decoding its JSON."""
     out = []
     for hit in hits:
-        new = copy.copy(hit)
+        new = object.__new__(Hit)  # copy.copy without its __reduce_ex__ round (5x slower)
+        new.__dict__.update(hit.__dict__)
         new.legs = dict(hit.legs)
         new.meta = _copy_json(hit.meta) if hit.meta else {}
         out.append(new)
