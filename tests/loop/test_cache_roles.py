@@ -295,3 +295,21 @@ def test_the_llm_grade_caches_the_rules_relevance_beside_its_call(kb: Kredenc) -
     assert (cache.counts["role"].misses, cache.counts["role"].hits, llm.calls) == (1, 0, 1)
     assert grade() == first
     assert (cache.counts["role"].misses, cache.counts["role"].hits, llm.calls) == (1, 1, 1)
+
+
+def test_a_role_value_kept_decoded_is_handed_out_as_a_copy(kb: Kredenc) -> None:
+    services = _services(kb, OpCache())
+    verdicts = [ChunkVerdict("c1", "CORRECT", 0.9, "relevance 0.90")]
+
+    def run() -> list[ChunkVerdict]:
+        return cached_role(
+            services, "grade", {"query": "q"}, lambda: list(verdicts),
+            verdicts_to_json, verdicts_from_json, copy=list, shaped_by={},
+        )  # fmt: skip
+
+    with counting() as tally:
+        run()
+        second = run()  # decoded, and a copy kept
+        second.append(ChunkVerdict("c2", "INCORRECT", 0.1))
+        third = run()  # the copy's copy, no decode
+    assert third == verdicts and (tally.hits, tally.misses) == (2, 1)

@@ -585,6 +585,7 @@ def cached_role(
     shaped_by: Mapping[str, Any],
     implementation: str = "rules",
     store_types: Sequence[str] | None = None,
+    copy: Callable[[T], T] | None = None,
 ) -> T:
     """A deterministic role's result through the cache (kind ``role``): ``compute()`` on
     a miss, ``decode(value)`` on a hit, ``encode(result)`` (JSON) what is stored.
@@ -594,7 +595,10 @@ def cached_role(
     ``inputs`` (what it reads of the mind: the query, the focus, :func:`hits_part` of
     the chunks...) and, for a role that reads the store beyond its inputs
     (``store_types``: the types it searches; ``()`` for all), the namespace and its
-    generation over them. With ``services.cache`` None it is ``compute()``."""
+    generation over them. ``copy``, for a value ``decode`` builds from the JSON alone
+    (not from this ask's objects), keeps the decoded value in memory and hands each hit
+    ``copy(value)`` instead of decoding again (:meth:`OpCache.get_copy`). With
+    ``services.cache`` None it is ``compute()``."""
     cache = services.cache
     if cache is None:
         return compute()
@@ -604,11 +608,18 @@ def cached_role(
             store = [services.ns, generation_of(services, store_types)]
         model = services.store.meta.model_id if services.store is not None else ""
         key = cache.key("role", tool, implementation, dict(shaped_by), model, dict(inputs), store)
-        found = cache.get("role", key)
-        if sp is not None:
-            sp.set(cache_hit=found is not None)
-        if found is not None:
-            return decode(found)
+        if copy is not None:  # the decoded value is kept in memory; each hit gets a copy
+            kept: T | None = cache.get_copy("role", key, decode, copy)
+            if sp is not None:
+                sp.set(cache_hit=kept is not None)
+            if kept is not None:
+                return kept
+        else:
+            found = cache.get("role", key)
+            if sp is not None:
+                sp.set(cache_hit=found is not None)
+            if found is not None:
+                return decode(found)
         result = compute()
         cache.put("role", key, encode(result))
         return result

@@ -183,6 +183,10 @@ _SYSTEM = (
 )
 
 
+def _floats(values: Sequence[float]) -> list[float]:
+    return [float(p) for p in values]
+
+
 def _focus(mind: Mind, query: str) -> str:
     """reflect's focus when :func:`graded` grades against it too, else ""."""
     focus = str(mind.read("reflect.focus", "") or "").strip()
@@ -258,6 +262,7 @@ class Grade(RoleTool):
             compute,
             verdicts_to_json,
             verdicts_from_json,
+            copy=list,  # verdicts are frozen: a new list is the caller's own
             shaped_by={
                 "grade_upper": upper,
                 "grade_lower": lower,
@@ -276,13 +281,14 @@ class Grade(RoleTool):
         query, hits = got
         result = ToolResult()
         # The rules' relevance beside the LLM's verdict: cached like the rules' verdicts.
-        probs = cached_role(
+        probs: list[float] = cached_role(
             services,
             self.name,
             {"query": query, "focus": _focus(mind, query), "chunks": _chunks_part(hits)},
             lambda: graded(mind, services, query, hits),
-            list,
-            lambda raw: [float(p) for p in raw],
+            _floats,
+            _floats,
+            copy=_floats,
             shaped_by={"coef": COEF, "intercept": INTERCEPT, "query_terms": QUERY_TERMS},
             implementation="relevance",
         )

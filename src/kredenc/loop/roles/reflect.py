@@ -34,7 +34,7 @@ chunks' digests, the judge's three flags it reads and the constants above.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kredenc.grounding.base import Evaluation
@@ -194,6 +194,7 @@ class Reflect(RoleTool):
             lambda: reflect(query, answer, kept, evaluation, abstained=abstained),
             lambda r: [r.sufficient, r.completeness, list(r.gaps), r.focus],
             lambda raw: Reflection(bool(raw[0]), float(raw[1]), [str(g) for g in raw[2]], raw[3]),
+            copy=lambda r: replace(r, gaps=list(r.gaps)),
             shaped_by={
                 "slot_weight": SLOT_WEIGHT,
                 "words_covered": WORDS_COVERED,
