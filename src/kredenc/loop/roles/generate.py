@@ -342,10 +342,6 @@ def extract(
     return " ".join(parts), citations, [chunks[ci].text for ci in chunk_order]
 
 
-#: What :func:`extract` gives: the text, its citations and their contexts.
-Extracted = tuple[str, list[Citation], list[str]]
-
-
 def _cited(given: Sequence[Hit], cite: Citation) -> int:
     """The index in ``given`` of the chunk ``cite`` was made from."""
     for i, hit in enumerate(given):
@@ -354,7 +350,7 @@ def _cited(given: Sequence[Hit], cite: Citation) -> int:
     raise KeyError(cite.id)  # extract cites only the chunks it was given
 
 
-def _kept_part(services: Services, given: Sequence[Hit]) -> list[list[Any]]:
+def _kept_part(given: Sequence[Hit]) -> list[list[Any]]:
     """What of each kept chunk shapes the extract: :func:`hits_part` and whether it is
     the loop's own answer (left out)."""
     part = hits_part(given)
@@ -448,24 +444,23 @@ class Generate(RoleTool):
         given = list(kept or [])  # all trusted; a sentence costs one embedding
         query = query_of(mind)
 
-        def encode(done: Extracted) -> dict[str, Any]:
-            text, cites, _ = done
+        def compute() -> tuple[str, list[list[int]]]:
+            text, cites, _ = extract(query, given, store.embed_cached, store.embed_query)
             # A citation is rebuilt from the kept chunk it names: its index in ``given``.
-            return {"text": text, "cited": [[c.n, _cited(given, c)] for c in cites]}
+            return text, [[c.n, _cited(given, c)] for c in cites]
 
-        def decode(raw: dict[str, Any]) -> Extracted:
-            cites = [citation(int(n), given[i]) for n, i in raw["cited"]]
-            return str(raw["text"]), cites, [given[i].text for _, i in raw["cited"]]
-
-        text, cites, contexts = cached_role(
+        text, cited = cached_role(
             services,
             self.name,
-            {"query": query, "chunks": _kept_part(services, given)},
-            lambda: extract(query, given, store.embed_cached, store.embed_query),
-            encode,
-            decode,
+            {"query": query, "chunks": _kept_part(given)},
+            compute,
+            lambda done: {"text": done[0], "cited": done[1]},
+            lambda raw: (str(raw["text"]), [[int(n), int(i)] for n, i in raw["cited"]]),
+            copy=lambda done: (done[0], [list(c) for c in done[1]]),
             shaped_by={"params": frozen_text(PARAMS), "same": SAME, "not_found": NOT_FOUND},
         )
+        cites = [citation(n, given[i]) for n, i in cited]
+        contexts = [given[i].text for _, i in cited]
         if sink and text != mind.read("generate.text", None):
             sink(text)
         self._write(mind, text, cites, contexts, abstained=not cites)

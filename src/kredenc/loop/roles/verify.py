@@ -155,6 +155,9 @@ def evidence_search(services: Services) -> dict[str, Any]:
 #: What verification gives: the verdicts, the kept chunks and the note.
 Checked = tuple[list[ChunkVerdict], list[Hit], str]
 
+#: What the cache keeps of it: the verdicts, the kept chunks' ids and the note.
+Plain = tuple[list[ChunkVerdict], list[str], str]
+
 #: The constants that shape the rules' verdicts (part of the cache key).
 RULES = {
     "max_checked": MAX_CHECKED,
@@ -211,19 +214,20 @@ class Verify(RoleTool):
         query = query_of(mind)
         opts = evidence_search(services)
 
-        def encode(done: Checked) -> dict[str, Any]:
-            final, kept, note = done
-            return {
-                "verdicts": [verdict_to_json(v) for v in final],
-                "kept": [h.id for h in kept],
-                "note": note,
-            }
+        def compute() -> Plain:
+            final, kept, note = self._check(
+                services, query, hits, verdicts, ToolResult(), llm=False
+            )
+            return final, [h.id for h in kept], note
 
-        def decode(raw: dict[str, Any]) -> Checked:
-            kept = [by_id[i] for i in raw["kept"]]
-            return verdicts_from_json(raw["verdicts"]), kept, str(raw["note"])
+        def encode(done: Plain) -> dict[str, Any]:
+            final, kept_ids, note = done
+            return {"verdicts": [verdict_to_json(v) for v in final], "kept": kept_ids, "note": note}
 
-        final, kept, note = cached_role(
+        def decode(raw: dict[str, Any]) -> Plain:
+            return verdicts_from_json(raw["verdicts"]), list(raw["kept"]), str(raw["note"])
+
+        final, kept_ids, note = cached_role(
             services,
             self.name,
             {
@@ -232,12 +236,14 @@ class Verify(RoleTool):
                 "verdicts": [verdict_to_json(v) for v in verdicts],
                 "search": opts,
             },
-            lambda: self._check(services, query, hits, verdicts, ToolResult(), llm=False),
+            compute,
             encode,
             decode,
+            copy=lambda done: (list(done[0]), list(done[1]), done[2]),  # verdicts are frozen
             shaped_by={**RULES, "search": search_fingerprint(services.store, opts)},
             store_types=opts.get("types") or (),
         )
+        kept = [by_id[i] for i in kept_ids]  # this ask's chunks, by the ids kept
         mind.write("verify.verdicts", final)
         mind.write("verify.kept", kept)
         return ToolResult(note=note)
