@@ -50,6 +50,7 @@ class Step:
     cost_usd: float = 0.0
     cache_hits: int = 0
     note: str = ""
+    cache_misses: int = 0
 
 
 @dataclass(frozen=True)

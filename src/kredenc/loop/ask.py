@@ -21,7 +21,9 @@ from kredenc.loop.tool import Services
 from kredenc.memory.turns import TurnFiler
 
 if TYPE_CHECKING:
+    from kredenc.loop.agents import Agent
     from kredenc.loop.answer import Answer
+    from kredenc.loop.tool import Tool
     from kredenc.storage.store import Store
 
 #: The options an ask takes, and what each must be (the roles read them from
@@ -79,6 +81,29 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_PLANS: dict[tuple[int, int, int], tuple[Any, Any, Any, list[Tool]]] = {}
+_PLANS_MAX = 64
+
+
+def _planned(agent: Agent, settings: Any) -> list[Tool]:
+    """``agent.plan(registry, settings)``, built once per agent, registry and settings
+    object while no tools folder is set (tools are stateless, so one instance serves
+    every ask). A changed agent file is a new Agent, new plugins a new registry; a
+    tools folder is planned on each ask (its files are re-read when they change)."""
+    registry = registry_for(settings.tools_dir)
+    if settings.tools_dir is not None:
+        return agent.plan(registry, settings)
+    key = (id(agent), id(registry), id(settings))
+    found = _PLANS.get(key)
+    if found is not None and found[0] is agent and found[1] is registry and found[2] is settings:
+        return list(found[3])
+    tools = agent.plan(registry, settings)
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    _PLANS[key] = (agent, registry, settings, tools)  # held: their ids stay theirs
+    return list(tools)
+
+
 def ask(
     store: Store,
     ns: str,
@@ -113,7 +138,7 @@ def ask(
         session_id = sessions.check_session(session_id)
     opts = check_options(options)
     found = library_for(settings.agents_dir).get(agent)
-    tools = found.plan(registry_for(settings.tools_dir), settings)
+    tools = _planned(found, settings)
     history = (
         sessions.history(store, ns, session_id, settings.ask_session_turns)
         if session_id is not None and settings.ask_session_turns

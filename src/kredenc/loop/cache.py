@@ -1,5 +1,5 @@
-"""The operation cache: searches, LLM calls and judge results, by the SHA-256 of what
-shapes them.
+"""The operation cache: searches, LLM calls, judge results and the deterministic roles'
+own results, by the SHA-256 of what shapes them.
 
 Two tiers: an in-process LRU (bounded by entries and by bytes of JSON) over a
 persistent :class:`~kredenc.storage.base.CacheTier` (``<store>/opcache.db``, the
@@ -19,17 +19,26 @@ and the parts):
   reply is not a function of its inputs).
 - ``judge``: the judge's ``fingerprint()`` (or its class, and its LLM's fingerprint),
   the question, the answer and the contexts.
+- ``role``: a deterministic role's result (:func:`cached_role`): the role and its
+  implementation, the settings and constants that shape it (named by the role), the
+  embedding model, its inputs (chunks as :func:`hits_part`: ids, types, titles, text
+  digests) and, for a role that reads the store beyond its inputs (verify's evidence
+  search), the namespace and its generation over the types it reads.
 - ``embed``: not here. Document vectors are cached by the Store in
   ``embeddings.db`` by text hash (they survive rebuilds); query vectors in the
   Store's in-process LRU (``Store.embed_query``). A second copy would only cost.
 
-Never the assembled answer: an ask always runs its loop, on cached inputs.
+Never the assembled answer: an ask always runs its loop, on cached inputs, builds its
+Answer and files its turns.
 
-The roles call :func:`cached_search`, :func:`cached_complete` and
-:func:`cached_judge` (with ``services.cache`` None they call straight through), so
-no role builds a key by hand. Each counts a hit or a miss in the :class:`Tally` of
-the innermost :func:`counting` block: the orchestrator wraps each tool's run in one
-and reports the counts in ``ToolResult.cache_hits``/``cache_misses``.
+The roles call :func:`cached_search`, :func:`cached_complete`, :func:`cached_judge`
+and :func:`cached_role` (with ``services.cache`` None they call straight through), so
+no role builds a key by hand. Inside :func:`one_ask` (the orchestrator's run) a text
+is hashed and a generation read once per ask. A search hit in the in-memory tier is a
+copy of its decoded hits (:meth:`OpCache.get_copy`), not a JSON decode. Each helper
+counts a hit or a miss in the :class:`Tally` of the innermost :func:`counting` block:
+the orchestrator wraps each tool's run in one and reports the counts in
+``ToolResult.cache_hits``/``cache_misses``.
 """
 
 from __future__ import annotations
@@ -40,19 +49,21 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kredenc.errors import InvalidInput, ProviderError, StoreClosed
 from kredenc.grounding.base import Evaluation, Judge
 from kredenc.loop.cache_json import (
     completion_from_json,
     completion_to_json,
+    copy_hits,
     evaluation_from_json,
     evaluation_to_json,
     hit_from_json,
@@ -70,7 +81,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KINDS = ("search", "llm", "judge", "embed")
+T = TypeVar("T")
+
+KINDS = ("search", "llm", "judge", "embed", "role")
 #: Part of every key: bump it when what a kind's value means changes.
 CACHE_VERSION = 1
 
@@ -96,6 +109,21 @@ def canonical(parts: Sequence[Any]) -> bytes:
     return json.dumps(
         list(parts), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain
     ).encode("utf-8")
+
+
+@lru_cache(maxsize=256)
+def _frozen_plain(value: Any) -> str:
+    return canonical([asdict(value)]).decode("utf-8")
+
+
+def frozen_text(value: Any) -> str:
+    """A dataclass of settings as canonical JSON text for a key, remembered by value when
+    it is frozen and hashable (``asdict`` deep-copies every field: ~100 us for the
+    judge's parameters, on every ask)."""
+    try:
+        return _frozen_plain(value)
+    except TypeError:
+        return canonical([asdict(value)]).decode("utf-8")
 
 
 def make_key(kind: str, *parts: Any) -> str:
@@ -134,12 +162,17 @@ def counting() -> Iterator[Tally]:
 # -- the tiers ------------------------------------------------------------------
 class LruTier:
     """JSON text by (kind, key) in memory: at most ``entries`` entries and ``max_bytes``
-    characters of values; the least recently used go first. Thread-safe."""
+    characters of values; the least recently used go first. Thread-safe.
+
+    Beside an entry's text it may keep the decoded value (:meth:`attach`), counted at
+    the text's size again: a caller that copies it (:meth:`OpCache.get_copy`) skips the
+    JSON decode, which is most of a search hit's cost."""
 
     def __init__(self, entries: int, max_bytes: int) -> None:
         self.entries = entries
         self.max_bytes = max_bytes
         self._data: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._objects: dict[tuple[str, str], Any] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -150,22 +183,46 @@ class LruTier:
                 self._data.move_to_end((kind, key))
             return value
 
+    def get_object(self, kind: str, key: str) -> Any | None:
+        """The decoded value attached to the entry, or None (no entry, or none attached)."""
+        with self._lock:
+            found = self._objects.get((kind, key))
+            if found is not None:
+                self._data.move_to_end((kind, key))
+            return found
+
+    def attach(self, kind: str, key: str, obj: Any) -> None:
+        """Keep ``obj`` (the decoded value, never handed out itself) beside the entry."""
+        with self._lock:
+            text = self._data.get((kind, key))
+            if text is None or (kind, key) in self._objects:
+                return
+            self._objects[(kind, key)] = obj
+            self._bytes += len(text)
+            self._evict()
+
     def put(self, kind: str, key: str, value: str) -> None:
         if len(value) > self.max_bytes or self.entries <= 0:
             return
         with self._lock:
-            old = self._data.pop((kind, key), None)
-            if old is not None:
-                self._bytes -= len(old)
+            self._drop((kind, key))
             self._data[(kind, key)] = value
             self._bytes += len(value)
-            while len(self._data) > self.entries or self._bytes > self.max_bytes:
-                _, dropped = self._data.popitem(last=False)
-                self._bytes -= len(dropped)
+            self._evict()
+
+    def _drop(self, entry: tuple[str, str]) -> None:
+        old = self._data.pop(entry, None)
+        if old is not None:
+            self._bytes -= len(old) * (2 if self._objects.pop(entry, None) is not None else 1)
+
+    def _evict(self) -> None:
+        while self._data and (len(self._data) > self.entries or self._bytes > self.max_bytes):
+            self._drop(next(iter(self._data)))
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._objects.clear()
             self._bytes = 0
 
     def stats(self) -> dict[str, int]:
@@ -233,6 +290,24 @@ class OpCache:
             self._count(kind, hit=False)
             return None
         self._count(kind, hit=True)
+        return value
+
+    def get_copy(
+        self, kind: str, key: str, decode: Callable[[Any], T], copy: Callable[[T], T]
+    ) -> T | None:
+        """``decode(get(kind, key))`` or None, without the JSON decode when the in-memory
+        tier holds the decoded value: the caller gets ``copy(value)``, its own objects
+        (``copy`` must copy whatever a caller could change). Counts like :meth:`get`."""
+        self._follow_epoch()
+        obj = self.lru.get_object(kind, key)
+        if obj is not None:
+            self._count(kind, hit=True)
+            return copy(obj)
+        found = self.get(kind, key)
+        if found is None:
+            return None
+        value = decode(found)
+        self.lru.attach(kind, key, copy(value))
         return value
 
     def put(self, kind: str, key: str, value: Any) -> None:
@@ -331,13 +406,13 @@ def cached_search(services: Services, query: str, **opts: Any) -> list[Hit]:
     with span(tracer, "search", query_chars=len(query), mode=str(opts.get("mode", "hybrid"))) as sp:
         if cache is None:
             return queries.search(store, ns, query, span=leg_span, **opts)
-        gen = cache.generation(ns, opts.get("types") or (), edges=bool(opts.get("hops")))
+        gen = generation_of(services, opts.get("types") or (), edges=bool(opts.get("hops")))
         key = cache.key("search", ns, gen, query, opts, search_fingerprint(store, opts))
-        found = cache.get("search", key)
+        found: list[Hit] | None = cache.get_copy("search", key, _hits_from_json, copy_hits)
         if sp is not None:
             sp.set(cache_hit=found is not None, generation=gen)
         if found is not None:
-            return [hit_from_json(h) for h in found]
+            return found
         hits = queries.search(store, ns, query, span=leg_span, **opts)
         cache.put("search", key, [hit_to_json(h) for h in hits])
         if sp is not None:
@@ -345,12 +420,16 @@ def cached_search(services: Services, query: str, **opts: Any) -> list[Hit]:
         return hits
 
 
+def _hits_from_json(raw: list[dict[str, Any]]) -> list[Hit]:
+    return [hit_from_json(h) for h in raw]
+
+
 def search_fingerprint(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
     """What shapes a search besides its query and options: the search settings, the
     embedding model, the reranker."""
     s = store.settings
     return {
-        "params": asdict(queries.search_params(s)),
+        "params": frozen_text(queries.search_params(s)),
         "model": store.meta.model_id,
         "rerank": opts.get("rerank") or s.rerank,
     }
@@ -406,7 +485,7 @@ def judge_fingerprint(judge: Judge) -> str:
     name = f"{cls.__module__}.{cls.__qualname__}"
     params = getattr(judge, "params", None)  # SupportJudge's fitted weights and floors
     if is_dataclass(params) and not isinstance(params, type):
-        name += ":" + canonical([asdict(params)]).decode("utf-8")
+        name += ":" + frozen_text(params)
     llm = getattr(judge, "llm", None)
     return f"{name}:{llm.fingerprint()}" if llm is not None else name
 
@@ -419,7 +498,8 @@ def cached_judge(
     with span(services.tracer, "judge", judge=type(judge).__name__) as sp:
         key = ""
         if cache is not None:
-            key = cache.key("judge", judge_fingerprint(judge), question, answer, list(contexts))
+            texts = [text_digest(c) for c in contexts]  # a context's digest: hashed once per ask
+            key = cache.key("judge", judge_fingerprint(judge), question, answer, texts)
             found = cache.get("judge", key)
             if sp is not None:
                 sp.set(cache_hit=found is not None)
@@ -431,3 +511,115 @@ def cached_judge(
         if sp is not None:
             sp.set(confidence_score=ev.confidence_score)
         return ev
+
+
+# -- one ask's memo -------------------------------------------------------------------
+_MEMO: ContextVar[dict[str, Any] | None] = ContextVar("kredenc_ask_memo", default=None)
+
+
+@contextmanager
+def one_ask() -> Iterator[dict[str, Any]]:
+    """What the helpers compute once per ask (text digests, generations), for this
+    block (the orchestrator wraps an ask's run in one). Outside a block nothing is
+    remembered: each call hashes and reads afresh."""
+    memo: dict[str, Any] = {}
+    token = _MEMO.set(memo)
+    try:
+        yield memo
+    finally:
+        _MEMO.reset(token)
+
+
+def _memo(part: str) -> dict[Any, Any]:
+    memo = _MEMO.get()
+    return {} if memo is None else memo.setdefault(part, {})
+
+
+# -- the deterministic roles' own results ------------------------------------------------
+def text_digest(text: str) -> str:
+    """SHA-256 (hex) of ``text``, once per ask (:func:`one_ask`): the roles of one ask key
+    the same chunks, and a long text is hashed only the first time."""
+    memo = _memo("digest")
+    found: str | None = memo.get(text)
+    if found is None:
+        found = memo[text] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return found
+
+
+def hits_part(hits: Sequence[Hit]) -> list[list[Any]]:
+    """What of ``hits`` shapes a role's result, for its key: each hit's id, type, the
+    digest of its text and of its title (the text itself is never in a key)."""
+    memo = _memo("digest")
+    rows = []
+    for h in hits:
+        digest = memo.get(h.text)
+        if digest is None:
+            digest = memo[h.text] = hashlib.sha256(h.text.encode("utf-8")).hexdigest()
+        rows.append([h.id, h.type, digest, h.title])
+    return rows
+
+
+def generation_of(services: Services, types: Sequence[str] = (), *, edges: bool = False) -> int:
+    """``cache.generation(services.ns, types, edges=edges)``, read once per ask
+    (:func:`one_ask`): the loop writes nothing while it runs (its turns are filed
+    after), so one read serves every search and role of the ask."""
+    cache = services.cache
+    if cache is None:
+        return 0
+    memo = _memo("generation")
+    part = (services.ns, tuple(types), edges)
+    found: int | None = memo.get(part)
+    if found is None:
+        found = memo[part] = cache.generation(services.ns, types, edges=edges)
+    return found
+
+
+def cached_role(
+    services: Services,
+    tool: str,
+    inputs: Mapping[str, Any],
+    compute: Callable[[], T],
+    encode: Callable[[T], Any],
+    decode: Callable[[Any], T],
+    *,
+    shaped_by: Mapping[str, Any],
+    implementation: str = "rules",
+    store_types: Sequence[str] | None = None,
+    copy: Callable[[T], T] | None = None,
+) -> T:
+    """A deterministic role's result through the cache (kind ``role``): ``compute()`` on
+    a miss, ``decode(value)`` on a hit, ``encode(result)`` (JSON) what is stored.
+
+    The key holds the role's name and ``implementation``, ``shaped_by`` (every setting
+    and constant that shapes the result: name them explicitly), the embedding model,
+    ``inputs`` (what it reads of the mind: the query, the focus, :func:`hits_part` of
+    the chunks...) and, for a role that reads the store beyond its inputs
+    (``store_types``: the types it searches; ``()`` for all), the namespace and its
+    generation over them. ``copy``, for a value ``decode`` builds from the JSON alone
+    (not from this ask's objects), keeps the decoded value in memory and hands each hit
+    ``copy(value)`` instead of decoding again (:meth:`OpCache.get_copy`). With
+    ``services.cache`` None it is ``compute()``."""
+    cache = services.cache
+    if cache is None:
+        return compute()
+    with span(services.tracer, f"role.{tool}", implementation=implementation) as sp:
+        store = None
+        if store_types is not None:
+            store = [services.ns, generation_of(services, store_types)]
+        model = services.store.meta.model_id if services.store is not None else ""
+        key = cache.key("role", tool, implementation, dict(shaped_by), model, dict(inputs), store)
+        if copy is not None:  # the decoded value is kept in memory; each hit gets a copy
+            kept: T | None = cache.get_copy("role", key, decode, copy)
+            if sp is not None:
+                sp.set(cache_hit=kept is not None)
+            if kept is not None:
+                return kept
+        else:
+            found = cache.get("role", key)
+            if sp is not None:
+                sp.set(cache_hit=found is not None)
+            if found is not None:
+                return decode(found)
+        result = compute()
+        cache.put("role", key, encode(result))
+        return result

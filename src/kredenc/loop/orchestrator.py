@@ -32,7 +32,7 @@ from typing import Any
 from kredenc.errors import KredencError
 from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer, ChunkVerdict, Citation, Step
-from kredenc.loop.cache import counting
+from kredenc.loop.cache import counting, one_ask
 from kredenc.loop.mind import LocalMind, Mind, check_key
 from kredenc.loop.tool import Services, Tool, ToolResult
 
@@ -142,6 +142,7 @@ def _run_tool(tool: Tool, mind: Mind, services: Services, iteration: int) -> tup
         cost_usd=result.cost_usd,
         cache_hits=result.cache_hits,
         note=result.note,
+        cache_misses=result.cache_misses,
     )
     return step, written
 
@@ -265,7 +266,8 @@ def run_agent(
         mind = observe(
             question, session_id=session_id, history=history, options=options, agent=agent
         )
-        run = execute(agent, tools, services, mind, max_iterations=max_iterations)
+        with one_ask():  # text digests and generations, once per ask
+            run = execute(agent, tools, services, mind, max_iterations=max_iterations)
         missing = validate(tools, run)
         return communicate(agent, run, question=question, session_id=session_id, missing=missing)
 

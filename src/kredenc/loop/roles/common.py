@@ -35,6 +35,13 @@ The API (roles in this package, and third-party roles, build on it):
     :mod:`kredenc.recall.render` (one escaped JSON line per record between tags no
     stored text can spell): hits by number, id, source and text; or arbitrary JSON
     objects (web results).
+``cached_role(services, tool, inputs, compute, encode, decode, shaped_by=...)``,
+``hits_part(hits)``
+    A deterministic role's own result through the operation cache (kind ``role``,
+    :func:`kredenc.loop.cache.cached_role`): the key holds the role, the settings named
+    in ``shaped_by``, the embedding model, the inputs (chunks as :func:`hits_part`: ids
+    and text digests, hashed once per ask) and, with ``store_types``, the namespace's
+    generation.
 ``cached_search(services, query, **opts)``, ``cached_complete(services, messages,
 schema=None)``, ``cached_judge(services, judge, question, answer, contexts)``
     The operation cache's helpers (``kredenc.loop.cache``: they cache when
@@ -54,6 +61,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from kredenc.errors import InvalidInput, ProviderError
+from kredenc.loop.cache import cached_role, hits_part
 from kredenc.loop.roles import text
 from kredenc.loop.tool import Services, Tool, ToolResult
 from kredenc.recall import render
@@ -69,10 +77,12 @@ __all__ = [
     "RoleTool",
     "cached_complete",
     "cached_judge",
+    "cached_role",
     "cached_search",
     "charge",
     "data_block",
     "data_lines",
+    "hits_part",
     "implementation",
     "llm_json",
     "missing",

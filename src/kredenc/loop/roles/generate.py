@@ -33,6 +33,10 @@ their whole text to it once; a later iteration's changed answer follows as a rev
 When ``decide.retrieve`` is False the reply is conversational and makes no claim (the
 rules: a short reply to a greeting or thanks; the LLM: a brief reply told to state no
 facts).
+
+The extractive answer is cached (kind ``role``) under the query, the kept chunks'
+digests, :class:`ExtractParams` and the embedding model; a hit rebuilds the citations
+and contexts from this ask's chunks. Streaming happens outside the cache.
 """
 
 from __future__ import annotations
@@ -48,12 +52,15 @@ import numpy as np
 from kredenc.grounding.sentences import split
 from kredenc.grounding.support import content_keys
 from kredenc.loop.answer import Citation
+from kredenc.loop.cache import frozen_text
 from kredenc.loop.roles.asked import answers, question_keys, slots
 from kredenc.loop.roles.common import (
     RoleTool,
     cached_complete,
+    cached_role,
     charge,
     data_block,
+    hits_part,
     query_of,
     skipped,
 )
@@ -335,6 +342,23 @@ def extract(
     return " ".join(parts), citations, [chunks[ci].text for ci in chunk_order]
 
 
+def _cited(given: Sequence[Hit], cite: Citation) -> int:
+    """The index in ``given`` of the chunk ``cite`` was made from."""
+    for i, hit in enumerate(given):
+        if hit.id == cite.id and hit.text == cite.text:
+            return i
+    raise KeyError(cite.id)  # extract cites only the chunks it was given
+
+
+def _kept_part(given: Sequence[Hit]) -> list[list[Any]]:
+    """What of each kept chunk shapes the extract: :func:`hits_part` and whether it is
+    the loop's own answer (left out)."""
+    part = hits_part(given)
+    for row, hit in zip(part, given, strict=True):
+        row.append(_own_answer(hit))
+    return part
+
+
 def chat_reply(message: str) -> str:
     """A short conversational reply that states no fact (no retrieval was needed)."""
     if _THANKS.search(message):
@@ -418,9 +442,25 @@ class Generate(RoleTool):
             return ToolResult(note="conversational reply")
         store = services.store
         given = list(kept or [])  # all trusted; a sentence costs one embedding
-        text, cites, contexts = extract(
-            query_of(mind), given, store.embed_cached, store.embed_query
+        query = query_of(mind)
+
+        def compute() -> tuple[str, list[list[int]]]:
+            text, cites, _ = extract(query, given, store.embed_cached, store.embed_query)
+            # A citation is rebuilt from the kept chunk it names: its index in ``given``.
+            return text, [[c.n, _cited(given, c)] for c in cites]
+
+        text, cited = cached_role(
+            services,
+            self.name,
+            {"query": query, "chunks": _kept_part(given)},
+            compute,
+            lambda done: {"text": done[0], "cited": done[1]},
+            lambda raw: (str(raw["text"]), [[int(n), int(i)] for n, i in raw["cited"]]),
+            copy=lambda done: (done[0], [list(c) for c in done[1]]),
+            shaped_by={"params": frozen_text(PARAMS), "same": SAME, "not_found": NOT_FOUND},
         )
+        cites = [citation(n, given[i]) for n, i in cited]
+        contexts = [given[i].text for _, i in cited]
         if sink and text != mind.read("generate.text", None):
             sink(text)
         self._write(mind, text, cites, contexts, abstained=not cites)

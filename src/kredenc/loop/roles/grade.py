@@ -21,6 +21,11 @@ transfer figures).
 
 LLM: one JSON call per batch of chunks, a verdict and a reason for each; the
 relevance is the rules' probability (the LLM's verdict decides the class).
+
+The rules' verdicts (and, for the LLM form, the rules' relevance beside its verdict)
+are cached (kind ``role``): the key holds the query, the focus when
+graded against, each chunk's id, text digest, title and leg ranks, the thresholds, the
+coefficients and the embedding model (docs/cache-and-tracing.md).
 """
 
 from __future__ import annotations
@@ -32,7 +37,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from kredenc.loop.answer import ChunkVerdict, Verdict
-from kredenc.loop.roles.common import RoleTool, charge, data_block, llm_json, query_of, skipped
+from kredenc.loop.cache_json import verdicts_from_json, verdicts_to_json
+from kredenc.loop.roles.common import (
+    RoleTool,
+    cached_role,
+    charge,
+    data_block,
+    hits_part,
+    llm_json,
+    query_of,
+    skipped,
+)
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
 from kredenc.retrieve.message_terms import recall_terms, stem_en
@@ -168,6 +183,27 @@ _SYSTEM = (
 )
 
 
+def _floats(values: Sequence[float]) -> list[float]:
+    return [float(p) for p in values]
+
+
+def _focus(mind: Mind, query: str) -> str:
+    """reflect's focus when :func:`graded` grades against it too, else ""."""
+    focus = str(mind.read("reflect.focus", "") or "").strip()
+    if not focus or focus == query or int(mind.read("loop.iteration", 1)) < 2:
+        return ""
+    return focus
+
+
+def _chunks_part(hits: Sequence[Hit]) -> list[list[Any]]:
+    """What of each hit shapes its grade: :func:`hits_part` and its legs' ranks."""
+    part = hits_part(hits)
+    for row, hit in zip(part, hits, strict=True):
+        lex, dense = hit.legs.get("lexical"), hit.legs.get("dense")
+        row += [lex.rank if lex else 0, dense.rank if dense else 0]
+    return part
+
+
 def graded(mind: Mind, services: Services, query: str, hits: Sequence[Hit]) -> list[float]:
     """Each hit's relevance to the standalone query or, from the second iteration on, to
     reflect's focus (the part of the question the last answer left open, e.g. "attention
@@ -175,8 +211,8 @@ def graded(mind: Mind, services: Services, query: str, hits: Sequence[Hit]) -> l
     the focus is a sub-question of the same question, and a chunk that answers it is
     relevant to the question though it shares fewer of its words."""
     probs = score_hits(services.store, services.ns, query, hits)
-    focus = str(mind.read("reflect.focus", "") or "").strip()
-    if not hits or not focus or focus == query or int(mind.read("loop.iteration", 1)) < 2:
+    focus = _focus(mind, query)
+    if not hits or not focus:
         return probs
     sub = score_hits(services.store, services.ns, focus, hits)
     return [max(a, b) for a, b in zip(probs, sub, strict=True)]
@@ -211,11 +247,30 @@ class Grade(RoleTool):
             return got
         query, hits = got
         upper, lower = services.settings.grade_upper, services.settings.grade_lower
-        probs = graded(mind, services, query, hits)
-        verdicts = [
-            ChunkVerdict(h.id, classify(p, upper, lower), round(p, 4), f"relevance {p:.2f}")
-            for h, p in zip(hits, probs, strict=True)
-        ]
+
+        def compute() -> list[ChunkVerdict]:
+            probs = graded(mind, services, query, hits)
+            return [
+                ChunkVerdict(h.id, classify(p, upper, lower), round(p, 4), f"relevance {p:.2f}")
+                for h, p in zip(hits, probs, strict=True)
+            ]
+
+        verdicts = cached_role(
+            services,
+            self.name,
+            {"query": query, "focus": _focus(mind, query), "chunks": _chunks_part(hits)},
+            compute,
+            verdicts_to_json,
+            verdicts_from_json,
+            copy=list,  # verdicts are frozen: a new list is the caller's own
+            shaped_by={
+                "grade_upper": upper,
+                "grade_lower": lower,
+                "coef": COEF,
+                "intercept": INTERCEPT,
+                "query_terms": QUERY_TERMS,
+            },
+        )
         mind.write("grade.verdicts", verdicts)
         return ToolResult(note=_count(verdicts))
 
@@ -225,7 +280,18 @@ class Grade(RoleTool):
             return got
         query, hits = got
         result = ToolResult()
-        probs = graded(mind, services, query, hits)
+        # The rules' relevance beside the LLM's verdict: cached like the rules' verdicts.
+        probs: list[float] = cached_role(
+            services,
+            self.name,
+            {"query": query, "focus": _focus(mind, query), "chunks": _chunks_part(hits)},
+            lambda: graded(mind, services, query, hits),
+            _floats,
+            _floats,
+            copy=_floats,
+            shaped_by={"coef": COEF, "intercept": INTERCEPT, "query_terms": QUERY_TERMS},
+            implementation="relevance",
+        )
         said: dict[int, tuple[Verdict, str]] = {}
         if hits:
             user = f"Query: {query}\n\n{data_block(hits)}"

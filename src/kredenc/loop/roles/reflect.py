@@ -27,17 +27,29 @@ A conversational reply (``decide.retrieve`` False) is sufficient as it is.
 
 **LLM**: one JSON call ``{completeness, gaps, sufficient}`` over the question, the
 answer and the judge's verdict; the focus is the gaps joined.
+
+The rules' reflection is cached (kind ``role``) under the query, the answer, the kept
+chunks' digests, the judge's three flags it reads and the constants above.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kredenc.grounding.base import Evaluation
 from kredenc.grounding.words import key, tokens
 from kredenc.loop.roles.asked import answers, counted, covered, question_keys, slots
-from kredenc.loop.roles.common import RoleTool, charge, data_lines, llm_json, query_of, skipped
+from kredenc.loop.roles.common import (
+    RoleTool,
+    cached_role,
+    charge,
+    data_lines,
+    hits_part,
+    llm_json,
+    query_of,
+    skipped,
+)
 from kredenc.loop.roles.text import strip_citations
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
@@ -135,6 +147,14 @@ def reflect(
     return Reflection(sufficient, completeness, gaps, focus)
 
 
+def _verdict(evaluation: Evaluation | None) -> list[Any] | None:
+    """What :func:`reflect` reads of the judge's evaluation (for the cache key)."""
+    if evaluation is None:
+        return None
+    e = evaluation
+    return [e.confidence_score, e.context_sufficient, e.hallucination_detected]
+
+
 class Reflect(RoleTool):
     """Writes ``reflect.*`` (module doc)."""
 
@@ -157,12 +177,29 @@ class Reflect(RoleTool):
             return skipped("missing input: generate.text")
         if mind.read("decide.retrieve", True) is False:
             return self._write(mind, Reflection(True, 1.0, [], ""))
-        r = reflect(
-            query_of(mind),
-            str(text),
-            list(mind.read("verify.kept", None) or []),
-            mind.read("judge.evaluation", None),
-            abstained=bool(mind.read("generate.abstained", False)),
+        query, answer = query_of(mind), str(text)
+        kept: list[Hit] = list(mind.read("verify.kept", None) or [])
+        evaluation: Evaluation | None = mind.read("judge.evaluation", None)
+        abstained = bool(mind.read("generate.abstained", False))
+        r = cached_role(
+            services,
+            self.name,
+            {
+                "query": query,
+                "answer": answer,
+                "kept": hits_part(kept),
+                "evaluation": _verdict(evaluation),
+                "abstained": abstained,
+            },
+            lambda: reflect(query, answer, kept, evaluation, abstained=abstained),
+            lambda r: [r.sufficient, r.completeness, list(r.gaps), r.focus],
+            lambda raw: Reflection(bool(raw[0]), float(raw[1]), [str(g) for g in raw[2]], raw[3]),
+            copy=lambda r: replace(r, gaps=list(r.gaps)),
+            shaped_by={
+                "slot_weight": SLOT_WEIGHT,
+                "words_covered": WORDS_COVERED,
+                "sufficient": SUFFICIENT,
+            },
         )
         return self._write(mind, r)
 

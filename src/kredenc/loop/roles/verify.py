@@ -22,6 +22,12 @@ INCORRECT never. The support constants are set by hand on a few paraphrase pairs
 
 LLM: the same candidates, and one JSON verdict per chunk ``{"supported", "evidence",
 "reason"}``.
+
+Evidence is searched over the ask's ``types`` (chunks and memories by default: the
+turns each ask files are no independent source). The rules' result is cached (kind
+``role``) under the query, the chunks' digests, grade's verdicts, the constants above,
+the search settings and the namespace's generation over those types, so any write
+that could change the evidence misses; not with ``web_search_url`` set.
 """
 
 from __future__ import annotations
@@ -37,12 +43,16 @@ import numpy as np
 
 from kredenc.errors import ProviderError
 from kredenc.loop.answer import ChunkVerdict
+from kredenc.loop.cache import search_fingerprint
+from kredenc.loop.cache_json import verdict_to_json, verdicts_from_json
 from kredenc.loop.roles import text
 from kredenc.loop.roles.common import (
     RoleTool,
+    cached_role,
     cached_search,
     charge,
     data_lines,
+    hits_part,
     llm_json,
     not_a_source,
     query_of,
@@ -130,6 +140,35 @@ def support(store: Any, claim: str, evidence: Sequence[str]) -> list[float]:
     return out
 
 
+def evidence_search(services: Services) -> dict[str, Any]:
+    """The options of the search for independent evidence: :data:`EVIDENCE_K` hits, the
+    ask's drawer and record types (chunks and memories by default: the session's turns,
+    filed by every ask, are no independent source)."""
+    opts: dict[str, Any] = {"k": EVIDENCE_K}
+    if services.options.get("drawer"):
+        opts["drawer"] = services.options["drawer"]
+    if services.options.get("types"):
+        opts["types"] = list(services.options["types"])
+    return opts
+
+
+#: What verification gives: the verdicts, the kept chunks and the note.
+Checked = tuple[list[ChunkVerdict], list[Hit], str]
+
+#: What the cache keeps of it: the verdicts, the kept chunks' ids and the note.
+Plain = tuple[list[ChunkVerdict], list[str], str]
+
+#: The constants that shape the rules' verdicts (part of the cache key).
+RULES = {
+    "max_checked": MAX_CHECKED,
+    "evidence_k": EVIDENCE_K,
+    "support_cos_weight": SUPPORT_COS_WEIGHT,
+    "support_min": SUPPORT_MIN,
+    "key_chars": KEY_CHARS,
+    "number_mismatch": NUMBER_MISMATCH,
+}
+
+
 class Verify(RoleTool):
     name: ClassVar[str] = "verify"
     reads = ("ask.question", "rewrite.query", "retrieve.chunks", "grade.verdicts")
@@ -148,8 +187,7 @@ class Verify(RoleTool):
         self, services: Services, hit: Hit, claim: str, web: WebSearch | None
     ) -> list[Evidence]:
         own = source_of(hit)
-        drawer = services.options.get("drawer")
-        opts: dict[str, Any] = {"k": EVIDENCE_K, **({"drawer": drawer} if drawer else {})}
+        opts = evidence_search(services)
         found = [
             Evidence(h.id, h.text)
             for h in cached_search(services, claim, **opts)
@@ -166,7 +204,49 @@ class Verify(RoleTool):
         return found
 
     def run_rules(self, mind: Mind, services: Services) -> ToolResult:
-        return self._run(mind, services, llm=False)
+        got = self._inputs(mind)
+        if isinstance(got, ToolResult):
+            return got
+        if str(getattr(services.settings, "web_search_url", "") or "").strip():
+            return self._run(mind, services, llm=False)  # the web's results: no function of inputs
+        hits, verdicts = got
+        by_id = {h.id: h for h in hits}
+        query = query_of(mind)
+        opts = evidence_search(services)
+
+        def compute() -> Plain:
+            final, kept, note = self._check(
+                services, query, hits, verdicts, ToolResult(), llm=False
+            )
+            return final, [h.id for h in kept], note
+
+        def encode(done: Plain) -> dict[str, Any]:
+            final, kept_ids, note = done
+            return {"verdicts": [verdict_to_json(v) for v in final], "kept": kept_ids, "note": note}
+
+        def decode(raw: dict[str, Any]) -> Plain:
+            return verdicts_from_json(raw["verdicts"]), list(raw["kept"]), str(raw["note"])
+
+        final, kept_ids, note = cached_role(
+            services,
+            self.name,
+            {
+                "query": query,
+                "chunks": hits_part(hits),
+                "verdicts": [verdict_to_json(v) for v in verdicts],
+                "search": opts,
+            },
+            compute,
+            encode,
+            decode,
+            copy=lambda done: (list(done[0]), list(done[1]), done[2]),  # verdicts are frozen
+            shaped_by={**RULES, "search": search_fingerprint(services.store, opts)},
+            store_types=opts.get("types") or (),
+        )
+        kept = [by_id[i] for i in kept_ids]  # this ask's chunks, by the ids kept
+        mind.write("verify.verdicts", final)
+        mind.write("verify.kept", kept)
+        return ToolResult(note=note)
 
     def run_llm(self, mind: Mind, services: Services) -> ToolResult:
         return self._run(mind, services, llm=True)
@@ -176,9 +256,27 @@ class Verify(RoleTool):
         if isinstance(got, ToolResult):
             return got
         hits, verdicts = got
-        by_id = {h.id: h for h in hits}
-        query = query_of(mind)
         result = ToolResult()
+        final, kept, result.note = self._check(
+            services, query_of(mind), hits, verdicts, result, llm=llm
+        )
+        mind.write("verify.verdicts", final)
+        mind.write("verify.kept", kept)
+        return result
+
+    def _check(
+        self,
+        services: Services,
+        query: str,
+        hits: list[Hit],
+        verdicts: list[ChunkVerdict],
+        result: ToolResult,
+        *,
+        llm: bool,
+    ) -> Checked:
+        """The verdicts after verification, the kept chunks (best first) and the note;
+        the LLM's tokens are charged to ``result``."""
+        by_id = {h.id: h for h in hits}
         out: dict[str, ChunkVerdict] = {v.id: v for v in verdicts}
         ambiguous = sorted(
             (v for v in verdicts if v.verdict == "AMBIGUOUS" and v.id in by_id),
@@ -210,11 +308,9 @@ class Verify(RoleTool):
         kept_ids = {v.id for v in final if v.verdict in ("CORRECT", "VERIFIED")}
         relevance = {v.id: v.relevance for v in final}
         kept = sorted((h for h in hits if h.id in kept_ids), key=lambda h: -relevance[h.id])
-        mind.write("verify.verdicts", final)
-        mind.write("verify.kept", kept)
         verified = sum(v.verdict == "VERIFIED" for v in final)
-        result.note = f"{verified} of {len(ambiguous)} ambiguous verified; {len(kept)} chunks kept"
-        return result
+        note = f"{verified} of {len(ambiguous)} ambiguous verified; {len(kept)} chunks kept"
+        return final, kept, note
 
     def _rules_check(
         self, services: Services, claim: str, evidence: list[Evidence]
