@@ -181,3 +181,26 @@ def test_a_later_iteration_streams_only_a_changed_answer(kb: Kredenc) -> None:
     mind.write("verify.kept", [])
     Generate().run(mind, svc)  # a different answer comes as a revision after a blank line
     assert got == [first, "\n\n", NOT_FOUND]
+
+
+def test_a_kept_memory_is_quoted_whole_in_other_words_and_without_a_final_stop(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A memory is a whole record: no chunk boundary cut it, it may be four words long
+    with no full stop, and it answers in other words than the question's."""
+    with Kredenc.open(tmp_path_factory.mktemp("memories"), durability="none") as kb:
+        kb.remember("The user prefers dark mode", kind="preference")
+        kb.remember("Deploys happen on Tuesdays", kind="fact")
+        for question, expected in [
+            ("What theme does the user like?", "The user prefers dark mode"),
+            ("When do we deploy?", "Deploys happen on Tuesdays"),
+        ]:
+            hits = kb.search(question, k=2)
+            kept = [h for h in hits if h.text == expected]
+            mind = mind_for(kb, question, {"verify.kept": kept})
+            Generate().run(mind, services(kb))
+            assert mind.read("generate.text") == f"{expected} [1]"
+            assert [c.id for c in mind.read("generate.citations")] == [kept[0].id]
+        mind = mind_for(kb, "Who won the FIFA World Cup 2026?", {"verify.kept": []})
+        Generate().run(mind, services(kb))
+        assert mind.read("generate.text") == NOT_FOUND

@@ -183,10 +183,11 @@ def _clean(text: str) -> str:
 _CAPTION = re.compile(r"\b(?:Figure|Fig\.|Table)\s+\d+[a-z]?\s*:")
 
 
-def _prose(raw: str) -> bool:
-    """A sentence of running text, not a table row, a formula or figure debris."""
+def _prose(raw: str, *, fewest: int = 5) -> bool:
+    """A sentence of running text, not a table row, a formula or figure debris
+    (``fewest`` words at least: 5 in a document's chunk, 2 in a whole record)."""
     words = raw.split()
-    if not 5 <= len(words) <= 80:
+    if not fewest <= len(words) <= 80:
         return False
     lines = raw.count("\n") + 1
     if lines > 2 and len(words) / lines < 4:  # a word or two per line: a figure or table
@@ -222,18 +223,21 @@ def candidates(chunks: Sequence[Hit]) -> list[Candidate]:
     for ci, hit in enumerate(chunks):
         if _bibliography(hit.text) or _own_answer(hit):
             continue
+        # A memory or a turn is a whole record: no chunk boundary cut it, and a short
+        # statement ("Deploys happen on Tuesdays", no final stop) is a whole fact.
+        whole = hit.type != "chunk"
         sentences = split(hit.text)
         for si, s in enumerate(sentences):
             raw = _unheaded(s.text)
             text = _clean(_SOURCE_REF.sub("", raw))
             scored = _clean(_SOURCE_REF.sub("", s.text))
-            if si == 0 and text[:1].islower():
+            if not whole and si == 0 and text[:1].islower():
                 continue  # the tail of a sentence the chunk's start cut
-            if si == len(sentences) - 1 and text[-1:] not in ".!?)\"'”":
+            if not whole and si == len(sentences) - 1 and text[-1:] not in ".!?)\"'”":
                 continue  # cut off by the chunk's end
             if text.endswith("?"):
                 continue  # a question (a user's turn, a heading) answers nothing
-            if not _prose(raw):
+            if not _prose(raw, fewest=2 if whole else 5):
                 continue
             norm = " ".join(_WORD.findall(text.lower()))
             if norm in seen:
@@ -328,6 +332,12 @@ def extract(
         return NOT_FOUND, [], []
     vectors = embed([c.scored for c in cands])
     chosen = pick(query, scorable(query, cands), vectors, embed_query(query), params)
+    if not chosen and chunks[0].type != "chunk":
+        # The best kept record is a memory (or a turn): a whole statement that grade
+        # judged relevant and verify kept, often in other words than the question's
+        # ("What theme does the user like?" / "The user prefers dark mode"). Its words
+        # need not cover the question's: the record itself is the answer, quoted whole.
+        chosen = [(i, 0.0) for i, c in enumerate(cands) if c.chunk == 0][: params.max_sentences]
     if not chosen:
         return NOT_FOUND, [], []
     picked = [cands[i] for i, _ in chosen]
