@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kredenc.storage.index.filters import Filters
     from kredenc.storage.index.lexical import Phrase
     from kredenc.storage.index.projector import EmbedFn
-    from kredenc.storage.index.reads import IndexedRecord
+    from kredenc.storage.index.reads import IndexedRecord, RecordQuery
     from kredenc.storage.index.vectors import F32
 
 __all__ = ["Index", "Log"]
@@ -185,6 +185,28 @@ class Index(Protocol):
     def session_turns(self, ns: str, session: str, limit: int) -> list[tuple[str, int]]:
         """The live ``turn`` records of ``session`` (a turn's ``meta.session``) in ``ns``
         as (id, address), newest first (latest seq first), at most ``limit``."""
+        ...
+
+    def list_records(
+        self, ns: str, query: RecordQuery, limit: int | None = None, offset: int = 0
+    ) -> list[tuple[str, int]]:
+        """Live records of ``ns`` that ``query`` selects, as (id, address), in filing
+        order (seq): ``offset`` skipped, at most ``limit`` (all when None)."""
+        ...
+
+    def sessions(
+        self, ns: str, limit: int | None = None, offset: int = 0
+    ) -> list[tuple[str, int, float, float]]:
+        """Sessions with live turns in ``ns`` as (session, turns, first turn's time,
+        last turn's time), the most recently active first."""
+        ...
+
+    def namespaces(self) -> list[str]:
+        """Every namespace holding a live record, sorted."""
+        ...
+
+    def edges_of(self, ns: str) -> list[tuple[str, str, str, float]]:
+        """Every edge of ``ns`` as (src, dst, rel, weight), in the order written."""
         ...
 
     # -- edges ----------------------------------------------------------------

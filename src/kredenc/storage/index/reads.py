@@ -364,3 +364,85 @@ def edge_pairs(conn: sqlite3.Connection, ns: str, rel: str) -> list[tuple[str, s
 def live_count(conn: sqlite3.Connection) -> int:
     """Live (not forgotten) records of every namespace."""
     return int(conn.execute("SELECT count(*) FROM records WHERE deleted=0").fetchone()[0])
+
+
+@dataclass(frozen=True)
+class RecordQuery:
+    """What ``list_records`` selects: live records of one namespace (all when a field
+    is empty or None), in filing order. Times are Unix seconds (``created_at``)."""
+
+    types: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+    drawer: str | None = None
+    loaders: tuple[str, ...] = ()
+    origin_glob: str | None = None
+    since: float | None = None
+    until: float | None = None
+    session: str | None = None
+
+
+def list_records(
+    conn: sqlite3.Connection, ns: str, query: RecordQuery, limit: int | None, offset: int
+) -> list[tuple[str, int]]:
+    """Live records of ``ns`` that ``query`` selects as (id, address), in filing order
+    (seq), ``offset`` skipped and at most ``limit`` (all when None)."""
+    where = "ns=? AND deleted=0"
+    args: list[Any] = [ns]
+    for column, values in (
+        ("type", query.types),
+        ("kind", query.kinds),
+        ("status", query.statuses),
+        ("loader", query.loaders),
+    ):
+        if values:
+            where += f" AND {column} IN ({','.join('?' * len(values))})"
+            args.extend(values)
+    if query.drawer is not None:
+        where += " AND drawer=?"
+        args.append(query.drawer)
+    if query.origin_glob is not None:
+        where += " AND origin GLOB ?"
+        args.append(query.origin_glob)
+    if query.since is not None:
+        where += " AND created_at >= ?"
+        args.append(float(query.since))
+    if query.until is not None:
+        where += " AND created_at < ?"
+        args.append(float(query.until))
+    if query.session is not None:
+        where += " AND session=?"
+        args.append(query.session)
+    rows = conn.execute(
+        f"SELECT id, offset FROM records WHERE {where} ORDER BY seq LIMIT ? OFFSET ?",
+        (*args, -1 if limit is None else max(0, int(limit)), max(0, int(offset))),
+    ).fetchall()
+    return [(str(i), int(o)) for i, o in rows]
+
+
+def sessions(
+    conn: sqlite3.Connection, ns: str, limit: int | None, offset: int
+) -> list[tuple[str, int, float, float]]:
+    """The sessions with live turns in ``ns`` as (session, turns, first turn's time,
+    last turn's time), the most recently active first (ties by name)."""
+    rows = conn.execute(
+        "SELECT session, count(*), min(created_at), max(created_at) FROM records"
+        " WHERE ns=? AND session IS NOT NULL AND type='turn' AND deleted=0"
+        " GROUP BY session ORDER BY max(seq) DESC, session LIMIT ? OFFSET ?",
+        (ns, -1 if limit is None else max(0, int(limit)), max(0, int(offset))),
+    ).fetchall()
+    return [(str(s), int(n), float(a), float(b)) for s, n, a, b in rows]
+
+
+def namespaces(conn: sqlite3.Connection) -> list[str]:
+    """Every namespace with a live record, sorted."""
+    rows = conn.execute("SELECT DISTINCT ns FROM records WHERE deleted=0 ORDER BY ns").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def edges_of(conn: sqlite3.Connection, ns: str) -> list[tuple[str, str, str, float]]:
+    """Every edge of ``ns`` as (src, dst, rel, weight), in the order they were written."""
+    rows = conn.execute(
+        "SELECT src, dst, rel, weight FROM edges WHERE ns=? ORDER BY seq, src, dst, rel", (ns,)
+    ).fetchall()
+    return [(str(a), str(b), str(r), float(w)) for a, b, r, w in rows]

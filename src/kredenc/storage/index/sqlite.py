@@ -37,7 +37,7 @@ from kredenc.storage.index.cards import (
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import Phrase
 from kredenc.storage.index.projector import EmbedFn
-from kredenc.storage.index.reads import IndexedRecord
+from kredenc.storage.index.reads import IndexedRecord, RecordQuery
 from kredenc.storage.index.schema import (
     CACHE_SCHEMA,
     INDEXED_TYPES,
@@ -360,6 +360,26 @@ class SqliteIndex:
     def session_turns(self, ns: str, session: str, limit: int) -> list[tuple[str, int]]:
         """The live turns of a session, newest first (see :func:`reads.session_turns`)."""
         return reads.session_turns(self.reader(), ns, session, limit)
+
+    def list_records(
+        self, ns: str, query: RecordQuery, limit: int | None = None, offset: int = 0
+    ) -> list[tuple[str, int]]:
+        """Live records ``query`` selects as (id, address), in filing order."""
+        return reads.list_records(self.reader(), ns, query, limit, offset)
+
+    def sessions(
+        self, ns: str, limit: int | None = None, offset: int = 0
+    ) -> list[tuple[str, int, float, float]]:
+        """Sessions with live turns: (session, turns, first time, last time)."""
+        return reads.sessions(self.reader(), ns, limit, offset)
+
+    def namespaces(self) -> list[str]:
+        """Every namespace with a live record, sorted."""
+        return reads.namespaces(self.reader())
+
+    def edges_of(self, ns: str) -> list[tuple[str, str, str, float]]:
+        """Every edge of ``ns`` (src, dst, rel, weight), in writing order."""
+        return reads.edges_of(self.reader(), ns)
 
     def neighbours(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         """Edges touching ``ids`` as (seed id, neighbour id, relation, weight), both ways."""
