@@ -201,6 +201,11 @@ class Index(Protocol):
         last turn's time), the most recently active first."""
         ...
 
+    def taken_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the index holds in any namespace (record ids are unique
+        across a store), forgotten records included."""
+        ...
+
     def namespaces(self) -> list[str]:
         """Every namespace holding a live record, sorted."""
         ...

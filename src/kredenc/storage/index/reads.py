@@ -446,3 +446,14 @@ def edges_of(conn: sqlite3.Connection, ns: str) -> list[tuple[str, str, str, flo
         "SELECT src, dst, rel, weight FROM edges WHERE ns=? ORDER BY seq, src, dst, rel", (ns,)
     ).fetchall()
     return [(str(a), str(b), str(r), float(w)) for a, b, r, w in rows]
+
+
+def taken_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` the index holds in any namespace, forgotten records included."""
+    out: set[str] = set()
+    for start in range(0, len(ids), 500):
+        part = list(ids[start : start + 500])
+        marks = ",".join("?" * len(part))
+        rows = conn.execute(f"SELECT id FROM records WHERE id IN ({marks})", part).fetchall()
+        out.update(str(r[0]) for r in rows)
+    return out

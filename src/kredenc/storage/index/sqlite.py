@@ -373,6 +373,10 @@ class SqliteIndex:
         """Sessions with live turns: (session, turns, first time, last time)."""
         return reads.sessions(self.reader(), ns, limit, offset)
 
+    def taken_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are held in any namespace, forgotten ones included."""
+        return reads.taken_ids(self.reader(), ids)
+
     def namespaces(self) -> list[str]:
         """Every namespace with a live record, sorted."""
         return reads.namespaces(self.reader())

@@ -1,0 +1,158 @@
+"""Listing a namespace's memories, documents and sessions, page by page.
+
+Every function takes the open :class:`~kredenc.storage.store.Store` and the namespace
+``ns`` (the :class:`~kredenc.engine.Kredenc` facade calls them with its own) and reads
+through the index's named methods (``Index.list_records``, ``Index.sessions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kredenc.errors import InvalidInput
+from kredenc.fields import parse_time
+from kredenc.records import MEMORY_KINDS, STATUSES, Memory
+from kredenc.storage.index.reads import RecordQuery
+
+if TYPE_CHECKING:
+    from kredenc.storage.store import Store
+
+MAX_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class DocumentEntry:
+    """A filed document: its id, where it came from, how it was read, its chunks."""
+
+    id: str
+    origin: str
+    title: str
+    loader: str
+    drawer: str
+    version: int
+    chunks: int
+    created_at: float
+
+
+@dataclass(frozen=True)
+class SessionEntry:
+    """A session with live turns: how many, and the first and last turn's time."""
+
+    session: str
+    turns: int
+    first_at: float
+    last_at: float
+
+
+def _page(limit: int, offset: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInput(f"offset must be a whole number of at least 0, not {offset!r}")
+
+
+def _choices(what: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
+    for value in values:
+        if value not in allowed:
+            raise InvalidInput(f"unknown {what} {value!r}", f"use one of {', '.join(allowed)}")
+    return tuple(values)
+
+
+def list_memories(
+    store: Store,
+    ns: str,
+    /,
+    *,
+    kinds: Sequence[str] = (),
+    statuses: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    drawer: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[Memory]:
+    """Live memories of ``ns`` in filing order (oldest first), ``offset`` skipped and
+    at most ``limit``: of any of ``kinds`` and ``statuses``, carrying every one of
+    ``tags``, in ``drawer``, filed at or after ``since`` and before ``until`` (ISO 8601
+    or Unix seconds)."""
+    _page(limit, offset)
+    query = RecordQuery(
+        types=("memory",),
+        kinds=_choices("kind", kinds, MEMORY_KINDS),
+        statuses=_choices("status", statuses, STATUSES),
+        drawer=drawer,
+        since=parse_time(since, "since"),
+        until=parse_time(until, "until"),
+    )
+    index, hay = store.index, store.haystack
+    if not tags:
+        rows = index.list_records(ns, query, limit, offset)
+        return [_memory(store, ns, rid, off) for rid, off in rows]
+    # Tags live in the log (the index holds them only as full text): filter while
+    # reading, then page over what passed.
+    wanted = set(tags)
+    out: list[Memory] = []
+    skipped = 0
+    for rid, off in index.list_records(ns, query):
+        payload = hay.read(off)
+        if not wanted <= set(payload.get("tags") or ()):
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        out.append(_memory(store, ns, rid, off, payload))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _memory(
+    store: Store, ns: str, rid: str, offset: int, payload: dict[str, Any] | None = None
+) -> Memory:
+    found = store.index.lookup(ns, rid)
+    state = found.state if found is not None else None
+    return Memory.from_payload(payload or store.haystack.read(offset), offset, state)
+
+
+def list_documents(
+    store: Store,
+    ns: str,
+    /,
+    *,
+    loaders: Sequence[str] = (),
+    source: str | None = None,
+    drawer: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[DocumentEntry]:
+    """Live documents of ``ns`` in filing order: read by any of ``loaders``, filed
+    from an origin matching the glob ``source`` (``*.pdf``, ``docs/*``), in ``drawer``."""
+    _page(limit, offset)
+    query = RecordQuery(
+        types=("document",), loaders=tuple(loaders), origin_glob=source, drawer=drawer
+    )
+    out = []
+    for rid, off in store.index.list_records(ns, query, limit, offset):
+        p = store.haystack.read(off)
+        out.append(
+            DocumentEntry(
+                id=rid,
+                origin=str(p.get("origin", "")),
+                title=str(p.get("title", "")),
+                loader=str(p.get("loader", "")),
+                drawer=str(p.get("drawer", "")),
+                version=int(p.get("version", 1)),
+                chunks=len(store.index.parts_of(ns, rid)),
+                created_at=float(p.get("ts", 0.0)),
+            )
+        )
+    return out
+
+
+def list_sessions(store: Store, ns: str, /, *, limit: int = 50, offset: int = 0) -> list[SessionEntry]:
+    """Sessions with live turns in ``ns``, the most recently active first."""
+    _page(limit, offset)
+    return [SessionEntry(*row) for row in store.index.sessions(ns, limit, offset)]
