@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TextIO, TypeVar
 
 from kredenc.checks import check_name
 from kredenc.config import Settings, load_settings
 from kredenc.errors import StoreClosed
 from kredenc.ingest import passages
-from kredenc.memory import writes
+from kredenc.memory import listing, transfer, writes
 from kredenc.memory.turns import TurnFiler
 from kredenc.providers.embed.base import Embedder
 from kredenc.retrieve import query as queries
@@ -189,6 +189,40 @@ class Kredenc:
     add_passages = _in_namespace(passages.add_passages)
     search = _in_namespace(queries.search)
     context_graph = _in_namespace(queries.context_graph)
+
+    list_memories = _in_namespace(listing.list_memories)
+    list_documents = _in_namespace(listing.list_documents)
+    list_sessions = _in_namespace(listing.list_sessions)
+
+    def export(self, out: TextIO, namespaces: Sequence[str] | None = None) -> int:
+        """Write the export of ``namespaces`` (every namespace with a live record when
+        None) to ``out`` as JSON lines, the header first (docs/export.md); how many
+        lines."""
+        n = 0
+        with self.store.gate:
+            for line in transfer.export_lines(self.store, namespaces):
+                out.write(line + "\n")
+                n += 1
+        return n
+
+    def import_lines(
+        self, lines: Iterable[str], *, skip_existing: bool = False, name: str = "input"
+    ) -> transfer.ImportReport:
+        """File an export (``kredenc export`` lines) into this store, ids and
+        namespaces kept: every line is checked first (a bad one raises
+        ``InvalidInput`` naming it and nothing is written), then records go in
+        all-or-nothing batches and are embedded with this store's model."""
+        with self.store.gate:
+            header, items = transfer.parse_lines(lines, name=name)
+            report = transfer.import_items(self.store, items, skip_existing=skip_existing)
+            report.embedding_model = header.get("embedding_model")
+            return report
+
+    def import_mem0(self, data: Any, *, skip_existing: bool = False) -> transfer.ImportReport:
+        """File mem0's ``get_all`` JSON (parsed) as memories of this namespace."""
+        with self.store.gate:
+            items = transfer.from_mem0(data, self.namespace, now=self.store.now())
+            return transfer.import_items(self.store, items, skip_existing=skip_existing)
 
     def file_turns(
         self, session_id: str, turns: Sequence[Mapping[str, Any]], *, drawer: str = "turns"

@@ -152,7 +152,9 @@ def list_documents(
     return out
 
 
-def list_sessions(store: Store, ns: str, /, *, limit: int = 50, offset: int = 0) -> list[SessionEntry]:
+def list_sessions(
+    store: Store, ns: str, /, *, limit: int = 50, offset: int = 0
+) -> list[SessionEntry]:
     """Sessions with live turns in ``ns``, the most recently active first."""
     _page(limit, offset)
     return [SessionEntry(*row) for row in store.index.sessions(ns, limit, offset)]

@@ -94,7 +94,9 @@ class ImportReport:
     embedding_model: str | None = None
 
 
-def parse_lines(lines: Iterable[str], *, name: str = "input") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def parse_lines(
+    lines: Iterable[str], *, name: str = "input"
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the records of an export, every line checked (nothing is
     written): a bad line raises ``InvalidInput`` naming it."""
     header: dict[str, Any] | None = None
