@@ -193,6 +193,7 @@ class Kredenc:
     list_memories = _in_namespace(listing.list_memories)
     list_documents = _in_namespace(listing.list_documents)
     list_sessions = _in_namespace(listing.list_sessions)
+    provenance = _in_namespace(listing.provenance)
 
     def export(self, out: TextIO, namespaces: Sequence[str] | None = None) -> int:
         """Write the export of ``namespaces`` (every namespace with a live record when

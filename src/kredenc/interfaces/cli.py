@@ -21,7 +21,15 @@ from typing import Any
 import click
 
 from kredenc.errors import InvalidInput, KredencError
-from kredenc.interfaces import cli_ask, cli_eval, cli_keys, cli_memory, cli_recall, cli_store
+from kredenc.interfaces import (
+    cli_ask,
+    cli_eval,
+    cli_keys,
+    cli_memory,
+    cli_recall,
+    cli_store,
+    cli_transfer,
+)
 from kredenc.interfaces.cli_common import (
     Context,
     add_global_options,
@@ -316,7 +324,21 @@ def get(record_id: str) -> None:
     c = context()
     with c.open(read_only=True) as kb:
         mem = kb.get(record_id)
-    c.emit(memory_json(mem), lambda: click.echo(f"{mem.id} [{mem.kind}] {mem.text}"))
+        source = kb.provenance(record_id)
+    data = memory_json(mem)
+    if source is not None:
+        data["source_document"] = source
+
+    def human() -> None:
+        click.echo(f"{mem.id} [{mem.kind or mem.type}] {mem.text}")
+        if source is not None:
+            page = f", page {source['page']}" if source["page"] is not None else ""
+            click.echo(
+                f"from document {source['document']} ({source['title'] or 'untitled'}): "
+                f"{source['file']}{page}"
+            )
+
+    c.emit(data, human)
 
 
 @cli.command()
@@ -441,6 +463,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     cli_memory,
     cli_recall,
     cli_store,
+    cli_transfer,
 )
 for _module in COMMAND_MODULES:
     for _command in _module.COMMANDS:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.errors import InvalidInput
 from kredenc.fields import parse_time
+from kredenc.memory.writes import live_record
 from kredenc.records import MEMORY_KINDS, STATUSES, Memory
 from kredenc.storage.index.reads import RecordQuery
 
@@ -158,3 +159,25 @@ def list_sessions(
     """Sessions with live turns in ``ns``, the most recently active first."""
     _page(limit, offset)
     return [SessionEntry(*row) for row in store.index.sessions(ns, limit, offset)]
+
+
+def provenance(store: Store, ns: str, /, record_id: str) -> dict[str, Any] | None:
+    """Where a live chunk came from: its document's id and title, the file (origin),
+    the page and the loader; None for a record that is not part of a document."""
+    found = live_record(store, ns, record_id)
+    payload = store.haystack.read(found.offset)
+    doc_id = payload.get("doc_id")
+    if payload.get("type") != "chunk" and not doc_id:
+        return None
+    title = payload.get("title") or ""
+    if doc_id:
+        doc = store.index.lookup(ns, str(doc_id))
+        if doc is not None and not doc.deleted:
+            title = store.haystack.read(doc.offset).get("title") or title
+    return {
+        "document": doc_id,
+        "title": title,
+        "file": payload.get("origin"),
+        "page": payload.get("page"),
+        "loader": payload.get("loader"),
+    }

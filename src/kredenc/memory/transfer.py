@@ -35,6 +35,7 @@ BATCH = 500  # records per all-or-nothing batch on import
 _LOG_KEYS = ("seq", "txn")
 _STATE_TOP = ("status", "valid_from", "valid_to", "episode_id", "task_status")
 _TYPES = ("document", "chunk", "memory", "turn")
+_SEARCHABLE = ("chunk", "memory", "turn")  # the types with a vector
 
 
 def _line(obj: dict[str, Any]) -> str:
@@ -206,7 +207,9 @@ def import_items(
     report.namespaces = sorted({p["ns"] for p in payloads})
     for start in range(0, len(payloads), max(1, batch_size)):
         batch = payloads[start : start + max(1, batch_size)]
-        store.write(batch, batch=len(batch) > 1, vectors=store.vectors_for(batch))
+        searchable = [p for p in batch if p["op"] == "put" and p["type"] in _SEARCHABLE]
+        vectors = store.vectors_for(searchable) if searchable else None
+        store.write(batch, batch=len(batch) > 1, vectors=vectors)
         report.batches += 1
     report.records = sum(1 for p in payloads if p["op"] == "put")
     report.edges = len(payloads) - report.records
