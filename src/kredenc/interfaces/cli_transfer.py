@@ -161,8 +161,10 @@ def list_sessions(limit: int, offset: int) -> None:
     metavar="NAME",
     help="Export this namespace (repeat for several; default: every namespace).",
 )
+@json_option
 def export_command(namespaces: tuple[str, ...]) -> None:
-    """Write the store as JSON lines to standard output (docs/export.md)."""
+    """Write the store as JSON lines to standard output (docs/export.md); with or
+    without --json the output is those lines (--json makes errors JSON)."""
     c = context()
     chosen = list(namespaces) or ([c.namespace] if c.namespace else None)
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
