@@ -37,13 +37,13 @@ from kredenc.testing.conformance.index_data import (
     put,
     tombstone,
 )
-from kredenc.testing.conformance.index_records import IndexRecordConformance
+from kredenc.testing.conformance.index_listing import IndexListingConformance
 from kredenc.testing.embedders import HashEmbedder
 
 __all__ = ["IndexConformance"]
 
 
-class IndexConformance(IndexRecordConformance):
+class IndexConformance(IndexListingConformance):
     """Upsert, tombstone, isolation, filters, legs, edges, rebuild, concurrency.
 
     Implement ``make_index(path, dim)`` (see :class:`IndexRecordConformance`).
