@@ -6,6 +6,7 @@ import io
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,7 +176,7 @@ def test_batches_are_whole(open_store: OpenStore, tmp_path: Path) -> None:
         assert len(b.list_memories()) == 7
 
 
-MEM0 = [
+MEM0: list[dict[str, Any]] = [
     {
         "id": "f38b689d-6b24-45b7-bced-17fbb4d8bac7",
         "memory": "Travelling to Paris in May",
