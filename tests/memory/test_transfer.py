@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, ReadOnlyRecord
 from kredenc.memory import transfer
 
 OpenStore = Callable[..., Kredenc]
@@ -38,6 +38,9 @@ def _fill(kb: Kredenc, tmp_path: Path) -> dict[str, str]:
     src = tmp_path / "guide.md"
     src.write_text(DOC, encoding="utf-8")
     kb.ingest([src])
+    src.write_text(DOC + "\nMatcha is whisked, never steeped.\n", encoding="utf-8")
+    kb.ingest([src])  # refiled: version 2 replaces version 1
+    kb.remember("The user's name is Ada", kind="fact", read_only=True)
     tea = kb.remember(
         "The user drinks oolong every morning",
         kind="preference",
@@ -74,6 +77,10 @@ def test_round_trip_is_lossless(open_store: OpenStore, tmp_path: Path) -> None:
     by_id = {o["id"]: o for o in body if o["op"] == "put"}
     assert ids["gone"] not in by_id  # forgotten records are not exported
     assert {o["type"] for o in by_id.values()} == {"document", "chunk", "memory", "turn"}
+    (doc,) = [o for o in by_id.values() if o["type"] == "document" and o["ns"] == "default"]
+    assert doc["version"] == 2  # only the live version of a refiled document
+    assert any("Matcha" in o.get("text", "") for o in by_id.values())
+    assert [o["read_only"] for o in by_id.values() if o.get("read_only")] == [True]
     job = by_id[ids["job"]]
     assert job["scores"]["importance"] == 0.2  # the state now, not as filed
     assert (job["status"], job["task_status"]) == ("disputed", "active")
@@ -96,6 +103,9 @@ def test_round_trip_is_lossless(open_store: OpenStore, tmp_path: Path) -> None:
         got = b.get(ids["job"])
         assert (got.importance, got.status, got.task_status) == (0.2, "disputed", "active")
         assert b.session_history("s1") == [{"role": "user", "content": "I like oolong"}]
+        (ada,) = [i for i, o in by_id.items() if o.get("read_only")]
+        with pytest.raises(ReadOnlyRecord):
+            b.forget(ada)
     assert sorted(second[1:]) == sorted(first[1:])
     assert second[0] == first[0]
     assert hits_b == hits_a and hits_a
