@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.loop._tools import SOURCE, agent_file
 
 from kredenc.interfaces.cli import main
+from loop._tools import SOURCE, agent_file
 
 NOTES = {
     "heron.txt": "The heron nests by the mill pond.\n",
