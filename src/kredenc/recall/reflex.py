@@ -59,10 +59,11 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from kredenc.errors import InvalidInput, KredencError
+from kredenc.errors import InvalidInput, KredencError, StoreClosed
 from kredenc.recall.budget import Budget, budget_from
 from kredenc.recall.conversation import SESSIONS, newest_user_text
 from kredenc.recall.deps import RecallStore
@@ -79,6 +80,7 @@ __all__ = [
     "PREAMBLE",
     "RecallItem",
     "RecallResult",
+    "WARM_UP_THREAD",
     "announce",
     "near_copy",
     "recall",
@@ -89,6 +91,8 @@ __all__ = [
 log = logging.getLogger("kredenc.recall")
 
 MODES = ("hybrid", "lexical", "dense")
+#: The name of the thread :func:`warm_in_background` starts.
+WARM_UP_THREAD = "kredenc-recall-warm-up"
 # The message text that is embedded is cut to this many characters.
 _EMBED_CHARS = 2000
 
@@ -202,20 +206,36 @@ def warm_up(store: RecallStore) -> float:
     return time.perf_counter() - started
 
 
-def warm_in_background(store: RecallStore) -> threading.Thread:
-    """Run :func:`warm_up` on a daemon thread and return it (started). Never blocks and
-    never raises into the caller: a failure is logged at WARNING (the recall that
-    follows loads what it needs itself, or falls back to words)."""
+def warm_in_background(
+    store: RecallStore, *, gate: AbstractContextManager[object] | None = None
+) -> threading.Thread:
+    """Run :func:`warm_up` on a thread and return it (started). Never blocks and never
+    raises into the caller: a failure is logged at WARNING (the recall that follows
+    loads what it needs itself, or falls back to words).
+
+    Not a daemon thread: the interpreter waits for it at exit, because onnxruntime
+    aborts the process (``terminate called without an active exception``) when a
+    model load is cut short by the interpreter's shutdown.
+
+    The models are loaded first, outside ``gate``; the shards are loaded inside it (the
+    store's gate: a close waits for that read, and a store closed meanwhile is left
+    alone, silently)."""
 
     def run() -> None:
+        started = time.perf_counter()
         try:
-            seconds = warm_up(store)
+            store.embedder.embed(["kredenc recall warm-up"])  # the model that files turns
+            store.embedder.embed_query("kredenc recall warm-up")  # the one that recalls
+            with gate if gate is not None else nullcontext():
+                store.index.shards()
+        except StoreClosed:
+            return  # closed before the warm-up was done: nothing left to warm
         except Exception as exc:  # noqa: BLE001 - a background warm-up must never break the host
             log.warning("recall warm-up failed: %s: %s", type(exc).__name__, exc)
         else:
-            log.debug("recall warm-up done in %.2f s", seconds)
+            log.debug("recall warm-up done in %.2f s", time.perf_counter() - started)
 
-    thread = threading.Thread(target=run, name="kredenc-recall-warm-up", daemon=True)
+    thread = threading.Thread(target=run, name=WARM_UP_THREAD, daemon=False)
     thread.start()
     return thread
 
