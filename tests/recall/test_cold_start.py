@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.testing.embedders import HashEmbedder
 from kredenc.recall import recall
 from kredenc.recall.reflex import WARM_UP_THREAD
+from kredenc.testing.embedders import HashEmbedder
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

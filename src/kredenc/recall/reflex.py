@@ -78,9 +78,9 @@ from kredenc.storage.index.filters import Filters
 __all__ = [
     "NEAR_COPY",
     "PREAMBLE",
+    "WARM_UP_THREAD",
     "RecallItem",
     "RecallResult",
-    "WARM_UP_THREAD",
     "announce",
     "near_copy",
     "recall",
