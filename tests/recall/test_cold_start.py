@@ -97,6 +97,10 @@ class _SlowThenBroken(HashEmbedder):
         self.calls = 0
         self.lock = threading.Lock()
 
+    @property
+    def loaded(self) -> bool:
+        return self.calls > 0  # a local model on disk until its first use
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         with self.lock:
             self.calls += 1

@@ -217,15 +217,18 @@ def warm_in_background(
     aborts the process (``terminate called without an active exception``) when a
     model load is cut short by the interpreter's shutdown.
 
-    The models are loaded first, outside ``gate``; the shards are loaded inside it (the
+    The query model is loaded first (only an embedder whose ``loaded`` is False: one
+    with a local model still on disk), outside ``gate``; the shards are loaded inside it (the
     store's gate: a close waits for that read, and a store closed meanwhile is left
     alone, silently)."""
 
     def run() -> None:
         started = time.perf_counter()
         try:
-            store.embedder.embed(["kredenc recall warm-up"])  # the model that files turns
-            store.embedder.embed_query("kredenc recall warm-up")  # the one that recalls
+            if getattr(store.embedder, "loaded", True) is False:
+                # A local model not loaded yet (MiniLM): load the graph that embeds
+                # queries. A remote or in-memory embedder has nothing to load.
+                store.embedder.embed_query("kredenc recall warm-up")
             with gate if gate is not None else nullcontext():
                 store.index.shards()
         except StoreClosed:
