@@ -142,3 +142,15 @@ def test_the_warm_up_can_be_turned_off(open_store: Callable[..., Kredenc]) -> No
         now = {t.ident for t in threading.enumerate() if t.name == WARM_UP_THREAD}
         assert now <= before
         assert embedder.calls == 0
+
+
+def test_a_cli_command_does_not_warm_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-shot command would only wait at exit for a model it never uses."""
+    from kredenc.interfaces.cli_common import Context
+
+    embedder = _SlowThenBroken(delay=0.0)
+    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: embedder)
+    with Context(str(tmp_path / "store"), "cli", as_json=False).open() as kb:
+        assert kb.settings.recall_warm_at_open is False
+        time.sleep(0.05)
+        assert embedder.calls == 0
