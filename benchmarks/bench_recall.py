@@ -208,14 +208,29 @@ def _file(kb: Any, docs: Sequence[Any], session_of: Callable[[Any], str]) -> Non
             kb.file_turns(session, turns[b : b + 256])
 
 
+def _round(interval: tuple[float, float]) -> list[float]:
+    return [round(interval[0], 3), round(interval[1], 3)]
+
+
 def _summary(name: str, mode: str, rows: list[tuple[bool, bool, int, int]]) -> Result:
+    from kredenc.eval.metrics import bootstrap_ci
+
     chars = [c for _, _, c, _ in rows]
+    anys = [float(a) for a, _, _, _ in rows]
+    alls = [float(b) for _, b, _, _ in rows]
     return {
         "dataset": name,
         "mode": mode,
         "questions": len(rows),
-        "evidence_any_in_block": statistics.fmean(a for a, _, _, _ in rows),
-        "evidence_all_in_block": statistics.fmean(b for _, b, _, _ in rows),
+        "evidence_any_in_block": statistics.fmean(anys),
+        "evidence_any_ci95": _round(
+            bootstrap_ci(lambda ix: statistics.fmean(anys[i] for i in ix), len(rows))
+        ),
+        "evidence_all_in_block": statistics.fmean(alls),
+        "evidence_all_ci95": _round(
+            bootstrap_ci(lambda ix: statistics.fmean(alls[i] for i in ix), len(rows))
+        ),
+        "evidence_any_per_question": [int(a) for a in anys],
         "chars_per_turn_mean": statistics.fmean(chars),
         "chars_per_turn_p95": percentile(chars, 95),
         "items_per_turn_mean": statistics.fmean(i for _, _, _, i in rows),
@@ -261,7 +276,9 @@ def quality_longmemeval(kb: Any, path: Path, modes: Sequence[str]) -> list[Resul
     return [_summary("longmemeval", m, r) for m, r in rows.items()]
 
 
-def run_quality(modes: Sequence[str]) -> list[Result]:
+def run_quality(
+    modes: Sequence[str], datasets: Sequence[str] = ("locomo", "longmemeval"), data: Path = DATA
+) -> list[Result]:
     from kredenc import Kredenc
 
     out: list[Result] = []
@@ -269,12 +286,16 @@ def run_quality(modes: Sequence[str]) -> list[Result]:
     EVAL_CACHE.parent.mkdir(parents=True, exist_ok=True)
     try:
         with Kredenc.open(tmp / "store", "q", durability="none", embed_cache=EVAL_CACHE) as kb:
-            locomo = DATA / "locomo" / "locomo_dev.json"
-            lme = DATA / "longmemeval" / "longmemeval_s_dev66.json.gz"
+            locomo = data / "locomo" / "locomo_dev.json"
+            lme = data / "longmemeval" / "longmemeval_s_dev66.json.gz"
             for name, path, fn in (
                 ("locomo", locomo, quality_locomo),
                 ("longmemeval", lme, quality_longmemeval),
             ):
+                if name not in datasets:
+                    print(f"  {name}: not asked for (--datasets), skipped", file=sys.stderr)
+                    out.append({"dataset": name, "skipped": "not asked for"})
+                    continue
                 if not path.exists():
                     print(f"  {name}: {path} not found, skipped", file=sys.stderr)
                     out.append({"dataset": name, "skipped": f"{path} not found"})
@@ -469,7 +490,9 @@ def print_quality(results: list[Result]) -> None:
         "mode",
         "questions",
         "evidence_any_in_block",
+        "evidence_any_ci95",
         "evidence_all_in_block",
+        "evidence_all_ci95",
         "chars_per_turn_mean",
         "chars_per_turn_p95",
         "items_per_turn_mean",
@@ -491,6 +514,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--proxy-only", action="store_true", help="only the proxy overhead")
     parser.add_argument("--proxy-requests", type=int, default=200)
     parser.add_argument(
+        "--datasets",
+        default="locomo,longmemeval",
+        help="quality datasets, comma-separated (LongMemEval embeds ~3,000 sessions cold)",
+    )
+    parser.add_argument(
+        "--data", type=Path, default=DATA, help=f"the evaluation data folder (default {DATA})"
+    )
+    parser.add_argument(
         "--embed-threads", type=int, default=None, help="onnxruntime threads (default: settings)"
     )
     args = parser.parse_args(argv)
@@ -503,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_results(f"recall-{args.n}", results)
         return 0
     if args.quality_only:
-        results["quality"] = run_quality(modes)
+        results["quality"] = run_quality(modes, args.datasets.split(","), args.data)
         print_quality(results["quality"])
         write_results("recall-quality", results)
         return 0
@@ -531,7 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["proxy"] = run_proxy(home, rest[: 2 * args.proxy_requests], args.embed_threads)
             print_proxy(results["proxy"])
     if not args.no_quality and not args.words_only:
-        results["quality"] = run_quality(modes)
+        results["quality"] = run_quality(modes, args.datasets.split(","), args.data)
         print_table(
             "quality at the default budget (3 items, 600/1800 chars)",
             [

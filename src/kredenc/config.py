@@ -156,7 +156,9 @@ class Settings(BaseSettings):
         "that treat a trailing system message specially.",
     )
     recall_types: list[str] = Field(
-        default_factory=lambda: ["memory", "turn"], description="Record types recall may inject."
+        default_factory=lambda: ["memory", "turn", "chunk"],
+        description="Record types recall may inject: memories, conversation turns and "
+        "document passages (chunks).",
     )
     recall_leg_k: int = Field(20, ge=1, description="Candidates each recall leg returns.")
     recall_min_similarity: float = Field(
@@ -312,6 +314,18 @@ class Settings(BaseSettings):
         description="How much importance and recency count beside similarity in the "
         "ContextGraph ranking (their weighted terms are scaled by it): with the default "
         "weights a node can pass one at most 0.05 more similar, so relevance dominates.",
+    )
+    # -- recall (issue 16) --
+    recall_assistant_turns: bool = Field(
+        False,
+        description="Recall may inject the assistant's own past turns (off: only the "
+        "user's turns, memories and document passages, so the agent is not fed its own "
+        "answers back).",
+    )
+    recall_warm_at_open: bool = Field(
+        True,
+        description="Opening a store loads the query model and the vector shards on a "
+        "background thread, so the first recall finds the dense leg ready.",
     )
 
     @field_validator("embed_provider")

@@ -96,6 +96,12 @@ class Kredenc:
     ) -> None:
         namespace = check_name("namespace", namespace)
         self._attach(Store.open(settings, embedder, read_only), embedder, namespace, owner=True)
+        if settings.recall_warm_at_open:
+            # The first recall of a fresh process finds the query model loaded (or
+            # queues behind its loading within its time budget), not words only.
+            from kredenc.recall.reflex import warm_in_background
+
+            warm_in_background(self.store, gate=self.store.gate)
 
     def _attach(self, store: Store, embedder: Embedder, namespace: str, *, owner: bool) -> None:
         self.store = store

@@ -39,7 +39,11 @@ class Context:
 
         if not create:
             layout.require_store(store_home(self))
-        return Kredenc.open(self.store, self.namespace, read_only=read_only)
+        # A command is one short process: nothing recalls later to find the model warm
+        # (`recall` and `proxy` warm up themselves), and the exit would wait for it.
+        return Kredenc.open(
+            self.store, self.namespace, read_only=read_only, recall_warm_at_open=False
+        )
 
     def emit(self, data: Any, human: Callable[[], None]) -> None:
         if self.json:

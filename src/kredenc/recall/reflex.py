@@ -10,9 +10,21 @@ How it finds them: it runs search's legs (:func:`kredenc.retrieve.search.run_leg
 with a deadline. Terms of the newest user message (:mod:`kredenc.retrieve.message_terms`) search
 the index cards by words (FTS5), the message's embedding searches them by meaning
 (vectors); the two ranked lists are fused as search fuses them (the store's ``fusion``
-setting: min-max by default). Only ``memory`` and ``turn`` records filed before the
-session began are eligible, and turns of the session itself never are, so the agent is
-not told what it just said. The block is written by :mod:`kredenc.recall.render`.
+setting: min-max by default). Records of the ``recall_types`` (memories, turns and
+document passages by default) filed before the session began are eligible, and turns of
+the session itself never are, so the agent is not told what it just said. The block is
+written by :mod:`kredenc.recall.render`.
+
+No parroting: a message with no content terms (a greeting, "ok", "thanks") recalls
+nothing; the assistant's own turns are left out unless ``recall_assistant_turns``; every
+type clears the same relevance floor (found by words, or by meaning with a cosine of at
+least ``recall_min_similarity``); and a record whose text is a near copy of one already
+picked (:func:`near_copy`) is skipped.
+
+Cold start: :func:`warm_in_background` (called when a ``Kredenc`` store opens, unless
+``recall_warm_at_open`` is off) loads the query model and the shards on a thread; the
+query embedding of a recall queues behind that load on the model's lock, so a first
+recall whose budget outlasts the rest of the warm-up gets its dense leg.
 
 Recall reads the store through :class:`~kredenc.recall.deps.RecallStore` and names
 the namespace on every call; it never sees the ``Kredenc`` facade.
@@ -47,10 +59,11 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from kredenc.errors import InvalidInput, KredencError
+from kredenc.errors import InvalidInput, KredencError, StoreClosed
 from kredenc.recall.budget import Budget, budget_from
 from kredenc.recall.conversation import SESSIONS, newest_user_text
 from kredenc.recall.deps import RecallStore
@@ -59,13 +72,27 @@ from kredenc.recall.result import RecallItem, RecallResult
 from kredenc.records import LegScore
 from kredenc.retrieve.message_terms import recall_terms
 from kredenc.retrieve.search import SearchParams, fuse, hit_from_payload, run_legs
+from kredenc.retrieve.terms import STOPWORDS_EN, tokens
 from kredenc.storage.index.filters import Filters
 
-__all__ = ["PREAMBLE", "RecallItem", "RecallResult", "announce", "recall", "warm_up"]
+__all__ = [
+    "NEAR_COPY",
+    "PREAMBLE",
+    "WARM_UP_THREAD",
+    "RecallItem",
+    "RecallResult",
+    "announce",
+    "near_copy",
+    "recall",
+    "warm_in_background",
+    "warm_up",
+]
 
 log = logging.getLogger("kredenc.recall")
 
 MODES = ("hybrid", "lexical", "dense")
+#: The name of the thread :func:`warm_in_background` starts.
+WARM_UP_THREAD = "kredenc-recall-warm-up"
 # The message text that is embedded is cut to this many characters.
 _EMBED_CHARS = 2000
 
@@ -81,6 +108,7 @@ class _Plan:
     time_budget_ms: float
     types: tuple[str, ...]
     min_similarity: float
+    assistant_turns: bool  # the assistant's own past turns may be recalled
     params: SearchParams  # the legs and their fusion
 
 
@@ -105,6 +133,7 @@ def _plan(
         time_budget_ms=ms,
         types=tuple(s.recall_types),
         min_similarity=float(s.recall_min_similarity),
+        assistant_turns=bool(s.recall_assistant_turns),
         params=SearchParams(
             k=s.recall_leg_k,
             mode=chosen_mode,
@@ -175,6 +204,65 @@ def warm_up(store: RecallStore) -> float:
     store.embedder.embed_query("kredenc recall warm-up")  # the one that recalls
     store.index.shards()
     return time.perf_counter() - started
+
+
+def warm_in_background(
+    store: RecallStore, *, gate: AbstractContextManager[object] | None = None
+) -> threading.Thread:
+    """Run :func:`warm_up` on a thread and return it (started). Never blocks and never
+    raises into the caller: a failure is logged at WARNING (the recall that follows
+    loads what it needs itself, or falls back to words).
+
+    Not a daemon thread: the interpreter waits for it at exit, because onnxruntime
+    aborts the process (``terminate called without an active exception``) when a
+    model load is cut short by the interpreter's shutdown.
+
+    The query model is loaded first (only an embedder whose ``loaded`` is False: one
+    with a local model still on disk), outside ``gate``; the shards are loaded inside it (the
+    store's gate: a close waits for that read, and a store closed meanwhile is left
+    alone, silently)."""
+
+    def run() -> None:
+        started = time.perf_counter()
+        try:
+            if getattr(store.embedder, "loaded", True) is False:
+                # A local model not loaded yet (MiniLM): load the graph that embeds
+                # queries. A remote or in-memory embedder has nothing to load.
+                store.embedder.embed_query("kredenc recall warm-up")
+            with gate if gate is not None else nullcontext():
+                store.index.shards()
+        except StoreClosed:
+            return  # closed before the warm-up was done: nothing left to warm
+        except Exception as exc:  # noqa: BLE001 - a background warm-up must never break the host
+            log.warning("recall warm-up failed: %s: %s", type(exc).__name__, exc)
+        else:
+            log.debug("recall warm-up done in %.2f s", time.perf_counter() - started)
+
+    thread = threading.Thread(target=run, name=WARM_UP_THREAD, daemon=False)
+    thread.start()
+    return thread
+
+
+# -- near copies -----------------------------------------------------------------------
+
+#: Two texts whose content words (word tokens less English stopwords) overlap by this
+#: share (Jaccard) or more are near copies. A judgement, not tuned on any benchmark: the
+#: same text with other punctuation, case, spacing or function words collapses, and so
+#: does one content word changed among ten or more; two short facts that differ in their
+#: one distinctive word (a city, a name) stay apart.
+NEAR_COPY = 0.9
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(t for t in tokens(text) if t not in STOPWORDS_EN)
+
+
+def near_copy(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two texts' content words (:func:`kredenc.retrieve.terms.tokens` less
+    :data:`~kredenc.retrieve.terms.STOPWORDS_EN`) make them near copies
+    (:data:`NEAR_COPY`); two texts without content words are copies."""
+    union = a | b
+    return not union or len(a & b) / len(union) >= NEAR_COPY
 
 
 # -- the reflex ------------------------------------------------------------------------
@@ -252,6 +340,9 @@ def _recall(
         return _done(result, started)
     terms = recall_terms(query)
     result.terms = [str(t) for t in terms]
+    if not terms:
+        result.skipped = "no content terms in the message (a greeting or an acknowledgement)"
+        return _done(result, started)
     legs = run_legs(
         store.index,
         ns,
@@ -350,9 +441,10 @@ def _pick(
         for r, score in fused
         if r in lexical or (r in dense and dense[r].score >= plan.min_similarity)
     ]
-    wanted = fused[: plan.budget.items * 3 + 2]
+    wanted = fused[: plan.budget.items * 4 + 4]
     places = store.index.resolve(ns, [r for r, _ in wanted])
     out: list[Picked] = []
+    seen: list[frozenset[str]] = []
     for rowid, score in wanted:
         place = places.get(rowid)
         if place is None:
@@ -360,8 +452,14 @@ def _pick(
         hit = hit_from_payload(store.haystack.read(place[1]), place[1], score)
         if hit.type == "turn" and hit.meta.get("session") == session_id:
             continue  # the agent is not told what it just said
+        if hit.type == "turn" and hit.meta.get("role") == "assistant" and not plan.assistant_turns:
+            continue  # nor fed its own answers back
         if not hit.text.strip():
             continue
+        words = _words(hit.text)
+        if any(near_copy(words, w) for w in seen):
+            continue  # a near copy of one already picked
+        seen.append(words)
         hit.legs = {name: leg[rowid] for name, leg in per_leg.items() if rowid in leg}
         out.append(Picked(hit, float(score)))
         if len(out) >= plan.budget.items:
