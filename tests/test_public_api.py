@@ -14,6 +14,7 @@ from kredenc import errors, records
 
 PUBLIC = [
     "Answer",
+    "AsyncKredenc",
     "Budget",
     "ChunkVerdict",
     "Citation",
@@ -51,6 +52,7 @@ PUBLIC = [
 # Where each name is defined: the public name is that object, not a copy.
 HOMES = {
     "Kredenc": "kredenc.engine",
+    "AsyncKredenc": "kredenc.aio",
     "wrap": "kredenc",
     "Answer": "kredenc.loop.answer",
     "ChunkVerdict": "kredenc.loop.answer",

@@ -1,7 +1,7 @@
 """kredenc: a local-first memory and retrieval engine for LLM agents.
 
 The public API is what ``__all__`` names (pinned by ``tests/test_public_api.py``):
-the facade :class:`Kredenc` and :func:`wrap`, the records and results it hands back
+the facade :class:`Kredenc`, its asyncio twin :class:`AsyncKredenc` and :func:`wrap`, the records and results it hands back
 (the answer loop's :class:`Answer` and what it holds among them), and the exception
 tree. Everything else is internal and may change.
 
@@ -34,6 +34,7 @@ from kredenc.errors import (
 from kredenc.records import ContextGraph, GraphEdge, GraphNode, Hit, LegScore, Memory
 
 if TYPE_CHECKING:
+    from kredenc.aio import AsyncKredenc
     from kredenc.engine import Kredenc
     from kredenc.grounding.base import Evaluation, SentenceSupport
     from kredenc.ingest.pipeline import IngestReport
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Answer",
+    "AsyncKredenc",
     "Budget",
     "ChunkVerdict",
     "Citation",
@@ -83,6 +85,7 @@ __version__ = "0.1.0"
 # first use (``kredenc.Kredenc``, ``from kredenc import wrap``), then cached here.
 _LAZY = {
     "Kredenc": "kredenc.engine",
+    "AsyncKredenc": "kredenc.aio",
     "Answer": "kredenc.loop.answer",
     "ChunkVerdict": "kredenc.loop.answer",
     "Citation": "kredenc.loop.answer",
