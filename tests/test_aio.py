@@ -75,7 +75,7 @@ def test_remember_search_recall_ask_forget_from_asyncio(tmp_path: Path) -> None:
             other = kb.scoped("other")
             assert other.namespace == "other" and await other.search("heron", k=5) == []
             await other.close()  # a view closes nothing
-            assert (await kb.stats())["memories"] >= 1
+            assert await kb.stats() == kb.sync.stats()
 
     asyncio.run(main())
 
@@ -110,8 +110,6 @@ def test_errors_propagate_as_the_same_kredenc_error(tmp_path: Path) -> None:
         assert str(bad.value) == str(sync_bad.value)
         with pytest.raises(NotFound):
             await kb.get("mem_doesnotexist")
-        with pytest.raises(InvalidInput):
-            kb.scoped("bad namespace!")
         await kb.close()
         with pytest.raises(StoreClosed):
             await kb.search("x")
