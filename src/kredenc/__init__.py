@@ -1,9 +1,9 @@
 """kredenc: a local-first memory and retrieval engine for LLM agents.
 
 The public API is what ``__all__`` names (pinned by ``tests/test_public_api.py``):
-the facade :class:`Kredenc`, its asyncio twin :class:`AsyncKredenc` and :func:`wrap`, the records and results it hands back
-(the answer loop's :class:`Answer` and what it holds among them), and the exception
-tree. Everything else is internal and may change.
+the facade :class:`Kredenc`, its asyncio twin :class:`AsyncKredenc` and :func:`wrap`,
+the records and results it hands back (the answer loop's :class:`Answer` and what it
+holds among them), and the exception tree. Everything else is internal and may change.
 
 ``import kredenc`` stays light: the records and errors load now, the facade and the
 result types that live beside the machinery (recall, ingest) on first use.

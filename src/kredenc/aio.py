@@ -134,12 +134,13 @@ class AsyncKredenc:
         )
         return cls(kb)
 
-    @functools.wraps(Kredenc.scoped)
     def scoped(self, namespace: str) -> AsyncKredenc:
+        """A view of this open store for ``namespace`` (:meth:`Kredenc.scoped`): the
+        same store, and the same calls close() waits for; closing it does nothing."""
         return AsyncKredenc(self.sync.scoped(namespace), _calls=self._calls)
 
-    @functools.wraps(Kredenc.use_namespace)
     def use_namespace(self, namespace: str) -> None:
+        """Switch this handle to another namespace of the same store."""
         self.sync.use_namespace(namespace)
 
     @property

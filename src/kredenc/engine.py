@@ -322,6 +322,7 @@ class Kredenc:
 
     def ask(
         self,
+        /,
         question: str,
         *,
         session_id: str | None = None,
