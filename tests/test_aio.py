@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import io
 import threading
 import time
 from pathlib import Path
@@ -153,5 +154,27 @@ def test_a_cancelled_call_never_leaves_close_waiting(tmp_path: Path) -> None:
         t0 = time.monotonic()
         await kb.close()
         assert time.monotonic() - t0 < 5
+
+    asyncio.run(main())
+
+
+def test_ingest_export_and_import_through_the_async_twins(tmp_path: Path) -> None:
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Mill\n\nThe heron nests by the mill pond every spring.\n", encoding="utf-8")
+    seen: list[str] = []
+
+    async def main() -> None:
+        async with await _open(tmp_path / "a") as kb:
+            report = await kb.ingest(doc, on_progress=lambda source, _: seen.append(source))
+            assert not report.failed and seen
+            assert await kb.list_documents() == kb.sync.list_documents()
+            out = io.StringIO()
+            n = await kb.export(out)
+            assert n > 1
+        async with await _open(tmp_path / "b") as other:
+            got = await other.import_lines(out.getvalue().splitlines())
+            assert got.records >= 1
+            hits = await other.search("heron mill pond", k=1, drawer="documents")
+            assert "heron" in hits[0].text
 
     asyncio.run(main())
