@@ -129,3 +129,14 @@ def test_the_card_names_the_band_and_a_hallucination() -> None:
         "the context · 2 iterations, graph"
     )
     assert _card(Answer("q", "Hello!", mode="none")) == "confidence: not judged · 1 iteration, none"
+
+
+def test_ask_and_session_clear_refuse_a_missing_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --store is an error naming it, not an empty store answering nothing."""
+    missing = tmp_path / "typo"
+    for argv in (["ask", "what is the budget?"], ["session", "clear", "s1"]):
+        code, _, err = run(capsys, "--store", str(missing), *argv)
+        assert code == 1 and "no store at" in err, err
+        assert not missing.exists()

@@ -44,7 +44,7 @@ def ask_command(
         click.echo(escape(text), nl=False)
 
     live = stream and not c.json
-    with c.open() as kb:
+    with c.open(create=False) as kb:  # a mistyped --store is refused, not created
         answer = kb.ask(
             question,
             session_id=session_id,
@@ -129,7 +129,7 @@ def session_clear(session_id: str) -> None:
     """Forget every turn of the session (gone from search and recall too)."""
     c = context()
     session_id = check_arg_text(session_id, "session id")
-    with c.open() as kb:
+    with c.open(create=False) as kb:
         forgotten = kb.clear_session(session_id)
     c.emit(
         {"session": session_id, "forgotten": forgotten},
