@@ -387,34 +387,30 @@ def list_records(
 ) -> list[tuple[str, int]]:
     """Live records of ``ns`` that ``query`` selects as (id, address), in filing order
     (seq), ``offset`` skipped and at most ``limit`` (all when None)."""
-    where = "ns=? AND deleted=0"
-    args: list[Any] = [ns]
-    for column, values in (
-        ("type", query.types),
-        ("kind", query.kinds),
-        ("status", query.statuses),
-        ("loader", query.loaders),
-    ):
-        if values:
-            where += f" AND {column} IN ({','.join('?' * len(values))})"
-            args.extend(values)
-    if query.drawer is not None:
-        where += " AND drawer=?"
-        args.append(query.drawer)
-    if query.origin_glob is not None:
-        where += " AND origin GLOB ?"
-        args.append(query.origin_glob)
-    if query.since is not None:
-        where += " AND created_at >= ?"
-        args.append(float(query.since))
-    if query.until is not None:
-        where += " AND created_at < ?"
-        args.append(float(query.until))
+    # The conditions every leg applies (filters.py), every status included; then the
+    # two only a listing asks for.
+    common, common_args = record_conditions(
+        Filters(
+            drawer=query.drawer,
+            types=tuple(query.types),
+            kinds=tuple(query.kinds),
+            include_deprecated=True,
+            loaders=tuple(query.loaders),
+            origin_glob=query.origin_glob,
+            created_after=None if query.since is None else float(query.since),
+            created_before=None if query.until is None else float(query.until),
+        )
+    )
+    where = "r.ns=?" + common
+    args: list[Any] = [ns, *common_args]
+    if query.statuses:
+        where += f" AND r.status IN ({','.join('?' * len(query.statuses))})"
+        args.extend(query.statuses)
     if query.session is not None:
-        where += " AND session=?"
+        where += " AND r.session=?"
         args.append(query.session)
     rows = conn.execute(
-        f"SELECT id, offset FROM records WHERE {where} ORDER BY seq LIMIT ? OFFSET ?",
+        f"SELECT r.id, r.offset FROM records r WHERE {where} ORDER BY r.seq LIMIT ? OFFSET ?",
         (*args, -1 if limit is None else max(0, int(limit)), max(0, int(offset))),
     ).fetchall()
     return [(str(i), int(o)) for i, o in rows]
