@@ -217,10 +217,12 @@ def warm_in_background(
     aborts the process (``terminate called without an active exception``) when a
     model load is cut short by the interpreter's shutdown.
 
-    The query model is loaded first (only an embedder whose ``loaded`` is False: one
-    with a local model still on disk), outside ``gate``; the shards are loaded inside it (the
-    store's gate: a close waits for that read, and a store closed meanwhile is left
-    alone, silently)."""
+    Only the query model is loaded (an embedder whose ``loaded`` is False: one with a
+    local model still on disk); the thread never touches the index. It did load the
+    vector shards too, inside ``gate``, but a rebuild or purge on the opening thread
+    swaps the index's connections under such a read (the gate does not order them), and
+    the read crashed the process (a segfault in the SQLite read, seen in the suite); the
+    first vector search loads the shards itself, on the caller's thread."""
 
     def run() -> None:
         started = time.perf_counter()
@@ -228,9 +230,8 @@ def warm_in_background(
             if getattr(store.embedder, "loaded", True) is False:
                 # A local model not loaded yet (MiniLM): load the graph that embeds
                 # queries. A remote or in-memory embedder has nothing to load.
-                store.embedder.embed_query("kredenc recall warm-up")
-            with gate if gate is not None else nullcontext():
-                store.index.shards()
+                with gate if gate is not None else nullcontext():
+                    store.embedder.embed_query("kredenc recall warm-up")
         except StoreClosed:
             return  # closed before the warm-up was done: nothing left to warm
         except Exception as exc:  # noqa: BLE001 - a background warm-up must never break the host
