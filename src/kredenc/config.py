@@ -180,6 +180,33 @@ class Settings(BaseSettings):
         description="Key the proxy sends to the upstream (Authorization: Bearer) in place of "
         "the client's; needed when clients authenticate with kredenc keys.",
     )
+    # -- server (kredenc serve: REST, MCP over HTTP, the web page, the proxy at /v1) --
+    server_host: str = Field("127.0.0.1", description="Address kredenc serve listens on.")
+    server_port: int = Field(8765, ge=0, le=65535, description="Port kredenc serve listens on.")
+    server_roots: list[str] = Field(
+        default_factory=list,
+        description="Folders a client may ingest from by path (POST /ingest with a path); "
+        "none: only uploads and URLs.",
+    )
+    server_upstream: str = Field(
+        "",
+        description="Base URL of the chat model the server's /v1 proxy forwards to; empty: "
+        "/v1 answers 503.",
+    )
+    server_rate_per_minute: int = Field(
+        600,
+        ge=0,
+        description="Requests per minute each API key (or loopback client without "
+        "keys) may make; 0: no limit.",
+    )
+    server_max_k: int = Field(100, ge=1, le=10_000, description="Largest k a request may ask.")
+    server_max_query_chars: int = Field(
+        4000, ge=16, description="Longest query or question a request may send (characters)."
+    )
+    server_max_hops: int = Field(3, ge=0, le=10, description="Most graph hops a request may ask.")
+    server_max_fanout: int = Field(
+        200, ge=1, description="Most neighbours per node a context-graph request may ask."
+    )
     max_text_chars: int = Field(
         1_000_000, ge=1, description="Longest text one memory may hold (characters)."
     )

@@ -113,7 +113,10 @@ class Gate:
     def allowed_host(self, name: str) -> bool:
         return bool(name) and (name in self.hosts or is_loopback(name))
 
-    def admit(self, headers: Headers) -> Tenant | JSONResponse:
+    def admit(self, headers: Headers, *, need_key: bool = True) -> Tenant | JSONResponse:
+        """The caller's tenant, or the refusal to answer. ``need_key=False`` (an open
+        path such as ``/health``): Host, Origin and size are still checked, and a caller
+        without a valid key is let in as an anonymous tenant (``namespace=""``)."""
         host = host_name(headers.get("host", ""))
         if not self.allowed_host(host):
             return error_response(
@@ -141,6 +144,8 @@ class Gate:
         except KredencError as exc:  # a key file that cannot be read: nobody comes in
             log.error("refusing a request: %s", exc)
             return error_response(503, exc.code, exc.message, exc.hint)
+        if tenant is None and not need_key:
+            tenant = Tenant("", keyed=False)
         if tenant is None:
             return error_response(
                 401,
@@ -179,15 +184,23 @@ class Guard:
     """ASGI middleware in front of every route: a request the gate refuses never
     reaches a route, the upstream or the store."""
 
-    def __init__(self, app: ASGIApp, gate: Gate) -> None:
+    def __init__(self, app: ASGIApp, gate: Gate, open_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.gate = gate
+        # Paths served without a key (``/health``, the page's static files): each ends
+        # in "/" for a prefix, else it is matched exactly.
+        self.open_paths = open_paths
+
+    def is_open(self, path: str) -> bool:
+        return any(path.startswith(p) if p.endswith("/") else path == p for p in self.open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        admitted = self.gate.admit(Headers(scope=scope))
+        admitted = self.gate.admit(
+            Headers(scope=scope), need_key=not self.is_open(scope.get("path", ""))
+        )
         if isinstance(admitted, JSONResponse):
             log.info(
                 "refused %s %s: %s",

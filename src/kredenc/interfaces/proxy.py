@@ -530,7 +530,7 @@ def server_stack() -> tuple[str, str]:
     return http, loop
 
 
-def _uvicorn_config(app: Starlette, host: str, port: int, log_level: str) -> uvicorn.Config:
+def uvicorn_config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
     http, loop = server_stack()
     return uvicorn.Config(
         app,
@@ -581,7 +581,7 @@ def serve(
         sock = listen(host, port)
     port = sock.getsockname()[1]
     app = create_app(kb, config, freeze_heap=True, bind_host=host)
-    server = uvicorn.Server(_uvicorn_config(app, host, port, "info"))
+    server = uvicorn.Server(uvicorn_config(app, host, port, "info"))
     log.info("kredenc proxy listening on http://%s:%d/v1", host, port)
     server.run(sockets=[sock])
 
@@ -603,7 +603,7 @@ class ProxyServer:
     ) -> None:
         check_bind(host, KeyRing(kb.home))
         self.app = create_app(kb, config, freeze_heap=freeze_heap, bind_host=host)
-        self._server = uvicorn.Server(_uvicorn_config(self.app, host, 0, "warning"))
+        self._server = uvicorn.Server(uvicorn_config(self.app, host, 0, "warning"))
         self._thread: threading.Thread | None = None
         self.host = host
 

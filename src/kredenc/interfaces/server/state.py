@@ -1,0 +1,92 @@
+"""What every route of the server shares: the owner handle, one view per tenant, limits."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kredenc.engine import Kredenc
+from kredenc.interfaces.auth import KeyRing
+from kredenc.interfaces.guard import Gate
+
+
+@dataclass
+class ServerConfig:
+    """How ``kredenc serve`` runs. Fields left ``None`` come from the store's settings
+    (``server_*``, and the front door's ``proxy_allowed_hosts`` / ``proxy_max_body_bytes``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    upstream: str | None = None  # the /v1 proxy's upstream; None: server_upstream
+    roots: list[Path] | None = None  # ingest-by-path roots; None: server_roots
+    allowed_hosts: list[str] = field(default_factory=list)
+    rate_per_minute: int | None = None
+    max_body_bytes: int | None = None
+    web: bool = True  # serve the page at /
+    mcp: bool = True  # serve MCP (streamable HTTP) at /mcp
+    proxy_transport: Any = field(default=None, repr=False)  # tests: the upstream's transport
+
+
+@dataclass
+class Limits:
+    """What one request may ask (422 beyond); from the ``server_*`` settings."""
+
+    max_k: int
+    max_query_chars: int
+    max_hops: int
+    max_fanout: int
+    rate_per_minute: int
+    max_body_bytes: int
+
+
+class ServerState:
+    """Held on ``app.state.kredenc``. The owner handle ``kb`` is the one open store;
+    each tenant (the namespace an API key is bound to, or the store's namespace when it
+    holds no keys) gets one ``kb.scoped`` view, made on first use."""
+
+    def __init__(self, kb: Kredenc, config: ServerConfig) -> None:
+        s = kb.settings
+        self.kb = kb
+        self.config = config
+        self.keys = KeyRing(kb.home)
+        self.limits = Limits(
+            max_k=s.server_max_k,
+            max_query_chars=s.server_max_query_chars,
+            max_hops=s.server_max_hops,
+            max_fanout=s.server_max_fanout,
+            rate_per_minute=(
+                config.rate_per_minute
+                if config.rate_per_minute is not None
+                else s.server_rate_per_minute
+            ),
+            max_body_bytes=config.max_body_bytes or s.proxy_max_body_bytes,
+        )
+        self.gate = Gate(
+            self.keys,
+            kb.namespace,
+            config.host,
+            [*s.proxy_allowed_hosts, *config.allowed_hosts],
+            self.limits.max_body_bytes,
+        )
+        roots = config.roots if config.roots is not None else [Path(r) for r in s.server_roots]
+        self.roots = [Path(r).expanduser().resolve() for r in roots]
+        self.upstream = config.upstream if config.upstream is not None else s.server_upstream
+        self._views: dict[str, Kredenc] = {kb.namespace: kb}
+        self._lock = threading.Lock()
+
+    def view(self, namespace: str) -> Kredenc:
+        """The tenant's view of the store (made once, kept for the server's life)."""
+        with self._lock:
+            found = self._views.get(namespace)
+            if found is None:
+                found = self._views[namespace] = self.kb.scoped(namespace)
+            return found
+
+    def close(self) -> None:
+        """Flush what the views hold (the owner handle is closed by whoever opened it)."""
+        with self._lock:
+            for view in self._views.values():
+                if view is not self.kb:
+                    view.flush_access()
