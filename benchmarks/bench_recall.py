@@ -84,13 +84,15 @@ def stats_ms(samples_s: Sequence[float]) -> Result:
 
 
 @contextmanager
-def bench_home(n: int) -> Iterator[Path]:
-    """A store directory with ``n`` corpus memories: bench_store.py's 100k, or built here."""
+def bench_home(n: int, *, fresh: bool = False) -> Iterator[Path]:
+    """A store directory with ``n`` corpus memories: bench_store.py's 100k, or built here
+    (``fresh``: always built here, in a temporary directory, for a benchmark that writes;
+    the corpus's cached vectors seed the embedding cache, so 100k take seconds)."""
     import corpus
     from kredenc import Kredenc
     from kredenc.storage.index.sqlite import embed_text_of, text_hash
 
-    if n >= 100_000:
+    if n >= 100_000 and not fresh:
         cached = CACHE_DIR / f"store-{n // 1000}k"
         if not (cached / "store.json").exists():
             raise SystemExit(f"no {n:,}-memory store at {cached}: run bench_store.py first")

@@ -1,0 +1,324 @@
+"""``kredenc serve`` under load: /search, /recall and the /v1 proxy, against in-process calls.
+
+What it measures (issue 15, "Tests and benchmarks"):
+
+* ``GET /search`` and ``POST /recall`` under 32 concurrent clients on a 100,000-memory
+  store: requests/s and p50/p95/p99, beside the same calls made in-process on the facade
+  by 32 threads (the same concurrency, no HTTP) and by one thread. Target: /search p95
+  ≤ 2× the in-process p95 at the same concurrency.
+* ``POST /v1/chat/completions`` through the server's proxy against a scripted loopback
+  upstream at 8 concurrent clients: the proxy's added p95 (each request sent direct and
+  through the server back to back by the same client: the paired difference). Target
+  ≤ 15 ms.
+* A writer while the /search load runs: one client files memories with unique tokens
+  through ``POST /memories``; afterwards every acknowledged memory is read back once by
+  id and found exactly once by its token (nothing lost, nothing duplicated).
+
+The server runs in its own process (``kredenc.interfaces.server.run.serve``, as ``kredenc
+serve`` runs it); the load comes from asyncio clients (httpx) in this process. Both share
+the machine's cores, so on a 2-core box the load generator's own CPU is part of every
+figure: read the ratios, not the absolute numbers. The store is built in a temporary
+directory from ``benchmarks/corpus.py`` (its cached MiniLM vectors seed the embedding
+cache: ``python benchmarks/corpus.py --embed 100000`` once, ~5 minutes).
+
+    .venv/bin/python benchmarks/bench_server.py                # n = 100,000
+    .venv/bin/python benchmarks/bench_server.py --n 2000 --seconds 5   # a quick look
+
+Prints tables and writes ``benchmarks/results/server.json`` (``--out`` to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+# onnxruntime must be in the process before usearch (see corpus.py).
+import onnxruntime  # noqa: F401
+from _common import machine, percentile, print_table, write_results
+from bench_recall import NS, _scripted_upstream, bench_home, distinct_queries
+
+HERE = Path(__file__).resolve().parent
+TARGETS = {"search_p95_ratio": 2.0, "proxy_added_p95_ms": 15.0}
+Result = dict[str, Any]
+
+SERVE = """
+import logging, sys
+from kredenc import Kredenc
+from kredenc.interfaces.server.run import serve
+from kredenc.interfaces.server.state import ServerConfig
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+home, ns, port, upstream = sys.argv[1:5]
+with Kredenc.open(home, ns) as kb:
+    serve(kb, ServerConfig(port=int(port), upstream=upstream or None, web=False,
+                           rate_per_minute=0))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def server_process(home: Path, upstream: str) -> Iterator[str]:
+    """The server on ``home`` in its own process; its base URL once /health answers."""
+    import httpx
+
+    port = free_port()
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KREDENC_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(home), NS, str(port), upstream],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start:\n" + Path(log.name).read_text())
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.send_signal(2)  # SIGINT: uvicorn stops cleanly, the store closes
+        proc.wait(timeout=120)
+        log.close()
+        os.unlink(log.name)
+
+
+def summary(samples_s: Sequence[float], seconds: float) -> Result:
+    ms = [s * 1000 for s in samples_s]
+    return {
+        "requests": len(ms),
+        "rps": round(len(ms) / seconds, 1) if seconds else 0.0,
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p95_ms": round(percentile(ms, 95), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# In-process: the facade called by N threads
+# --------------------------------------------------------------------------------------
+
+
+def in_process(home: Path, queries: Sequence[str], threads: int, seconds: float) -> Result:
+    from kredenc import Kredenc
+
+    out: Result = {}
+    with Kredenc.open(home, NS) as kb:
+        kb.search(queries[0], k=10)  # the model and the shards loaded
+        calls = {
+            "search": lambda q: kb.search(q, k=10),
+            "recall": lambda q: kb.recall([{"role": "user", "content": q}], session_id="bench"),
+        }
+        for name, call in calls.items():
+            samples: list[float] = []
+            lock = threading.Lock()
+            stop = time.monotonic() + seconds
+            counter = iter(range(10**9))
+
+            def work(call: Any = call, samples: list[float] = samples) -> None:
+                while time.monotonic() < stop:
+                    q = queries[next(counter) % len(queries)]
+                    start = time.perf_counter()
+                    call(q)
+                    elapsed = time.perf_counter() - start
+                    with lock:
+                        samples.append(elapsed)
+
+            began = time.monotonic()
+            pool = [threading.Thread(target=work) for _ in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+            out[name] = summary(samples, time.monotonic() - began)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Over HTTP: asyncio clients
+# --------------------------------------------------------------------------------------
+
+
+async def http_load(
+    url: str, queries: Sequence[str], clients: int, seconds: float, *, writer: bool
+) -> Result:
+    import httpx
+
+    out: Result = {}
+    limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        counter = iter(range(10**9))
+
+        async def search(q: str) -> httpx.Response:
+            return await http.get("/search", params={"q": q, "k": 10})
+
+        async def recall(q: str) -> httpx.Response:
+            body = {"messages": [{"role": "user", "content": q}], "session_id": "bench"}
+            return await http.post("/recall", json=body)
+
+        for name, call in (("search", search), ("recall", recall)):
+            for q in queries[:20]:  # warm: connections opened, first calls paid
+                (await call(q)).raise_for_status()
+            samples: list[float] = []
+            errors: list[int] = []
+            stop = time.monotonic() + seconds
+            filed: list[tuple[str, str]] = []
+
+            async def client(call: Any = call, samples: list[float] = samples) -> None:
+                while time.monotonic() < stop:
+                    q = queries[next(counter) % len(queries)]
+                    start = time.perf_counter()
+                    r = await call(q)
+                    elapsed = time.perf_counter() - start
+                    if r.status_code != 200:
+                        errors.append(r.status_code)
+                    samples.append(elapsed)
+
+            async def file_memories() -> None:
+                while time.monotonic() < stop:
+                    token = "zq" + uuid.uuid4().hex[:12]
+                    r = await http.post("/memories", json={"text": f"bench canary {token}"})
+                    if r.status_code == 201:
+                        filed.append((r.json()["id"], token))
+
+            tasks = [client() for _ in range(clients)]
+            if writer and name == "search":
+                tasks.append(file_memories())
+            began = time.monotonic()
+            await asyncio.gather(*tasks)
+            row = summary(samples, time.monotonic() - began)
+            row["errors"] = len(errors)
+            if filed:
+                row["writes"] = await check_writes(http, filed)
+            out[name] = row
+    return out
+
+
+async def check_writes(http: Any, filed: list[tuple[str, str]]) -> Result:
+    """Every acknowledged write readable by id and found exactly once by its token."""
+    lost = duplicated = 0
+    for rid, token in filed:
+        got = await http.get(f"/memories/{rid}")
+        hits = (await http.get("/search", params={"q": token, "k": 5, "mode": "lexical"})).json()
+        found = [h for h in hits["hits"] if token in h["text"]]
+        if got.status_code != 200 or not found:
+            lost += 1
+        elif len(found) > 1:
+            duplicated += 1
+    return {"acknowledged": len(filed), "lost": lost, "duplicated": duplicated}
+
+
+async def proxy_load(url: str, upstream: str, clients: int, requests: int) -> Result:
+    """Each client sends the same chat request direct and through the server, in turn."""
+    import httpx
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "when do we deploy?"}]}
+    paired: list[float] = []
+    direct: list[float] = []
+    proxied: list[float] = []
+    async with httpx.AsyncClient(timeout=60) as http:
+
+        async def one(i: int) -> None:
+            for j in range(requests):
+                sample = []
+                for target in (upstream, url + "/v1"):
+                    start = time.perf_counter()
+                    r = await http.post(
+                        target + "/chat/completions",
+                        json=body,
+                        headers={"X-Kredenc-Session": f"bench-{i}-{j}"},
+                    )
+                    sample.append(time.perf_counter() - start)
+                    r.raise_for_status()
+                if j >= 5:  # the first requests open connections
+                    direct.append(sample[0])
+                    proxied.append(sample[1])
+                    paired.append(sample[1] - sample[0])
+
+        await asyncio.gather(*(one(i) for i in range(clients)))
+    return {
+        "clients": clients,
+        "requests": len(paired),
+        "direct_p95_ms": round(percentile([x * 1000 for x in direct], 95), 2),
+        "proxied_p95_ms": round(percentile([x * 1000 for x in proxied], 95), 2),
+        "added_p50_ms": round(percentile([x * 1000 for x in paired], 50), 2),
+        "added_p95_ms": round(percentile([x * 1000 for x in paired], 95), 2),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=100_000, help="memories in the store")
+    parser.add_argument("--clients", type=int, default=32, help="concurrent HTTP clients")
+    parser.add_argument("--seconds", type=float, default=20.0, help="seconds per load run")
+    parser.add_argument("--proxy-clients", type=int, default=8)
+    parser.add_argument("--proxy-requests", type=int, default=40, help="per proxy client")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    queries = distinct_queries(min(args.n, 100_000), 2000)
+    results: Result = {"machine": machine(), "n": args.n, "clients": args.clients}
+    load = [os.getloadavg()[0]]
+    with bench_home(args.n, fresh=True) as home, _scripted_upstream() as upstream:
+        results["in_process_threads"] = in_process(home, queries, args.clients, args.seconds)
+        results["in_process_one"] = in_process(home, queries, 1, args.seconds / 2)
+        load.append(os.getloadavg()[0])
+        with server_process(home, upstream.base_url) as url:
+            results["http"] = asyncio.run(
+                http_load(url, queries, args.clients, args.seconds, writer=True)
+            )
+            load.append(os.getloadavg()[0])
+            results["proxy"] = asyncio.run(
+                proxy_load(url, upstream.base_url, args.proxy_clients, args.proxy_requests)
+            )
+    results["load_avg_1m"] = [round(x, 2) for x in load]
+    rows = []
+    for name in ("search", "recall"):
+        for where, key in (
+            ("in-process, 1 thread", "in_process_one"),
+            (f"in-process, {args.clients} threads", "in_process_threads"),
+            (f"HTTP, {args.clients} clients", "http"),
+        ):
+            rows.append({"call": name, "where": where, **results[key][name]})
+    print_table(f"kredenc serve, {args.n:,} memories", rows)
+    ratio = results["http"]["search"]["p95_ms"] / results["in_process_threads"]["search"]["p95_ms"]
+    results["search_p95_ratio"] = round(ratio, 2)
+    results["targets"] = TARGETS
+    print(f"/search p95 over in-process p95 ({args.clients} each): {ratio:.2f}x (target ≤ 2x)")
+    print_table("the /v1 proxy's added latency", [results["proxy"]])
+    writes = results["http"]["search"].get("writes", {})
+    print(f"writes during the search load: {writes}")
+    path = write_results("server", results) if args.out is None else args.out
+    if args.out is not None:
+        import json
+
+        args.out.write_text(json.dumps(results, indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
