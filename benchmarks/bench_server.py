@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import socket
 import subprocess
@@ -46,6 +47,7 @@ from typing import Any
 
 # onnxruntime must be in the process before usearch (see corpus.py).
 import onnxruntime  # noqa: F401
+
 from _common import machine, percentile, print_table, write_results
 from bench_recall import NS, _scripted_upstream, bench_home, distinct_queries
 
@@ -122,39 +124,44 @@ def summary(samples_s: Sequence[float], seconds: float) -> Result:
 # --------------------------------------------------------------------------------------
 
 
+def _threads(call: Any, queries: Sequence[str], threads: int, seconds: float) -> Result:
+    """``call(query)`` by ``threads`` threads for ``seconds``: the latency of each call."""
+    samples: list[float] = []
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+    counter = itertools.count()
+
+    def work() -> None:
+        while time.monotonic() < stop:
+            q = queries[next(counter) % len(queries)]
+            start = time.perf_counter()
+            call(q)
+            elapsed = time.perf_counter() - start
+            with lock:
+                samples.append(elapsed)
+
+    began = time.monotonic()
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return summary(samples, time.monotonic() - began)
+
+
 def in_process(home: Path, queries: Sequence[str], threads: int, seconds: float) -> Result:
     from kredenc import Kredenc
 
-    out: Result = {}
     with Kredenc.open(home, NS) as kb:
         kb.search(queries[0], k=10)  # the model and the shards loaded
-        calls = {
-            "search": lambda q: kb.search(q, k=10),
-            "recall": lambda q: kb.recall([{"role": "user", "content": q}], session_id="bench"),
+
+        def recall(q: str) -> Any:
+            return kb.recall([{"role": "user", "content": q}], session_id="bench")
+
+        return {
+            "search": _threads(lambda q: kb.search(q, k=10), queries, threads, seconds),
+            "recall": _threads(recall, queries, threads, seconds),
         }
-        for name, call in calls.items():
-            samples: list[float] = []
-            lock = threading.Lock()
-            stop = time.monotonic() + seconds
-            counter = iter(range(10**9))
-
-            def work(call: Any = call, samples: list[float] = samples) -> None:
-                while time.monotonic() < stop:
-                    q = queries[next(counter) % len(queries)]
-                    start = time.perf_counter()
-                    call(q)
-                    elapsed = time.perf_counter() - start
-                    with lock:
-                        samples.append(elapsed)
-
-            began = time.monotonic()
-            pool = [threading.Thread(target=work) for _ in range(threads)]
-            for t in pool:
-                t.start()
-            for t in pool:
-                t.join()
-            out[name] = summary(samples, time.monotonic() - began)
-    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -162,15 +169,42 @@ def in_process(home: Path, queries: Sequence[str], threads: int, seconds: float)
 # --------------------------------------------------------------------------------------
 
 
+async def _clients(
+    call: Any, queries: Sequence[str], clients: int, seconds: float, writer: Any = None
+) -> Result:
+    """``clients`` asyncio clients calling ``await call(query)`` for ``seconds``, and the
+    ``writer`` coroutine function (given the stop time) beside them."""
+    samples: list[float] = []
+    errors: list[int] = []
+    stop = time.monotonic() + seconds
+    counter = itertools.count()
+
+    async def client() -> None:
+        while time.monotonic() < stop:
+            q = queries[next(counter) % len(queries)]
+            start = time.perf_counter()
+            r = await call(q)
+            samples.append(time.perf_counter() - start)
+            if r.status_code != 200:
+                errors.append(r.status_code)
+
+    tasks = [client() for _ in range(clients)]
+    if writer is not None:
+        tasks.append(writer(stop))
+    began = time.monotonic()
+    await asyncio.gather(*tasks)
+    row = summary(samples, time.monotonic() - began)
+    row["errors"] = len(errors)
+    return row
+
+
 async def http_load(
     url: str, queries: Sequence[str], clients: int, seconds: float, *, writer: bool
 ) -> Result:
     import httpx
 
-    out: Result = {}
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
-        counter = iter(range(10**9))
 
         async def search(q: str) -> httpx.Response:
             return await http.get("/search", params={"q": q, "k": 10})
@@ -179,41 +213,23 @@ async def http_load(
             body = {"messages": [{"role": "user", "content": q}], "session_id": "bench"}
             return await http.post("/recall", json=body)
 
+        filed: list[tuple[str, str]] = []
+
+        async def file_memories(stop: float) -> None:
+            while time.monotonic() < stop:
+                token = "zq" + uuid.uuid4().hex[:12]
+                r = await http.post("/memories", json={"text": f"bench canary {token}"})
+                if r.status_code == 201:
+                    filed.append((r.json()["id"], token))
+
+        out: Result = {}
         for name, call in (("search", search), ("recall", recall)):
             for q in queries[:20]:  # warm: connections opened, first calls paid
                 (await call(q)).raise_for_status()
-            samples: list[float] = []
-            errors: list[int] = []
-            stop = time.monotonic() + seconds
-            filed: list[tuple[str, str]] = []
-
-            async def client(call: Any = call, samples: list[float] = samples) -> None:
-                while time.monotonic() < stop:
-                    q = queries[next(counter) % len(queries)]
-                    start = time.perf_counter()
-                    r = await call(q)
-                    elapsed = time.perf_counter() - start
-                    if r.status_code != 200:
-                        errors.append(r.status_code)
-                    samples.append(elapsed)
-
-            async def file_memories() -> None:
-                while time.monotonic() < stop:
-                    token = "zq" + uuid.uuid4().hex[:12]
-                    r = await http.post("/memories", json={"text": f"bench canary {token}"})
-                    if r.status_code == 201:
-                        filed.append((r.json()["id"], token))
-
-            tasks = [client() for _ in range(clients)]
-            if writer and name == "search":
-                tasks.append(file_memories())
-            began = time.monotonic()
-            await asyncio.gather(*tasks)
-            row = summary(samples, time.monotonic() - began)
-            row["errors"] = len(errors)
-            if filed:
-                row["writes"] = await check_writes(http, filed)
-            out[name] = row
+            write = file_memories if writer and name == "search" else None
+            out[name] = await _clients(call, queries, clients, seconds, write)
+        if filed:
+            out["search"]["writes"] = await check_writes(http, filed)
     return out
 
 

@@ -254,6 +254,12 @@ class Settings(BaseSettings):
         description="A folder of tools (*.py defining kredenc.loop.tool.Tool subclasses) "
         "added to the kredenc.tools plugins; only files directly in it are loaded.",
     )
+    ask_file_in_background: bool = Field(
+        True,
+        description="File an ask's question and answer as turns on a background thread "
+        "(the answer returns at once with the turns' ids; every later call of the same "
+        "open store waits for them); false: filed before ask returns.",
+    )
     ask_session_turns: int = Field(
         20, ge=0, le=200, description="Previous messages of a session the answer loop reads."
     )

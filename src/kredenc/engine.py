@@ -53,6 +53,7 @@ def _in_namespace(fn: Callable[Concatenate[Store, str, P], R]) -> Callable[Conca
 
     @functools.wraps(fn)
     def method(self: Kredenc, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        self._settle()
         store = self.store
         with store.gate:
             return fn(store, self.namespace, *args, **kwargs)
@@ -116,6 +117,8 @@ class Kredenc:
         self._turns = TurnFiler()  # the last turns filed per session, by this handle
         self._loop_services: tuple[Any, Any, Any] | None = None  # (llm, cache, tracer)
         self._loop_owner: Kredenc | None = None  # a scoped() view uses its handle's
+        self._ask_filer: Any = None  # the owner's recall.filing.TurnFiler, made at first ask
+        self._ask_pending = 0  # ask filings queued and not yet done (on the owner)
 
     # -- opening and closing --------------------------------------------------
     @classmethod
@@ -163,6 +166,8 @@ class Kredenc:
         :class:`~kredenc.errors.StoreClosed`. Idempotent and thread-safe; a
         :meth:`scoped` view leaves the store open."""
         if self._owner:
+            if self._ask_filer is not None:
+                self._ask_filer.close()  # the asks' turns filed before the store closes
             self.store.close()
 
     @property
@@ -176,6 +181,7 @@ class Kredenc:
     def rebuild(self, *, fresh_cache: bool = False) -> dict[str, int]:
         """Drop the index and rebuild it from the log (embeddings come from the cache;
         an unreadable index or cache is set aside first, any cache with ``fresh_cache``)."""
+        self._settle()
         return self.store.rebuild(fresh_cache=fresh_cache)
 
     def compact(
@@ -183,6 +189,7 @@ class Kredenc:
     ) -> dict[str, Any]:
         """Merge the card index; with ``purge``, erase the text of forgotten records from
         every file under the store (a new log generation; see docs/storage.md)."""
+        self._settle()
         return self.store.compact(purge=purge, on_step=on_step)
 
     # -- calls handed on as they are, in this handle's namespace ----------------
@@ -205,6 +212,7 @@ class Kredenc:
         """Write the export of ``namespaces`` (every namespace with a live record when
         None) to ``out`` as JSON lines, the header first (docs/export.md); how many
         lines."""
+        self._settle()
         n = 0
         with self.store.gate:
             for line in transfer.export_lines(self.store, namespaces):
@@ -241,6 +249,7 @@ class Kredenc:
         the speaker and its extracted terms (see ``memory.turns``), so recall can find
         it by words and meaning.
         """
+        self._settle()
         with self.store.gate:
             return self._turns.file(self.store, self.namespace, session_id, turns, drawer=drawer)
 
@@ -285,6 +294,7 @@ class Kredenc:
     ) -> RecallResult:
         """The recall reflex: the messages with one system message of memories
         appended at the tail (never raises; see ``kredenc.recall.reflex``)."""
+        self._settle()
         from kredenc.recall.reflex import recall
 
         store: Any = self.store
@@ -320,6 +330,34 @@ class Kredenc:
             self._loop_services = (llm, cache, tracer)
         return self._loop_services
 
+    # -- the asks' turns, filed off the answer's path -------------------------------
+    def _defer(self, what: str, job: Callable[[], object]) -> object:
+        """Queue an ask's filing on the owner's filing thread (one per opened store)."""
+        owner = self._loop_owner or self
+        if owner._ask_filer is None:
+            from kredenc.recall.filing import TurnFiler as BackgroundFiler
+
+            owner._ask_filer = BackgroundFiler(owner)
+
+        def counted() -> None:
+            try:
+                job()
+            finally:
+                owner._ask_pending -= 1
+
+        owner._ask_pending += 1
+        if not owner._ask_filer.submit_call(what, counted):
+            owner._ask_pending -= 1
+            return False
+        return True
+
+    def _settle(self) -> None:
+        """Wait until the asks' turns queued so far are filed: every other call of this
+        store (and its views) reads what an earlier ask filed."""
+        owner = self._loop_owner or self
+        if owner._ask_pending > 0 and owner._ask_filer is not None:
+            owner._ask_filer.flush()
+
     def ask(
         self,
         /,
@@ -346,17 +384,21 @@ class Kredenc:
         """
         from kredenc.loop.ask import ask
 
+        if session_id is not None:
+            self._settle()  # the session's history includes its last ask
         llm, cache, tracer = self._services()
+        defer = self._defer if self.settings.ask_file_in_background else None
         with self.store.gate:
             return ask(
                 self.store, self.namespace, question, session_id=session_id, agent=agent,
                 llm=llm, cache=cache, tracer=tracer, turns=self._turns, on_delta=on_delta,
-                k=k, stream=stream or None, **options,
+                k=k, stream=stream or None, defer=defer, **options,
             )  # fmt: skip
 
     def session_history(self, session_id: str, *, limit: int | None = None) -> list[dict[str, str]]:
         """The session's last messages (``ask_session_turns``, 20), oldest first, each
         ``{"role": "user" | "assistant", "content": ...}``: its turns in the store."""
+        self._settle()
         from kredenc.loop.sessions import history
 
         with self.store.gate:
@@ -366,6 +408,7 @@ class Kredenc:
     def clear_session(self, session_id: str) -> int:
         """Forget every turn of the session (tombstones: gone from the history, search
         and recall; the text leaves the log with ``compact --purge``); how many."""
+        self._settle()
         from kredenc.loop.sessions import clear
 
         with self.store.gate:
@@ -380,4 +423,5 @@ class Kredenc:
         self.store.flush_access()
 
     def stats(self) -> dict[str, Any]:
+        self._settle()
         return self.store.stats(self.namespace)

@@ -33,6 +33,18 @@ def new_id(record_type: str) -> str:
     return f"{_ID_PREFIX.get(record_type, 'r')}{ms:012x}{secrets.token_hex(4)}"
 
 
+def is_new_id(value: object, record_type: str) -> bool:
+    """Whether ``value`` has the form :func:`new_id` gives ``record_type``'s ids (for
+    ids a caller made in advance, e.g. a filing deferred to another thread)."""
+    prefix = _ID_PREFIX.get(record_type, "r")
+    return (
+        isinstance(value, str)
+        and len(value) == 21
+        and value.startswith(prefix)
+        and all(c in "0123456789abcdef" for c in value[1:])
+    )
+
+
 def now() -> float:
     return time.time()
 

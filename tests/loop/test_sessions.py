@@ -96,8 +96,32 @@ def test_a_session_continued_after_a_restart_keeps_its_context(open_loop: Open) 
     with open_loop() as kb:
         again = kb.ask("and who found it?", agent="finder", session_id="s1", k=4)
         question_id = again.meta["filed"]["ids"][0]
+        kb.get(question_id)  # a facade call: it waits for the ask's turns to be filed
         found = kb.store.index.lookup(kb.namespace, question_id)
         assert found is not None
         context = kb.store.haystack.read(found.offset)["context"]
     # The new turn's card carries the turns before it, read back from the store.
     assert "where was the needle found" in context and first.text in context
+
+
+def test_an_asks_turns_are_filed_off_its_path_and_every_later_call_sees_them(
+    open_loop: Open,
+) -> None:
+    with open_loop() as kb:
+        got = kb.ask("where was the needle found", agent="finder", k=4)
+        ids = got.meta["filed"]["ids"]
+        assert len(ids) == 2 and all(i.startswith("t") for i in ids)
+        # Made in advance; the facade's next call waits for the filing thread.
+        assert [kb.get(i).type for i in ids] == ["turn", "turn"]
+        last = kb.ask("who found the needle", agent="finder", k=4)
+    # close() filed what was still queued before the store closed.
+    with open_loop() as kb:
+        assert kb.get(last.meta["filed"]["ids"][1]).text == last.text
+
+
+def test_filing_before_returning_when_background_filing_is_off(open_loop: Open) -> None:
+    with open_loop(ask_file_in_background=False) as kb:
+        got = kb.ask("where was the needle found", agent="finder", k=4)
+        # No facade call in between: the index has the turns already.
+        for rid in got.meta["filed"]["ids"]:
+            assert kb.store.index.lookup(kb.namespace, rid) is not None

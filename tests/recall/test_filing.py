@@ -153,3 +153,25 @@ def test_a_turn_card_carries_session_speaker_and_terms(open_store: Callable[...,
         # The tags are in the card: a word only the tags hold finds the turn.
         hits = kb.search("speaker", k=5, types=["turn"], mode="lexical")
         assert {h.id for h in hits} == {first, second}
+
+
+def test_a_prepared_job_runs_in_order_and_one_that_raises_is_a_warning(
+    gated_kb: Kredenc, embedder: GatedEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    embedder.gate.set()
+    filer = TurnFiler(gated_kb)
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("disk on fire")
+
+    assert filer.submit_call("first job", lambda: ran.append("first"))
+    with caplog.at_level(logging.WARNING, logger="kredenc.recall"):
+        assert filer.submit_call("broken job", broken)
+        assert filer.submit_call("last job", lambda: ran.append("last"))
+        assert filer.flush(timeout=30)
+    assert ran == ["first", "last"]
+    assert "broken job not filed: RuntimeError: disk on fire" in caplog.text
+    filer.close()
+    assert not filer.submit_call("late job", lambda: ran.append("late"))
+    assert filer.dropped == 1 and ran == ["first", "last"]

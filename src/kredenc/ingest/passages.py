@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kredenc.checks import check_name, check_text
 from kredenc.errors import InvalidInput
 from kredenc.fields import validate_meta, validate_tags
-from kredenc.records import new_id
+from kredenc.records import is_new_id, new_id
 
 if TYPE_CHECKING:
     from kredenc.storage.store import Store
@@ -27,26 +27,36 @@ def add_passages(
     *,
     drawer: str = "passages",
     record_type: str = "chunk",
+    ids: Sequence[str] | None = None,
 ) -> list[str]:
     """File plain passages (``text``, optional ``title``, ``meta``, ``tags``) as one batch.
 
     The light path for corpora that need no loader or chunker (evaluation sets,
     pre-split text): no document record, no edges. Items may also carry ``context``
     (words the card is found by), ``embed_context``, ``doc_id`` and ``ts``. Returns
-    the new ids.
+    the new ids: ``ids`` when given (one per item, made with
+    :func:`~kredenc.records.new_id` by a caller that hands them out before the filing
+    runs), else new ones.
     """
     if record_type not in ("chunk", "turn"):
         raise InvalidInput("record_type must be 'chunk' or 'turn'")
     store.check_writable()
     check_name("drawer", drawer)
+    if ids is not None and (
+        len(ids) != len(items) or not all(is_new_id(i, record_type) for i in ids)
+    ):
+        raise InvalidInput(
+            f"ids must be one new {record_type} id per item (records.new_id)",
+            "leave ids out to have them made",
+        )
     ts = store.now()
     limit = store.settings.max_text_chars
     payloads: list[dict[str, Any]] = []
-    for item in items:
+    for n, item in enumerate(items):
         payload: dict[str, Any] = {
             "op": "put",
             "ns": ns,
-            "id": new_id(record_type),
+            "id": ids[n] if ids is not None else new_id(record_type),
             "type": record_type,
             "drawer": drawer,
             "ts": float(item.get("ts", ts)),

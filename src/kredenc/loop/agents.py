@@ -43,6 +43,7 @@ import yaml
 
 from kredenc.checks import check_name
 from kredenc.errors import InvalidInput
+from kredenc.loop.folders import stamped_files
 
 if TYPE_CHECKING:
     from kredenc.loop.registry import ToolRegistry
@@ -204,6 +205,15 @@ class AgentLibrary:
         self.folders = folders
         self._parsed: dict[Path, tuple[tuple[int, int], Agent | InvalidInput]] = {}
         self._lock = threading.Lock()
+        # The shipped folder is part of the installed package: listed once, not per ask.
+        self._shipped: list[tuple[Path, tuple[int, int]]] | None = None
+
+    def _files(self, folder: Path) -> list[tuple[Path, tuple[int, int]]]:
+        if folder != SHIPPED:
+            return stamped_files(folder, ".md")
+        if self._shipped is None:
+            self._shipped = stamped_files(folder, ".md")
+        return self._shipped
 
     def _scan(self) -> tuple[dict[str, Agent], dict[str, InvalidInput], list[str]]:
         agents: dict[str, Agent] = {}
@@ -212,21 +222,12 @@ class AgentLibrary:
         seen: set[Path] = set()
         with self._lock:
             for folder in self.folders:
-                if not folder.is_dir():
+                if folder != SHIPPED and not folder.is_dir():
                     problems.append(f"{folder}: agents_dir is not a folder")
                     continue
-                try:
-                    files = sorted(p for p in folder.glob("*.md") if p.is_file())
-                except OSError:
-                    files = []
                 names_here: dict[str, Path] = {}
-                for file in files:
+                for file, stamp in self._files(folder):
                     seen.add(file)
-                    try:
-                        st = file.stat()
-                    except OSError:
-                        continue
-                    stamp = (st.st_mtime_ns, st.st_size)
                     cached = self._parsed.get(file)
                     if cached is None or cached[0] != stamp:
                         try:

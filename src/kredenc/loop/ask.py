@@ -19,6 +19,7 @@ from kredenc.loop.orchestrator import run_agent
 from kredenc.loop.registry import registry_for
 from kredenc.loop.tool import Services
 from kredenc.memory.turns import TurnFiler
+from kredenc.records import new_id
 
 if TYPE_CHECKING:
     from kredenc.loop.agents import Agent
@@ -117,6 +118,7 @@ def ask(
     turns: TurnFiler | None = None,
     on_delta: Callable[[str], None] | None = None,
     file: bool = True,
+    defer: Callable[[str, Callable[[], object]], object] | None = None,
     **options: Any,
 ) -> Answer:
     """Answer ``question`` with the agent ``agent`` in namespace ``ns``.
@@ -126,9 +128,12 @@ def ask(
     filed under a one-off session (so memory and recall see them; no later ask reads
     them as history). ``file=False`` (or a read-only store) files nothing. ``turns``
     is the caller's :class:`TurnFiler` (the facade's, so filed turns carry the
-    preceding ones as context). ``on_delta`` receives the answer's text as it is
-    generated when a streaming generator supports it (``stream=True``). The other
-    ``options`` are :data:`OPTIONS`.
+    preceding ones as context). ``defer(what, job)``, when given, takes the filing
+    off the answer's path: the turns' ids are made now (``answer.meta["filed"]``) and
+    ``job`` files them later on the caller's filing thread (the facade's, which a later
+    ask of the same session waits for before it reads the history). ``on_delta``
+    receives the answer's text as it is generated when a streaming generator supports
+    it (``stream=True``). The other ``options`` are :data:`OPTIONS`.
     """
     settings = store.settings
     if not isinstance(question, str) or not question.strip():
@@ -172,9 +177,22 @@ def ask(
     if file and not store.read_only:
         filed_in = session_id or sessions.one_off_session()
         filer = turns or TurnFiler()
-        if history:
-            filer.seed(filed_in, [m["content"] for m in history])
-        ids = sessions.record(filer, store, ns, filed_in, question, answer)
+        seed = [m["content"] for m in history]
+        if defer is None:
+            if seed:
+                filer.seed(filed_in, seed)
+            ids = sessions.record(filer, store, ns, filed_in, question, answer)
+        else:
+            said = sessions.turns_of(question, answer)
+            ids = [new_id("turn") for _ in said]
+
+            def job() -> None:
+                with store.gate:  # a closed store refuses it (a WARNING on the filer)
+                    if seed:
+                        filer.seed(filed_in, seed)
+                    filer.file(store, ns, filed_in, said, drawer=sessions.DRAWER, ids=ids)
+
+            defer(f"ask turns of session {filed_in}", job)
         answer.meta["filed"] = {"session": filed_in, "ids": ids}
     return answer
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from kredenc import plugins
 from kredenc.errors import InvalidInput, KredencError, ProviderError
+from kredenc.loop.folders import stamped_files
 from kredenc.loop.tool import Tool
 
 log = logging.getLogger(__name__)
@@ -89,20 +90,10 @@ class _Folder:
         self.problems: list[str] = []
 
     def files(self) -> list[Path]:
-        try:
-            return sorted(p for p in self.path.glob("*.py") if p.is_file())
-        except OSError:
-            return []
+        return [file for file, _ in stamped_files(self.path, ".py")]
 
     def current_signature(self) -> tuple[tuple[str, int, int], ...]:
-        out = []
-        for file in self.files():
-            try:
-                st = file.stat()
-            except OSError:
-                continue
-            out.append((file.name, st.st_mtime_ns, st.st_size))
-        return tuple(out)
+        return tuple((f.name, *stamp) for f, stamp in stamped_files(self.path, ".py"))
 
     def refresh(self) -> bool:
         """Load the folder again if a file changed; True when it did."""

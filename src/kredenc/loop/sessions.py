@@ -52,20 +52,25 @@ def history(store: Store, ns: str, session_id: str, limit: int = 20) -> list[dic
     return out
 
 
-def record(
-    filer: TurnFiler, store: Store, ns: str, session_id: str, question: str, answer: Answer
-) -> list[str]:
-    """File the question and the answer as the session's next two turns; their ids."""
+def turns_of(question: str, answer: Answer) -> list[dict[str, Any]]:
+    """The question and the answer as the two turns :func:`record` files (an answer
+    without text is no turn)."""
     meta: dict[str, Any] = {"source": "ask", "agent": str(answer.meta.get("agent", ""))}
     if answer.evaluation is not None:
         meta["confidence"] = answer.evaluation.confidence_score
     if answer.citations:
         meta["cites"] = [c.id for c in answer.citations][:20]
-    turns = [
-        {"role": "user", "content": question, "meta": {"source": "ask"}},
-        {"role": "assistant", "content": answer.text, "meta": meta},
-    ]
-    return filer.file(store, ns, session_id, turns, drawer=DRAWER)
+    turns = [{"role": "user", "content": question, "meta": {"source": "ask"}}]
+    if answer.text.strip():
+        turns.append({"role": "assistant", "content": answer.text, "meta": meta})
+    return turns
+
+
+def record(
+    filer: TurnFiler, store: Store, ns: str, session_id: str, question: str, answer: Answer
+) -> list[str]:
+    """File the question and the answer as the session's next two turns; their ids."""
+    return filer.file(store, ns, session_id, turns_of(question, answer), drawer=DRAWER)
 
 
 def clear(store: Store, ns: str, session_id: str, filer: TurnFiler | None = None) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kredenc.checks import check_name
+from kredenc.errors import InvalidInput
 from kredenc.ingest.passages import add_passages
 from kredenc.retrieve.message_terms import recall_terms
 
@@ -69,24 +70,31 @@ class TurnFiler:
         turns: Sequence[Mapping[str, Any]],
         *,
         drawer: str = "turns",
+        ids: Sequence[str] | None = None,
     ) -> list[str]:
         """File the turns (``role``, ``content``) of a session as one batch.
 
         Each turn's card carries the session, the speaker and the turns just before it
         as context, and tags naming the session, the speaker and its terms
-        (:func:`turn_tags`). Turns without text are skipped. Returns the new ids.
+        (:func:`turn_tags`). Turns without text are skipped. Returns the new ids
+        (``ids``: made in advance, one per turn; a skipped turn's is dropped).
         """
         check_name("session_id", session_id)
+        if ids is not None and len(ids) != len(turns):
+            raise InvalidInput("ids must be one per turn", "leave ids out to have them made")
         recent = self._recent.pop(session_id, [])
         self._recent[session_id] = recent  # most recently used last
         while len(self._recent) > SESSIONS_KEPT:
             del self._recent[next(iter(self._recent))]
         items = []
-        for turn in turns:
+        kept: list[str] = []
+        for n, turn in enumerate(turns):
             role = str(turn.get("role", "user"))
             text = turn.get("content")
             if not isinstance(text, str) or not text.strip():
                 continue
+            if ids is not None:
+                kept.append(ids[n])
             header = f"session {session_id} {role}"
             items.append(
                 {
@@ -100,4 +108,5 @@ class TurnFiler:
             del recent[:-CONTEXT_TURNS]
         if not items:
             return []
-        return add_passages(store, ns, items, drawer=drawer, record_type="turn")
+        made = kept if ids is not None else None
+        return add_passages(store, ns, items, drawer=drawer, record_type="turn", ids=made)

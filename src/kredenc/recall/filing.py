@@ -31,9 +31,8 @@ Reply = str | None | Callable[[], str | None]
 
 @dataclass(frozen=True)
 class _Job:
-    session_id: str
-    turns: Sequence[Mapping[str, Any]]
-    reply: Reply
+    what: str  # names it in warnings: "turn of session s1"
+    run: Callable[[], object]
 
 
 class TurnFiler:
@@ -52,23 +51,39 @@ class TurnFiler:
     def submit(self, session_id: str, turns: Sequence[Mapping[str, Any]], reply: Reply) -> bool:
         """Queue this call's user message(s) and the reply (text, or a function that
         returns it, called on the filing thread). False when the turn was dropped."""
+
+        def job() -> None:
+            try:
+                text = reply() if callable(reply) else reply
+            except Exception as exc:  # noqa: BLE001 - the reply's text is best effort
+                log.warning("reading the reply to file failed: %s: %s", type(exc).__name__, exc)
+                text = None
+            file_turn(self.sink, session_id, turns, text)
+
+        return self.submit_call(f"turn of session {session_id}", job)
+
+    def submit_call(self, what: str, job: Callable[[], object]) -> bool:
+        """Queue ``job`` (a filing the caller prepared, e.g. an ask's question and
+        answer with their ids made in advance); it runs on the filing thread after
+        everything queued before it. A job that raises is a WARNING naming ``what``.
+        False when it was dropped (the filer is closed or ``max_pending`` are waiting)."""
         with self._lock:
             if self._closed:
-                log.warning("turn of session %s not filed: the filer is closed", session_id)
+                log.warning("%s not filed: the filer is closed", what)
                 self.dropped += 1
                 return False
             if self._queue.qsize() >= self.max_pending:
                 self.dropped += 1
                 log.warning(
-                    "turn of session %s not filed: %d turns are already waiting to be filed",
-                    session_id,
+                    "%s not filed: %d turns are already waiting to be filed",
+                    what,
                     self.max_pending,
                 )
                 return False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="kredenc-filer", daemon=True)
                 self._thread.start()
-            self._queue.put(_Job(session_id, turns, reply))
+            self._queue.put(_Job(what, job))
         return True
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -104,8 +119,6 @@ class TurnFiler:
                 job.set()
                 continue
             try:
-                reply = job.reply() if callable(job.reply) else job.reply
-            except Exception as exc:  # noqa: BLE001 - the reply's text is best effort
-                log.warning("reading the reply to file failed: %s: %s", type(exc).__name__, exc)
-                reply = None
-            file_turn(self.sink, job.session_id, job.turns, reply)
+                job.run()
+            except Exception as exc:  # noqa: BLE001 - filing never breaks a turn
+                log.warning("%s not filed: %s: %s", job.what, type(exc).__name__, exc)
