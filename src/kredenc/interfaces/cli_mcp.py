@@ -25,9 +25,12 @@ def mcp_command() -> None:
     from pathlib import Path
 
     from kredenc.interfaces.server.mcp_tools import ToolHost, build_server, limits_of
+    from kredenc.recall.reflex import warm_in_background
 
     c = context()
     with c.open() as kb:
+        # A long-lived process: the first recall should find the query model loaded.
+        warm_in_background(kb.store, gate=kb.store.gate)
         roots = tuple(Path(r).expanduser().resolve() for r in kb.settings.server_roots)
         host = ToolHost(view=lambda _ctx: kb, limits=limits_of(kb.settings), roots=roots)
         build_server(host).run("stdio")

@@ -104,12 +104,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 
 @asynccontextmanager
-async def http_session(url: str, key: str | None, **headers: str) -> AsyncIterator[Client]:
+async def http_session(
+    url: str, key: str | None, mode: str = "auto", **headers: str
+) -> AsyncIterator[Client]:
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
     async with create_mcp_http_client(headers=headers) as http:
         transport = streamable_http_client(url + "/mcp", http_client=http)
-        async with Client(transport) as client:
+        async with Client(transport, mode=mode) as client:
             yield client
 
 
@@ -159,6 +161,20 @@ def test_http_remember_then_search_finds_it_and_errors_leave_the_session_working
             data(await client.call_tool("forget", {"id": mem["id"]}))
             after = data(await client.call_tool("search", {"query": "kestrel water tower"}))
             assert mem["id"] not in [h["id"] for h in after["hits"]]
+
+    run(go)
+
+
+def test_http_serves_the_handshake_era_protocol_too(server: dict[str, Any]) -> None:
+    """``mode="legacy"``: the initialize handshake (clients from before 2026)."""
+
+    async def go() -> None:
+        async with http_session(server["url"], server["alpha"], mode="legacy") as client:
+            assert [t.name for t in (await client.list_tools()).tools] == list(TOOL_NAMES)
+            mem = data(await client.call_tool("remember", {"text": "The osprey fishes the lake"}))
+            assert mem["namespace"] == "alpha"
+            hits = data(await client.call_tool("search", {"query": "osprey lake"}))
+            assert mem["id"] in [h["id"] for h in hits["hits"]]
 
     run(go)
 
@@ -372,6 +388,42 @@ def test_the_sdks_rebinding_check_gets_the_guards_names(server: dict[str, Any]) 
     assert not any("evil" in h for h in settings.allowed_hosts)
 
 
+def _raw_call(server: dict[str, Any], body: str) -> httpx.Response:
+    headers = {
+        "Authorization": f"Bearer {server['alpha']}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    return httpx.post(server["url"] + "/mcp", content=body, headers=headers, timeout=30)
+
+
+def _remember_call(meta: str) -> str:
+    params = '{"name":"remember","arguments":{"text":"deep","meta":' + meta + "}}"
+    return '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":' + params + "}"
+
+
+def test_http_hostile_bodies_are_refused_and_the_server_goes_on(server: dict[str, Any]) -> None:
+    deep = _raw_call(server, _remember_call("[" * 100_000 + "]" * 100_000))
+    assert deep.status_code == 400
+    assert deep.json()["error"]["code"] == -32700  # JSON-RPC parse error
+    nested = _raw_call(server, _remember_call('{"a":' * 100 + "1" + "}" * 100))
+    assert nested.status_code == 200
+    assert "meta is nested deeper" in nested.text and '"isError":true' in nested.text
+    huge = _raw_call(server, _remember_call('"' + "x" * 40_000_000 + '"'))
+    assert huge.status_code == 413
+    assert huge.json()["error"]["code"] == "body_too_large"
+    assert httpx.get(server["url"] + "/health", timeout=30).status_code == 200
+
+
+def test_the_sdks_rebinding_check_is_live_behind_the_guard(server: dict[str, Any]) -> None:
+    """127.0.0.2 is loopback to the guard but not on the SDK's list: the SDK's own check
+    (a second wall, not the first) refuses it."""
+    port = server["url"].rsplit(":", 1)[1]
+    response = _post(server["url"], server["alpha"], Host=f"127.0.0.2:{port}")
+    assert response.status_code == 421
+
+
 def test_the_mcp_route_is_not_in_the_openapi_document(server: dict[str, Any]) -> None:
     doc = httpx.get(
         server["url"] + "/openapi.json",
@@ -380,6 +432,28 @@ def test_the_mcp_route_is_not_in_the_openapi_document(server: dict[str, Any]) ->
     )
     assert doc.status_code == 200
     assert "/mcp" not in doc.json()["paths"]
+
+
+# -- faults ----------------------------------------------------------------------------
+def test_a_fault_is_a_generic_tool_error_and_the_session_goes_on() -> None:
+    """Not kredenc's error: the SDK's generic tool error, nothing of the fault's text."""
+    from kredenc.interfaces.server.mcp_tools import ToolHost, build_server
+    from kredenc.interfaces.server.state import Limits
+
+    def broken(_ctx: Any) -> Kredenc:
+        raise RuntimeError("secret internals at /srv/private")
+
+    host = ToolHost(view=broken, limits=Limits(100, 4000, 3, 200, 0, 0), roots=())
+
+    async def go() -> None:
+        async with Client(build_server(host), mode="legacy") as client:
+            for _ in range(2):
+                result = await client.call_tool("search", {"query": "anything"})
+                assert result.is_error
+                assert "secret" not in json.dumps(result.model_dump())
+            assert len((await client.list_tools()).tools) == 10
+
+    run(go)
 
 
 # -- stdio -----------------------------------------------------------------------------
