@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     keys = KeyRing(kb.home)
     alpha, _ = keys.add("alpha")
     beta, _ = keys.add("beta")
+    gamma, _ = keys.add("gamma")
+    keys.revoke("gamma")
     config = ServerConfig(roots=[root], web=False)
     thread = ServerThread(kb, config)
     try:
@@ -95,6 +97,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
                 "url": url,
                 "alpha": alpha,
                 "beta": beta,
+                "revoked": gamma,
                 "root": root,
                 "outside": outside,
                 "state": thread.app.state.kredenc,
@@ -205,8 +208,16 @@ def test_http_ingest_stays_inside_the_roots_and_ask_cites_the_document(
 
     async def go() -> None:
         async with http_session(server["url"], server["alpha"]) as client:
-            report = data(await client.call_tool("ingest", {"paths": [str(root / "notes")]}))
+            progress: list[tuple[float, str | None]] = []
+
+            async def note(done: float, _total: float | None, message: str | None) -> None:
+                progress.append((done, message))
+
+            notes = {"paths": [str(root / "notes")]}
+            report = data(await client.call_tool("ingest", notes, progress_callback=note))
             assert report["documents"] == 2 and not report["failed"]
+            assert [done for done, _ in progress] == [1, 2]
+            assert all(m and m.startswith("filed: ") for _, m in progress)
             relative = data(await client.call_tool("ingest", {"paths": ["notes/heron.txt"]}))
             assert relative["unchanged"] == 1
             for path in (
@@ -369,6 +380,7 @@ def test_http_refuses_no_key_a_wrong_key_a_foreign_host_and_a_foreign_origin(
     assert _post(url, server["alpha"]).status_code == 200  # the request itself is good
     assert _post(url, None).status_code == 401
     assert _post(url, "kr-not-a-key").status_code == 401
+    assert _post(url, server["revoked"]).status_code == 401
     host = _post(url, server["alpha"], Host="evil.example")
     assert host.status_code == 403
     assert host.json()["error"]["code"] == "host_not_allowed"
@@ -432,6 +444,23 @@ def test_the_mcp_route_is_not_in_the_openapi_document(server: dict[str, Any]) ->
     )
     assert doc.status_code == 200
     assert "/mcp" not in doc.json()["paths"]
+
+
+def test_http_without_keys_serves_loopback_in_the_stores_namespace(
+    open_store: Callable[..., Kredenc],
+) -> None:
+    kb = open_store(namespace="home")
+    try:
+        with ServerThread(kb, ServerConfig(web=False)) as url:
+
+            async def go() -> Any:
+                async with http_session(url, None) as client:
+                    return data(await client.call_tool("remember", {"text": "The wren sings"}))
+
+            assert run(go)["namespace"] == "home"
+            assert _post(url, None, Host="evil.example").status_code == 403
+    finally:
+        kb.close()
 
 
 # -- faults ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec
 
+import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
@@ -38,6 +39,7 @@ from kredenc.config import Settings
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, KredencError
 from kredenc.ingest.loaders.base import is_url
+from kredenc.ingest.pipeline import IngestReport
 from kredenc.interfaces.server.roots import inside_roots
 from kredenc.interfaces.server.state import Limits
 from kredenc.memory.reflect import run_reflect
@@ -427,7 +429,7 @@ def build_server(host: ToolHost) -> KredencMCP:
         """Load files, folders and URLs into the store; the report says what was filed,
         skipped or failed, per source."""
         sources = _sources(paths or [], urls or [], host.roots)
-        report = host.view(ctx).ingest(sources, drawer=drawer)
+        report = host.view(ctx).ingest(sources, drawer=drawer, on_progress=_progress(ctx))
         return dict(to_wire(report))
 
     functions: list[Callable[..., Any]] = [remember, recall, search, ask, relate, score]
@@ -438,6 +440,23 @@ def build_server(host: ToolHost) -> KredencMCP:
     for name in TOOL_NAMES:
         server.add_tool(tools[name], name=name, annotations=notes.get(name, READ))
     return server
+
+
+def _progress(ctx: Context) -> Callable[[str, IngestReport], None]:
+    """Each source done, as an MCP progress notification (sent only when the client
+    asked for progress): how many so far and the last one's outcome, its URL redacted."""
+
+    def progress(_source: str, report: IngestReport) -> None:
+        if not report.files:
+            return
+        last = report.files[-1]
+        message = f"{last.status}: {last.source}"[:300]
+        try:
+            anyio.from_thread.run(ctx.report_progress, len(report.files), None, message)
+        except Exception:  # a client gone or a closed stream: the ingest goes on
+            log.debug("an ingest progress notification was not sent", exc_info=True)
+
+    return progress
 
 
 def _sources(paths: list[str], urls: list[str], roots: tuple[Path, ...]) -> list[str]:
