@@ -208,16 +208,16 @@ def test_http_ingest_stays_inside_the_roots_and_ask_cites_the_document(
 
     async def go() -> None:
         async with http_session(server["url"], server["alpha"]) as client:
-            progress: list[tuple[float, str | None]] = []
+            seen: list[tuple[float, str | None]] = []
 
-            async def note(done: float, _total: float | None, message: str | None) -> None:
-                progress.append((done, message))
+            async def note(progress: float, total: float | None, message: str | None) -> None:
+                seen.append((progress, message))
 
             notes = {"paths": [str(root / "notes")]}
             report = data(await client.call_tool("ingest", notes, progress_callback=note))
             assert report["documents"] == 2 and not report["failed"]
-            assert [done for done, _ in progress] == [1, 2]
-            assert all(m and m.startswith("filed: ") for _, m in progress)
+            assert [done for done, _ in seen] == [1, 2]
+            assert all(m and m.startswith("filed: ") for _, m in seen)
             relative = data(await client.call_tool("ingest", {"paths": ["notes/heron.txt"]}))
             assert relative["unchanged"] == 1
             for path in (
