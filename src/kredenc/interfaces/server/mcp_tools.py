@@ -189,6 +189,7 @@ class Message(BaseModel):
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 ERASE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+FETCH = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 
 Id = Annotated[str, Field(min_length=1, max_length=200, description="A record id.")]
 Score = Annotated[float | None, Field(ge=0.0, le=1.0)]
@@ -435,8 +436,8 @@ def build_server(host: ToolHost) -> KredencMCP:
     functions: list[Callable[..., Any]] = [remember, recall, search, ask, relate, score]
     functions += [reflect, forget, context_graph, ingest]
     tools = {f.__name__: f for f in functions}
-    notes = {"remember": WRITE, "relate": WRITE, "score": WRITE, "reflect": WRITE}
-    notes |= {"recall": WRITE, "ingest": WRITE, "forget": ERASE}
+    notes = {"remember": WRITE, "relate": WRITE, "score": WRITE, "reflect": WRITE, "ask": WRITE}
+    notes |= {"recall": WRITE, "ingest": FETCH, "forget": ERASE}
     for name in TOOL_NAMES:
         server.add_tool(tools[name], name=name, annotations=notes.get(name, READ))
     return server
