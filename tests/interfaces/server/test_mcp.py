@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -539,3 +540,22 @@ async def _stdio_checks(client: Client, root: Path, elsewhere: Path) -> None:
     assert report["documents"] == 2
     answer = data(await client.call_tool("ask", {"question": "where was the needle found"}))
     assert "[1]" in answer["text"] and answer["citations"]
+
+
+def test_stdio_without_the_extra_is_one_line_and_no_store(tmp_path: Path) -> None:
+    hide = "import sys; sys.modules['mcp'] = None; " + ENTRY
+    store = tmp_path / "store"
+    proc = subprocess.run(
+        [sys.executable, "-c", hide, "mcp", "--store", str(store)],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "error: kredenc mcp needs an optional dependency that is not installed"
+        " (pip install 'kredenc[server]')"
+    ]
+    assert not store.exists()

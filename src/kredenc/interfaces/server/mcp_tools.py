@@ -29,21 +29,25 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec
 
 import anyio.from_thread
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from kredenc import __version__
 from kredenc.config import Settings
 from kredenc.engine import Kredenc
-from kredenc.errors import InvalidInput, KredencError
+from kredenc.errors import InvalidInput, KredencError, MissingExtra
 from kredenc.ingest.loaders.base import is_url
 from kredenc.ingest.pipeline import IngestReport
 from kredenc.interfaces.server.roots import inside_roots
 from kredenc.interfaces.server.state import Limits
 from kredenc.memory.reflect import run_reflect
 from kredenc.wire import to_wire
+
+try:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+except ImportError as exc:  # without the server extra: one line that says how to get it
+    raise MissingExtra("kredenc mcp", "server") from exc
 
 log = logging.getLogger("kredenc.mcp")
 
