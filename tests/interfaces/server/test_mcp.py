@@ -405,11 +405,13 @@ def test_the_sdks_rebinding_check_gets_the_guards_names(server: dict[str, Any]) 
     assert not any("evil" in h for h in settings.allowed_hosts)
 
 
-def _raw_call(server: dict[str, Any], body: str) -> httpx.Response:
+def _raw_call(
+    server: dict[str, Any], body: str, content_type: str = "application/json"
+) -> httpx.Response:
     headers = {
         "Authorization": f"Bearer {server['alpha']}",
         "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
+        "Content-Type": content_type,
         "MCP-Protocol-Version": "2025-06-18",
     }
     return httpx.post(server["url"] + "/mcp", content=body, headers=headers, timeout=30)
@@ -439,6 +441,22 @@ def test_the_sdks_rebinding_check_is_live_behind_the_guard(server: dict[str, Any
     port = server["url"].rsplit(":", 1)[1]
     response = _post(server["url"], server["alpha"], Host=f"127.0.0.2:{port}")
     assert response.status_code == 421
+    assert response.json()["error"]["code"] == "host_not_allowed"
+
+
+def test_http_takes_post_only_and_answers_refusals_in_one_shape(server: dict[str, Any]) -> None:
+    """No GET stream (a stateless server has nothing to push: it would idle open) and
+    no session to DELETE; the SDK's plain-text refusals come in the server's shape."""
+    auth = {"Authorization": f"Bearer {server['alpha']}", "Accept": "text/event-stream"}
+    for method in ("GET", "DELETE", "PUT"):
+        response = httpx.request(method, server["url"] + "/mcp", headers=auth, timeout=10)
+        assert response.status_code == 405, method
+        assert response.json()["error"]["code"] == "method_not_allowed"
+    plain = _raw_call(server, "{}", content_type="text/plain")
+    assert plain.status_code == 400
+    assert set(plain.json()["error"]) == {"code", "message", "hint"}
+    not_json = _raw_call(server, "nope")  # a protocol error stays JSON-RPC
+    assert not_json.status_code == 400 and not_json.json()["error"]["code"] == -32700
 
 
 def test_the_mcp_route_is_not_in_the_openapi_document(server: dict[str, Any]) -> None:

@@ -8,9 +8,10 @@ body limit, set to the server's. A tool runs in the view of the tenant the guard
 the ASGI scope of the HTTP request that carried the call: never a tenant named in the
 request, never one remembered from an earlier request.
 
-The transport is stateless (a fresh server task per request, no MCP session ids): the
-tools need no server-to-client requests, and a stateless server holds nothing a caller
-could exhaust or another caller could reuse.
+The transport is stateless (a fresh server task per request, no MCP session ids) and
+takes POST only: the tools need no server-to-client requests, so there is no stream to
+GET and no session to DELETE (405), and a stateless server holds nothing a caller could
+exhaust or another caller could reuse.
 """
 
 from __future__ import annotations
@@ -21,15 +22,25 @@ from fastapi import FastAPI
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kredenc.engine import Kredenc
 from kredenc.errors import KredencError
-from kredenc.interfaces.guard import TENANT_KEY, Tenant
+from kredenc.interfaces.guard import TENANT_KEY, Tenant, error_response
 from kredenc.interfaces.server.mcp_tools import ToolHost, build_server
 from kredenc.interfaces.server.state import ServerState
 
 PATH = "/mcp"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+#: The codes and hints of the SDK's transport refusals, which it answers in plain text.
+PLAIN_REFUSALS = {
+    400: ("bad_request", "POST JSON-RPC with Content-Type: application/json"),
+    403: ("origin_not_allowed", "call /mcp from a program, or from an allowed host's page"),
+    413: ("body_too_large", "send less, or raise the proxy_max_body_bytes setting"),
+    421: ("host_not_allowed", "call /mcp by a loopback address or an allowed host name"),
+}
 
 
 class NoTenant(KredencError):
@@ -53,6 +64,38 @@ def transport_security(state: ServerState) -> TransportSecuritySettings:
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
+
+
+class OneErrorShape:
+    """The SDK's plain-text refusals (a bad Content-Type, a Host or Origin off its
+    list, a body past its limit) in the server's one error shape; its JSON-RPC errors
+    and every success pass as they are (they are the protocol)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        status: int | None = None
+        text = b""
+
+        async def sending(message: Message) -> None:
+            nonlocal status, text
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                media = Headers(raw=message.get("headers", [])).get("content-type", "")
+                if not media.startswith(("application/json", "text/event-stream")):
+                    status = int(message["status"])
+                    return
+            if status is not None and message["type"] == "http.response.body":
+                text += message.get("body", b"")
+                if message.get("more_body", False):
+                    return
+                code, hint = PLAIN_REFUSALS.get(status, ("bad_request", "see docs/server.md"))
+                said = text.decode("utf-8", "replace").strip()[:200] or "request refused"
+                await error_response(status, code, said, hint)(scope, receive, send)
+                return
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def tenant_view(state: ServerState, ctx: Context) -> Kredenc:
@@ -84,8 +127,10 @@ def mount(app: FastAPI, state: ServerState) -> AbstractAsyncContextManager[None]
     manager = server.session_manager
     app.add_route(
         PATH,
-        StreamableHTTPASGIApp(manager),  # type: ignore[arg-type]
-        methods=["GET", "POST", "DELETE"],
+        OneErrorShape(StreamableHTTPASGIApp(manager)),  # type: ignore[arg-type]
+        # POST only: a stateless server has nothing to push on a GET stream (it would
+        # stay open, idle, for as long as the caller liked) and no session to DELETE.
+        methods=["POST"],
         include_in_schema=False,
     )
     return manager.run()
