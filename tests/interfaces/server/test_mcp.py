@@ -138,7 +138,7 @@ def test_http_lists_exactly_the_ten_tools_with_typed_described_parameters(
     assert props["k"]["type"] == "integer"
     assert props["query"]["description"]
     assert search.input_schema["required"] == ["query"]
-    assert all(t.description for t in tools)
+    assert all(t.description and "  " not in t.description for t in tools)
     hints = {t.name: t.annotations for t in tools}
     assert hints["search"].read_only_hint and hints["context_graph"].read_only_hint
     assert hints["forget"].destructive_hint and not hints["remember"].read_only_hint

@@ -443,7 +443,9 @@ def build_server(host: ToolHost) -> KredencMCP:
     notes = {"remember": WRITE, "relate": WRITE, "score": WRITE, "reflect": WRITE, "ask": WRITE}
     notes |= {"recall": WRITE, "ingest": FETCH, "forget": ERASE}
     for name in TOOL_NAMES:
-        server.add_tool(tools[name], name=name, annotations=notes.get(name, READ))
+        fn = tools[name]
+        summary = " ".join((fn.__doc__ or "").split())  # the docstring, on one line
+        server.add_tool(fn, name=name, description=summary, annotations=notes.get(name, READ))
     return server
 
 
