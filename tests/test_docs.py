@@ -43,8 +43,8 @@ def test_json_option_is_documented_as_it_is() -> None:
     # docs/cli.md says every command takes --json except the ones it names.
     text = (DOCS / "cli.md").read_text()
     without = sorted(c for c, cmd in _leaves(cli) if "--json" not in _options(cmd))
-    assert without == ["proxy"]
-    assert "Every command except `proxy` takes `--json`" in text
+    assert without == ["mcp", "proxy"]
+    assert "Every command except `proxy` and `mcp` takes `--json`" in text
 
 
 def test_exit_codes_are_documented() -> None:

@@ -202,3 +202,13 @@ def test_the_cli_refuses_to_bind_beyond_loopback_without_keys(tmp_path: object) 
     assert code.value.code == 2
     line = err.getvalue().decode()
     assert line.count("\n") == 1 and line.startswith("error:") and "kredenc keys add" in line
+
+
+def test_open_paths_open_only_themselves() -> None:
+    """``/`` opens the page alone: as a prefix it would let every route in keyless."""
+    from kredenc.interfaces.guard import Guard
+
+    guard = Guard(app=None, gate=None, open_paths=frozenset({"/", "/health", "/static/"}))  # type: ignore[arg-type]
+    assert [guard.is_open(p) for p in ("/", "/health", "/static/app.js")] == [True] * 3
+    for path in ("/mcp", "/memories", "/health/x", "/static", "/v1/chat/completions"):
+        assert not guard.is_open(path), path
