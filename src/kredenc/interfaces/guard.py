@@ -188,11 +188,15 @@ class Guard:
         self.app = app
         self.gate = gate
         # Paths served without a key (``/health``, the page's static files): each ends
-        # in "/" for a prefix, else it is matched exactly.
+        # in "/" for a prefix, else it is matched exactly; "/" itself is the root
+        # only (as a prefix it would open every path).
         self.open_paths = open_paths
 
     def is_open(self, path: str) -> bool:
-        return any(path.startswith(p) if p.endswith("/") else path == p for p in self.open_paths)
+        return any(
+            path == p or (p.endswith("/") and p != "/" and path.startswith(p))
+            for p in self.open_paths
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
