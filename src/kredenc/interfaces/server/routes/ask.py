@@ -126,7 +126,7 @@ async def stream_answer(kb: Kredenc, body: AskRequest) -> AsyncIterator[bytes]:
 )
 def ask(body: AskRequest, request: Request, kb: KB, state: State) -> Answer | Response:
     """Answer a question from the caller's documents and memories, with citations."""
-    check_request(state.limits, text=body.question, what="question")
+    check_request(state.limits, k=body.k, text=body.question, what="question")
     if body.stream or SSE in request.headers.get("accept", ""):
         check_ask(kb.settings, body.question, body.session_id, body.agent)  # before the stream
         return StreamingResponse(
