@@ -26,6 +26,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.interfaces.auth import bearer_token
 from kredenc.interfaces.guard import error_response
@@ -160,3 +161,20 @@ def check_request(
             f"neighbors_max must be at most {limits.max_fanout} on this server, not {fanout}",
             "ask for fewer neighbours (the server_max_fanout setting)",
         )
+
+
+def served_reranker(kb: Kredenc, name: str | None) -> str | None:
+    """The reranker a request may name: ``none``, or the one this server is configured
+    with. Any other name would be a model path the server loads (from disk, or the
+    network): not a client's choice."""
+    if name is None:
+        return None
+    configured = kb.settings.rerank
+    if name.strip().lower() in ("", "none"):
+        return "none"
+    if name == configured:
+        return name
+    raise InvalidInput(
+        f"rerank must be 'none' or this server's reranker ({configured!r}), not {name[:60]!r}",
+        "leave rerank out to use the server's (the rerank setting)",
+    )

@@ -37,6 +37,7 @@ from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, KredencError, MissingExtra
 from kredenc.ingest.loaders.base import is_url
 from kredenc.ingest.pipeline import IngestReport
+from kredenc.interfaces.server.limits import check_request, served_reranker
 from kredenc.interfaces.server.roots import inside_roots
 from kredenc.interfaces.server.state import Limits
 from kredenc.memory.reflect import run_reflect
@@ -151,18 +152,6 @@ class KredencMCP(MCPServer[Any]):
 
 
 # -- the checks REST makes too -------------------------------------------------------
-def _text(value: str, what: str, limits: Limits) -> str:
-    if not value.strip():
-        raise InvalidInput(f"{what} is empty", f"pass the {what} as text")
-    if len(value) > limits.max_query_chars:
-        raise InvalidInput(
-            f"{what} is {len(value)} characters; this server takes at most"
-            f" {limits.max_query_chars}",
-            f"send a shorter {what}",
-        )
-    return value
-
-
 def _at_most(value: int, limit: int, what: str) -> int:
     if value > limit:
         raise InvalidInput(
@@ -296,15 +285,16 @@ def build_server(host: ToolHost) -> KredencMCP:
     ) -> dict[str, Any]:
         """Search memories and documents by words and meaning; hits best first, each
         with its text, scores and where it came from."""
-        _text(query, "query", limits)
-        hits = host.view(ctx).search(
+        check_request(limits, k=k, text=query, hops=hops)
+        view = host.view(ctx)
+        hits = view.search(
             query,
-            k=_at_most(k, limits.max_k, "k"),
+            k=k,
             mode=mode,
             drawer=drawer,
             kinds=kinds or (),
-            hops=_at_most(hops, limits.max_hops, "hops"),
-            rerank=rerank,
+            hops=hops,
+            rerank=served_reranker(view, rerank),
             loaders=loaders or (),
             source=source,
             pages=_pages(pages),
@@ -328,9 +318,7 @@ def build_server(host: ToolHost) -> KredencMCP:
     ) -> dict[str, Any]:
         """Answer a question from the store's documents and memories: the text with [n]
         citations, the sources, the judge's evaluation and the steps taken."""
-        _text(question, "question", limits)
-        if k is not None:
-            _at_most(k, limits.max_k, "k")
+        check_request(limits, k=k, text=question, what="question")
         answer = host.view(ctx).ask(question, session_id=session_id, k=k, agent=agent)
         return dict(to_wire(answer))
 
@@ -408,17 +396,15 @@ def build_server(host: ToolHost) -> KredencMCP:
         ] = None,
     ) -> dict[str, Any]:
         """The memories around a query and how they relate: nodes and typed edges."""
-        _text(query, "query", limits)
+        check_request(limits, k=k, text=query, hops=max_hops, fanout=neighbors_max)
         graph = host.view(ctx).context_graph(
             query,
-            hops=_at_most(max_hops, limits.max_hops, "max_hops"),
-            neighbors_max=(
-                min(NEIGHBORS, limits.max_fanout)
-                if neighbors_max is None
-                else _at_most(neighbors_max, limits.max_fanout, "neighbors_max")
-            ),
+            hops=max_hops,
+            neighbors_max=min(NEIGHBORS, limits.max_fanout)
+            if neighbors_max is None
+            else neighbors_max,
             seed_ids=seed_ids,
-            k=_at_most(k, limits.max_k, "k"),
+            k=k,
         )
         return dict(to_wire(graph))
 

@@ -14,9 +14,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from kredenc.errors import InvalidInput
 from kredenc.interfaces.server.deps import KB, State
-from kredenc.interfaces.server.limits import check_request
+from kredenc.interfaces.server.limits import check_request, served_reranker
 from kredenc.interfaces.server.routes.body import Body
 from kredenc.interfaces.server.routes.paging import pages_value, time_value
 from kredenc.records import ContextGraph, Hit
@@ -48,23 +47,6 @@ class SearchRequest(Body):
 class SearchResult(BaseModel):
     query: str
     hits: list[Hit]
-
-
-def served_reranker(kb: KB, name: str | None) -> str | None:
-    """The reranker a request may name: ``none``, or the one this server is configured
-    with. Any other name would be a model path the server loads (from disk, or the
-    network): not a client's choice."""
-    if name is None:
-        return None
-    configured = kb.settings.rerank
-    if name.strip().lower() in ("", "none"):
-        return "none"
-    if name == configured:
-        return name
-    raise InvalidInput(
-        f"rerank must be 'none' or this server's reranker ({configured!r}), not {name[:60]!r}",
-        "leave rerank out to use the server's (the rerank setting)",
-    )
 
 
 def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
