@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from kredenc.interfaces.server.routes import memories, system
+from kredenc.interfaces.server.routes import documents, ingest, memories, system, transfer
 
-ROUTERS: list[APIRouter] = [system.router, memories.router]
+ROUTERS: list[APIRouter] = [
+    system.router,
+    memories.router,
+    documents.router,
+    ingest.router,
+    transfer.router,
+]
