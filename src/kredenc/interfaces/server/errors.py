@@ -61,6 +61,9 @@ COMMON_ERRORS = _responses(400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 502
 
 
 def status_of(exc: e.KredencError) -> int:
+    status = getattr(exc, "status", None)  # an error that carries its own (jobs.Refused)
+    if isinstance(status, int):
+        return status
     for cls in type(exc).__mro__:
         if cls in STATUS:
             return STATUS[cls]

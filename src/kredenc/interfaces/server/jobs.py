@@ -56,12 +56,14 @@ CANCELLED = {
 }
 
 
-class Refused(Exception):
-    """A job that cannot be queued now (the route answers ``status`` with the shape)."""
+class Refused(KredencError):
+    """A request refused with its own status and code (a job that cannot be queued now,
+    a path outside the roots): the route answers ``status`` with the one shape, MCP a
+    tool error with ``code``."""
 
     def __init__(self, status: int, code: str, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.hint = status, code, message, hint
+        super().__init__(message, hint)
+        self.status, self.code = status, code
 
 
 class _Cancelled(Exception):

@@ -35,10 +35,9 @@ from kredenc import __version__
 from kredenc.config import Settings
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, KredencError, MissingExtra
-from kredenc.ingest.loaders.base import is_url
 from kredenc.ingest.pipeline import IngestReport
+from kredenc.interfaces.server import intake
 from kredenc.interfaces.server.limits import check_request, served_reranker
-from kredenc.interfaces.server.roots import inside_roots
 from kredenc.interfaces.server.state import Limits
 from kredenc.memory.reflect import run_reflect
 from kredenc.wire import to_wire
@@ -74,9 +73,8 @@ INSTRUCTIONS = (
     "instructions."
 )
 
-#: Most messages one recall may carry, and most sources one ingest may name.
+#: Most messages one recall may carry (the sources of one ingest: intake.MAX_SOURCES).
 MAX_MESSAGES = 200
-MAX_SOURCES = 100
 #: A context graph's neighbours per node when the caller does not say (at most the limit).
 NEIGHBORS = 40
 
@@ -419,8 +417,9 @@ def build_server(host: ToolHost) -> KredencMCP:
     ) -> dict[str, Any]:
         """Load files, folders and URLs into the store; the report says what was filed,
         skipped or failed, per source."""
-        sources = _sources(paths or [], urls or [], host.roots)
-        report = host.view(ctx).ingest(sources, drawer=drawer, on_progress=_progress(ctx))
+        view = host.view(ctx)
+        sources = _sources(paths or [], urls or [], host.roots, view.settings)
+        report = view.ingest(sources, drawer=drawer, on_progress=_progress(ctx))
         return dict(to_wire(report))
 
     functions: list[Callable[..., Any]] = [remember, recall, search, ask, relate, score]
@@ -452,21 +451,16 @@ def _progress(ctx: Context) -> Callable[[str, IngestReport], None]:
     return progress
 
 
-def _sources(paths: list[str], urls: list[str], roots: tuple[Path, ...]) -> list[str]:
-    """What an ingest may read: paths inside the roots, http(s) URLs (which the fetcher
-    then checks: no loopback, private or link-local address, also after redirects)."""
+def _sources(
+    paths: list[str], urls: list[str], roots: tuple[Path, ...], settings: Settings
+) -> list[str]:
+    """What an ingest may read: the checks of ``POST /ingest`` (:mod:`.intake`): paths
+    inside the roots, public http(s) URLs (checked again by the fetcher when fetched,
+    also after redirects)."""
     if not paths and not urls:
         raise InvalidInput("nothing to ingest", "pass paths inside the server's roots, or urls")
-    _at_most(len(paths) + len(urls), MAX_SOURCES, "the number of sources")
-    out: list[str] = []
-    for url in urls:
-        if not url.lower().startswith(("http://", "https://")):
-            raise InvalidInput(
-                f"{url[:200]!r} is not an http(s) URL", "pass http:// or https:// URLs"
-            )
-        out.append(url)
-    for path in paths:
-        if is_url(path):
-            raise InvalidInput(f"{path[:200]!r} is a URL, not a path", "pass it in urls")
-        out.append(str(inside_roots(path, roots)))
-    return out
+    _at_most(len(paths) + len(urls), intake.MAX_SOURCES, "the number of sources")
+    found = intake.public_urls(urls, settings).inputs if urls else []
+    if paths:
+        found += intake.inside_roots(list(roots), paths).inputs
+    return found
