@@ -317,7 +317,9 @@ def run_quality(
 # --------------------------------------------------------------------------------------
 
 
-def _scripted_upstream() -> Any:
+def _scripted_upstream(delay_s: float = 0.0) -> Any:
+    """A loopback OpenAI-compatible upstream; ``delay_s`` before each answer (a model's
+    time to the first token)."""
     from kredenc.testing.openai_server import LoopbackServer, Reply, Request
 
     reply = {
@@ -347,8 +349,8 @@ def _scripted_upstream() -> Any:
 
     def chat(request: Request) -> Reply:
         if request.json().get("stream"):
-            return Reply.raw(sse, content_type="text/event-stream")
-        return Reply.json(reply)
+            return Reply.raw(sse, content_type="text/event-stream", delay=delay_s)
+        return Reply.json(reply, delay=delay_s)
 
     server = LoopbackServer()
     server.route("POST", "/v1/chat/completions", chat)

@@ -70,10 +70,14 @@ class Reply:
 
     @classmethod
     def raw(
-        cls, body: bytes | str, status: int = 200, content_type: str = "application/json"
+        cls,
+        body: bytes | str,
+        status: int = 200,
+        content_type: str = "application/json",
+        delay: float = 0.0,
     ) -> Reply:
         data = body.encode() if isinstance(body, str) else body
-        return cls(status, data, content_type)
+        return cls(status, data, content_type, delay=delay)
 
 
 Route = Callable[[Request], Reply]
