@@ -282,9 +282,14 @@ class Kredenc:
         time_budget_ms: float | None = None,
         session_start: float | None = None,
         mode: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> RecallResult:
         """The recall reflex: the messages with one system message of memories
-        appended at the tail (never raises; see ``kredenc.recall.reflex``)."""
+        appended at the tail (never raises; see ``kredenc.recall.reflex``). ``user_id``,
+        ``agent_id`` and ``run_id`` recall only records filed with those ids (default:
+        the ``recall_user_id``, ``recall_agent_id`` and ``recall_run_id`` settings)."""
         from kredenc.recall.reflex import recall
 
         store: Any = self.store
@@ -303,6 +308,9 @@ class Kredenc:
                 time_budget_ms=time_budget_ms,
                 session_start=session_start,
                 mode=mode,
+                user_id=user_id,
+                agent_id=agent_id,
+                run_id=run_id,
             )
 
     # -- the answer loop ---------------------------------------------------------

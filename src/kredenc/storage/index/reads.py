@@ -380,6 +380,10 @@ class RecordQuery:
     since: float | None = None
     until: float | None = None
     session: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    tags: tuple[str, ...] = ()
 
 
 def list_records(
@@ -399,6 +403,10 @@ def list_records(
             origin_glob=query.origin_glob,
             created_after=None if query.since is None else float(query.since),
             created_before=None if query.until is None else float(query.until),
+            user_id=query.user_id,
+            agent_id=query.agent_id,
+            run_id=query.run_id,
+            tags=tuple(query.tags),
         )
     )
     where = "r.ns=?" + common

@@ -481,7 +481,8 @@ class SqliteIndex:
         conn = self.reader()
         recs = conn.execute(
             "SELECT id, ns, drawer, type, kind, seq, offset, status, importance, confidence,"
-            " stability, deleted FROM records ORDER BY seq"
+            " stability, user_id, agent_id, run_id, tags, meta, deleted FROM records"
+            " ORDER BY seq"
         ).fetchall()
         edges = conn.execute(
             "SELECT src, dst, rel, weight FROM edges ORDER BY src, dst, rel"
