@@ -107,6 +107,8 @@ def test_edge_inputs_are_invalid_and_write_nothing(
         ({"meta": {"x": object()}}, "meta must hold only JSON values"),
         ({"meta": {"x": float("nan")}}, "meta must hold only JSON values"),
         ({"tags": ["nul\x00"]}, "tags must not hold control characters"),
+        ({"user_id": ""}, "user_id must be a non-empty name"),
+        ({"run_id": "r\x00"}, "run_id must not contain control characters"),
     ],
 )
 def test_add_passages_validates_meta_and_tags(
@@ -199,3 +201,12 @@ def test_tag_filters_are_tags_and_bounded() -> None:
         validate_tag_filter(["bi\x00rds"])
     with pytest.raises(InvalidInput, match=f"at most {MAX_TAG_FILTERS}"):
         validate_tag_filter([f"t{i}" for i in range(MAX_TAG_FILTERS + 1)])
+
+
+def test_add_passages_files_the_scope_ids(tmp_path: Path) -> None:
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        a, b = kb.add_passages(
+            [{"text": "owned", "user_id": "u1", "agent_id": "bot"}, {"text": "x"}]
+        )
+        assert (kb.get(a).user_id, kb.get(a).agent_id, kb.get(b).user_id) == ("u1", "bot", None)
+        assert [h.id for h in kb.search("owned x", user_id="u1")] == [a]

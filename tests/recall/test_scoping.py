@@ -57,3 +57,18 @@ def test_the_settings_give_the_default_scope(
         assert recalled(kb, session, user_id="u-alex") == {ids["alex"]}  # the call wins
     with open_store(recall_agent_id="a1", recall_run_id="") as kb:
         assert recalled(kb, session + "-b") == {ids["alex"]}
+
+
+def test_turns_filed_with_a_user_are_recalled_for_that_user(kb: Kredenc, session: str) -> None:
+    (sam_turn,) = kb.file_turns(
+        "earlier-sam", [{"role": "user", "content": "My favourite jasmine green tea is Fujian"}],
+        user_id="u-sam", run_id="r7",
+    )  # fmt: skip
+    (alex_turn,) = kb.file_turns(
+        "earlier-alex", [{"role": "user", "content": "I brew jasmine green tea cold"}],
+        user_id="u-alex",
+    )  # fmt: skip
+    assert kb.get(sam_turn).user_id == "u-sam" and kb.get(sam_turn).run_id == "r7"
+    assert recalled(kb, session, user_id="u-sam") == {sam_turn}
+    assert recalled(kb, session, user_id="u-alex") == {alex_turn}
+    assert recalled(kb, session) == {sam_turn, alex_turn}
