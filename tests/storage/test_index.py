@@ -161,6 +161,35 @@ def test_dense_merges_drawers_with_ties_by_rowid(kb: Kredenc) -> None:
     assert kb.index.dense(kb.namespace, query, 10, Filters()) == before
 
 
+def test_a_scoped_dense_search_is_exact_among_what_passes(
+    kb: Kredenc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a scope id the passing records are scored among themselves: the same
+    answer as fetching deeper from the whole shard (below the ANN threshold, where
+    both are exact), ties by rowid across drawers, forgotten records left out."""
+    from kredenc.storage.index import sqlite as sqlite_index
+
+    rows = [
+        {"text": f"kestrel {i % 7} river {i % 3}", "user_id": f"u{i % 4}", "drawer": f"d{i % 2}"}
+        for i in range(120)
+    ]
+    filed = kb.remember_many(rows)
+    kb.forget(filed[0].id)
+    cases = [
+        Filters(user_id="u0"),
+        Filters(user_id="u1", drawer="d1"),
+        Filters(user_id="u2", agent_id="none"),
+        Filters(run_id="nobody"),
+        Filters(user_id="u3", kinds=("note",), where=(("x", 1),)),
+    ]
+    query = kb.embedder.embed(["kestrel 3 river"])[0]
+    exact = [kb.index.dense(kb.namespace, query, 10, f) for f in cases]
+    assert [len(e) for e in exact] == [10, 10, 0, 0, 0]
+    assert rowid_of(kb, filed[0].id) not in {r for r, _ in exact[0]}
+    monkeypatch.setattr(sqlite_index, "SCOPED_EXACT_MAX", 0)  # the deeper fetch instead
+    assert [kb.index.dense(kb.namespace, query, 10, f) for f in cases] == exact
+
+
 # -- the lexical leg -----------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kredenc.storage.index.filters import Filters, record_conditions
-from kredenc.storage.index.schema import STATE_COLUMNS
+from kredenc.storage.index.schema import STATE_COLUMNS, shard_key
 from kredenc.storage.index.vectors import F32, I64
 
 
@@ -206,6 +206,24 @@ def keep(
         if len(ok) >= k:
             break
     return [(r, s) for r, s in found if r in ok][:k]
+
+
+def passing_rowids(
+    conn: sqlite3.Connection, ns: str, filters: Filters, limit: int
+) -> dict[str, list[int]]:
+    """The searchable records of ``ns`` that pass ``filters``, per shard key
+    (``schema.shard_key``), at most ``limit`` in all (the caller asks for one more than
+    it will take, to tell a small set from a cut one)."""
+    where, args = record_conditions(filters)
+    rows = conn.execute(
+        "SELECT r.rowid, r.drawer FROM records r WHERE r.ns = ?"
+        " AND r.type IN ('memory', 'chunk', 'turn')" + where + " LIMIT ?",
+        (ns, *args, max(0, int(limit))),
+    )
+    out: dict[str, list[int]] = {}
+    for rowid, drawer in rows:
+        out.setdefault(shard_key(ns, str(drawer)), []).append(int(rowid))
+    return out
 
 
 def resolve(conn: sqlite3.Connection, ns: str, rowids: Sequence[int]) -> dict[int, tuple[str, int]]:
