@@ -75,7 +75,7 @@ COMPACT_GROWTH = 1.25
 #: A dense search with a scope id reads the records that pass first and scores them
 #: exactly when they are at most this many (else it fetches deeper, as unscoped); so
 #: does any filtered dense search whose fetch would grow past ``EXACT_AFTER_FETCH``.
-EXACT_AMONG_MAX = 20_000
+EXACT_AMONG_MAX = 5_000
 EXACT_AFTER_FETCH = 2_560
 
 
