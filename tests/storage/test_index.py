@@ -215,6 +215,9 @@ def test_a_dense_search_whose_filter_passes_little_goes_exact(
     exact = [kb.index.dense(kb.namespace, query, 5, f) for f in cases]
     assert [len(e) for e in exact] == [5, 0, 0]
     assert max(walked) <= 40  # never the whole shard
+    walked.clear()
+    assert kb.index.dense(kb.namespace, query, 60, cases[1]) == []  # k past the bound too
+    assert walked == [60]
     monkeypatch.setattr(sqlite_index, "EXACT_AMONG_MAX", 0)
     walked.clear()
     assert [kb.index.dense(kb.namespace, query, 5, f) for f in cases] == exact

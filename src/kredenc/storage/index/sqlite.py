@@ -468,6 +468,7 @@ class SqliteIndex:
         ]
         total = sum(len(s) for s in shards)
         fetch = k * 4 if any(s.uses_ann for s in shards) else k
+        tried_among = False
         while True:
             found: list[tuple[int, float]] = []
             for shard in shards:
@@ -476,7 +477,8 @@ class SqliteIndex:
             kept = self._keep(ns, found, k, filters)
             if len(kept) >= k or fetch >= total:
                 return kept
-            if fetch * 4 > EXACT_AFTER_FETCH >= fetch:
+            if fetch * 4 > EXACT_AFTER_FETCH and not tried_among:
+                tried_among = True
                 among = self._dense_among(ns, query, k, filters)
                 if among is not None:
                     return among
