@@ -205,13 +205,13 @@ def test_a_dense_search_whose_filter_passes_little_goes_exact(
     query = kb.embedder.embed(["kestrel 3 river"])[0]
     cases = [Filters(where=(("n", 3),)), Filters(where=(("n", 99),)), Filters(kinds=("task",))]
     walked: list[int] = []
-    real = sqlite_index.VectorShard.search
+    real = VectorShard.search
 
     def counting(self: VectorShard, q: np.ndarray, fetch: int) -> list[tuple[int, float]]:
         walked.append(fetch)
         return real(self, q, fetch)
 
-    monkeypatch.setattr(sqlite_index.VectorShard, "search", counting)
+    monkeypatch.setattr(VectorShard, "search", counting)
     exact = [kb.index.dense(kb.namespace, query, 5, f) for f in cases]
     assert [len(e) for e in exact] == [5, 0, 0]
     assert max(walked) <= 40  # never the whole shard
