@@ -341,9 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: Result = {"machine": machine(), "n": args.n, "clients": args.clients}
     results["upstream_delay_ms"] = args.upstream_delay_ms
     load = [os.getloadavg()[0]]
-    with bench_home(args.n, fresh=True) as home, _scripted_upstream(
-        args.upstream_delay_ms / 1000
-    ) as upstream:
+    with (
+        bench_home(args.n, fresh=True) as home,
+        _scripted_upstream(args.upstream_delay_ms / 1000) as upstream,
+    ):
         results["in_process_threads"] = in_process(home, queries, args.clients, args.seconds)
         results["in_process_one"] = in_process(home, queries, 1, args.seconds / 2)
         load.append(os.getloadavg()[0])

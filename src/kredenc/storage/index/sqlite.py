@@ -72,6 +72,11 @@ log = logging.getLogger(__name__)
 #: has grown by ``COMPACT_GROWTH`` since it was last merged (see ``compaction_due``).
 COMPACT_MIN = 10_000
 COMPACT_GROWTH = 1.25
+#: A dense search with a scope id reads the records that pass first and scores them
+#: exactly when they are at most this many (else it fetches deeper, as unscoped); so
+#: does any filtered dense search whose fetch would grow past ``EXACT_AFTER_FETCH``.
+EXACT_AMONG_MAX = 5_000
+EXACT_AFTER_FETCH = 2_560
 
 
 class SqliteIndex:
@@ -444,7 +449,17 @@ class SqliteIndex:
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by cosine within the namespace (and drawer) that pass
-        ``filters``: shards are searched deeper until ``k`` survive or none are left."""
+        ``filters``: shards are searched deeper until ``k`` survive or none are left.
+        A filter that passes few records is searched exactly among them instead
+        (:meth:`_dense_among`, when at most :data:`EXACT_AMONG_MAX` pass): at once with
+        a scope id (``user_id``, ``agent_id``, ``run_id``: indexed, and usually a small
+        share of the namespace), and for any other filter once the fetch would pass
+        :data:`EXACT_AFTER_FETCH` (a filter that matches little or nothing would
+        otherwise walk the whole shard through the ANN graph)."""
+        if k > 0 and (filters.user_id or filters.agent_id or filters.run_id):
+            among = self._dense_among(ns, query, k, filters)
+            if among is not None:
+                return among
         prefix = shard_key(ns, filters.drawer) if filters.drawer is not None else ns + "\x1f"
         shards = [
             shard
@@ -453,6 +468,7 @@ class SqliteIndex:
         ]
         total = sum(len(s) for s in shards)
         fetch = k * 4 if any(s.uses_ann for s in shards) else k
+        tried_among = False
         while True:
             found: list[tuple[int, float]] = []
             for shard in shards:
@@ -461,7 +477,30 @@ class SqliteIndex:
             kept = self._keep(ns, found, k, filters)
             if len(kept) >= k or fetch >= total:
                 return kept
+            if fetch * 4 > EXACT_AFTER_FETCH and not tried_among:
+                tried_among = True
+                among = self._dense_among(ns, query, k, filters)
+                if among is not None:
+                    return among
             fetch = min(total, fetch * 4)
+
+    def _dense_among(
+        self, ns: str, query: F32, k: int, filters: Filters
+    ) -> list[tuple[int, float]] | None:
+        """The exact top ``k`` among the records of ``ns`` that pass ``filters`` (read
+        in SQL first), or None when more than :data:`EXACT_AMONG_MAX` pass."""
+        passing = reads.passing_rowids(self.reader(), ns, filters, EXACT_AMONG_MAX + 1)
+        if sum(map(len, passing.values())) > EXACT_AMONG_MAX:
+            return None
+        shards = self.shards()
+        found = [
+            hit
+            for key, rowids in passing.items()
+            if key in shards
+            for hit in shards[key].search_among(query, rowids, k)
+        ]
+        found.sort(key=lambda t: (-t[1], t[0]))  # ties by rowid, across shards
+        return found[:k]
 
     def _keep(
         self, ns: str, found: list[tuple[int, float]], k: int, filters: Filters
@@ -481,7 +520,8 @@ class SqliteIndex:
         conn = self.reader()
         recs = conn.execute(
             "SELECT id, ns, drawer, type, kind, seq, offset, status, importance, confidence,"
-            " stability, deleted FROM records ORDER BY seq"
+            " stability, user_id, agent_id, run_id, tags, meta, deleted FROM records"
+            " ORDER BY seq"
         ).fetchall()
         edges = conn.execute(
             "SELECT src, dst, rel, weight FROM edges ORDER BY src, dst, rel"
