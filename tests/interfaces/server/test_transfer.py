@@ -150,7 +150,7 @@ def test_mem0_json_is_imported_as_memories(fresh: Site) -> None:
     assert response.status_code == 200, response.text
     assert response.json()["records"] == 1
     (memory,) = fresh.kb.scoped("alice").list_memories()
-    assert (memory.id, memory.text, memory.meta["user_id"]) == ("m0-1", "Likes oolong", "u1")
+    assert (memory.id, memory.text, memory.user_id) == ("m0-1", "Likes oolong", "u1")
     bad = fresh.a.post("/import", params={"format": "mem0"}, content=b"{nope")
     assert bad.status_code == 422 and "not JSON" in bad.json()["error"]["message"]
     unknown = fresh.a.post("/import", params={"format": "csv"}, content=b"x")
