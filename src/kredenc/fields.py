@@ -27,7 +27,7 @@ import json
 import logging
 import math
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -330,3 +330,30 @@ def _shown(value: object, width: int = 40) -> str:
     """``repr`` of a user's value for a message: one line, at most ``width`` characters."""
     text = repr(value)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def where_pairs(pairs: Sequence[str], option: str = "--where") -> dict[str, Any]:
+    """``key=value`` pairs (the CLI's repeatable ``--where``, the server's ``where=``)
+    as a mapping: the value read as one JSON scalar when it is one (``1``, ``2.5``,
+    ``true``, ``null``, ``"1"``), else as text. ``option`` names them in errors."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, raw = pair.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise InvalidInput(
+                f"{option} {pair!r} is not key=value", f"e.g. {option} project=apollo"
+            )
+        if key in out:
+            raise InvalidInput(f"{option} names {key!r} twice", "give each key once")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        if isinstance(value, list | dict):
+            raise InvalidInput(
+                f"{option} {key}= must be one value, not a JSON list or object",
+                f"match one scalar meta value, e.g. {option} priority=1",
+            )
+        out[key] = value
+    return out

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from kredenc.errors import InvalidInput, KredencError
+from kredenc.fields import where_pairs
 from kredenc.interfaces import (
     cli_ask,
     cli_eval,
@@ -42,7 +43,6 @@ from kredenc.interfaces.cli_common import (
     scope_options,
     scope_text,
     short,
-    where_pairs,
 )
 from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
 

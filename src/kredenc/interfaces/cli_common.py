@@ -7,10 +7,9 @@ the group that registers them form no cycle.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -201,27 +200,3 @@ def scope_text(record: Any) -> str:
         for key in SCOPE_IDS
         if getattr(record, key, None) is not None
     )
-
-
-def where_pairs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``--where key=value`` (repeatable) as a mapping: the value read as one JSON scalar
-    when it is one (``1``, ``2.5``, ``true``, ``null``, ``"1"``), else as text."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, eq, raw = pair.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise InvalidInput(f"--where {pair!r} is not key=value", "e.g. --where project=apollo")
-        if key in out:
-            raise InvalidInput(f"--where names {key!r} twice", "give each key once")
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
-        if isinstance(value, list | dict):
-            raise InvalidInput(
-                f"--where {key}= must be one value, not a JSON list or object",
-                "match one scalar meta value, e.g. --where priority=1",
-            )
-        out[key] = value
-    return out

@@ -359,7 +359,9 @@ def _recall(
     if not _announced(store, ns):
         announce(store, ns, budget=plan.budget, dry_run=plan.dry_run)
     msgs = list(messages)
-    start = SESSIONS.start(session_id, session_start)
+    # A session is one conversation of one namespace of one store: two tenants (or two
+    # stores in a process) with the same session id are two sessions.
+    start = SESSIONS.start(f"{store.home}\x1f{ns}\x1f{session_id}", session_start)
     result = RecallResult(messages=msgs, dry_run=plan.dry_run, session_start=start)
     query = newest_user_text(msgs)
     if not query.strip():

@@ -4,8 +4,16 @@ true), fields the document does not name ignored (a newer client may send more).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
+
+
+#: A user, agent or run id inside the caller's namespace (checked again by the facade).
+ScopeId = Annotated[str | None, Field(min_length=1, max_length=200)]
+#: Exact matches on top-level ``meta`` keys, scalar values (``fields.validate_where``).
+Where = Annotated[dict[str, Any] | None, Field(description="meta key: value, all of them")]

@@ -15,8 +15,15 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 
 from kredenc.interfaces.server.deps import KB
-from kredenc.interfaces.server.routes.body import Body
-from kredenc.interfaces.server.routes.paging import Limit, Offset, Page, page, time_value
+from kredenc.interfaces.server.routes.body import Body, ScopeId
+from kredenc.interfaces.server.routes.paging import (
+    Limit,
+    Offset,
+    Page,
+    ScopeQuery,
+    page,
+    time_value,
+)
 from kredenc.records import Memory
 
 router = APIRouter(tags=["memories"])
@@ -39,6 +46,9 @@ class NewMemory(Body):
     valid_from: Time = None
     valid_to: Time = None
     episode_id: str | None = None
+    user_id: ScopeId = None
+    agent_id: ScopeId = None
+    run_id: ScopeId = None
 
 
 class ScoreChange(Body):
@@ -74,11 +84,14 @@ def list_memories(
     drawer: str | None = None,
     since: Annotated[str | None, Query(description="Unix seconds or ISO 8601")] = None,
     until: Annotated[str | None, Query(description="Unix seconds or ISO 8601")] = None,
+    user_id: ScopeQuery = None,
+    agent_id: ScopeQuery = None,
+    run_id: ScopeQuery = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[Memory]:
     """Live memories in filing order, of any of the kinds and statuses given, with
-    every tag given, filed in ``[since, until)``."""
+    every tag given, filed in ``[since, until)``, of the user, agent and run given."""
     return page(
         lambda n, skip: kb.list_memories(
             kinds=kind,
@@ -87,6 +100,9 @@ def list_memories(
             drawer=drawer or None,
             since=time_value(since),
             until=time_value(until),
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
             limit=n,
             offset=skip,
         ),

@@ -8,12 +8,13 @@ asks the facade for one item more than the page to know).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from fastapi import Query
 from pydantic import BaseModel
 
 from kredenc.errors import InvalidInput
+from kredenc.fields import where_pairs
 from kredenc.memory.listing import MAX_LIMIT
 
 T = TypeVar("T")
@@ -23,6 +24,17 @@ MAX_OFFSET = 1_000_000_000
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT - 1, description="items on the page")]
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="items skipped")]
+#: ``user_id`` / ``agent_id`` / ``run_id`` as a query value: records filed with it only.
+ScopeQuery = Annotated[str | None, Query(min_length=1, max_length=200)]
+#: ``where=key=value`` (repeatable): exact matches on top-level ``meta`` keys.
+WhereQuery = Annotated[
+    list[str], Query(description="key=value on meta, repeatable; the value read as JSON")
+]
+
+
+def where_value(pairs: list[str]) -> dict[str, Any] | None:
+    """``where=key=value`` pairs as the facade's ``where`` (None when there are none)."""
+    return where_pairs(pairs, "where") if pairs else None
 
 
 class Page(BaseModel, Generic[T]):

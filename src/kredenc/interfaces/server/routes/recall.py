@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from kredenc.interfaces.server.deps import KB
-from kredenc.interfaces.server.routes.body import Body
+from kredenc.interfaces.server.routes.body import Body, ScopeId
 from kredenc.recall.result import RecallResult
 
 router = APIRouter(tags=["recall"])
@@ -22,6 +22,9 @@ class RecallRequest(Body):
     budget: dict[str, Any] | None = None
     dry_run: bool | None = None
     mode: str | None = None
+    user_id: ScopeId = None
+    agent_id: ScopeId = None
+    run_id: ScopeId = None
 
 
 @router.post("/recall", response_model=RecallResult)
@@ -33,4 +36,7 @@ def recall(body: RecallRequest, kb: KB) -> RecallResult:
         budget=body.budget,
         dry_run=body.dry_run,
         mode=body.mode,
+        user_id=body.user_id,
+        agent_id=body.agent_id,
+        run_id=body.run_id,
     )

@@ -16,8 +16,14 @@ from pydantic import BaseModel, Field
 
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.limits import check_request, served_reranker
-from kredenc.interfaces.server.routes.body import Body
-from kredenc.interfaces.server.routes.paging import pages_value, time_value
+from kredenc.interfaces.server.routes.body import Body, ScopeId, Where
+from kredenc.interfaces.server.routes.paging import (
+    ScopeQuery,
+    WhereQuery,
+    pages_value,
+    time_value,
+    where_value,
+)
 from kredenc.records import ContextGraph, Hit
 
 router = APIRouter(tags=["search"])
@@ -42,6 +48,11 @@ class SearchRequest(Body):
     since: str | None = Field(None, description="Unix seconds or ISO 8601")
     until: str | None = Field(None, description="Unix seconds or ISO 8601")
     include_deprecated: bool = False
+    user_id: ScopeId = None
+    agent_id: ScopeId = None
+    run_id: ScopeId = None
+    tags: list[str] = Field(default_factory=list, description="all of them on each hit")
+    where: Where = None
 
 
 class SearchResult(BaseModel):
@@ -56,6 +67,7 @@ def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
         rerank=served_reranker(kb, r.rerank), loaders=r.loader, source=r.source or None,
         pages=pages_value(r.pages), per_document=r.per_document, since=time_value(r.since),
         until=time_value(r.until), include_deprecated=r.include_deprecated,
+        user_id=r.user_id, agent_id=r.agent_id, run_id=r.run_id, tags=r.tags, where=r.where,
     )  # fmt: skip
     return SearchResult(query=r.query, hits=hits)
 
@@ -78,12 +90,18 @@ def search_get(
     since: Annotated[str | None, Query(description="Unix seconds or ISO 8601")] = None,
     until: Annotated[str | None, Query(description="Unix seconds or ISO 8601")] = None,
     include_deprecated: bool = False,
+    user_id: ScopeQuery = None,
+    agent_id: ScopeQuery = None,
+    run_id: ScopeQuery = None,
+    tag: Annotated[list[str], Query()] = [],  # noqa: B006
+    where: WhereQuery = [],  # noqa: B006
 ) -> SearchResult:
     """Hybrid (or lexical, or dense) search of the caller's namespace."""
     request = SearchRequest(
         query=q, k=k, mode=mode, kind=kind, drawer=drawer, hops=hops, rerank=rerank,
         loader=loader, source=source, pages=pages, per_document=per_document, since=since,
-        until=until, include_deprecated=include_deprecated,
+        until=until, include_deprecated=include_deprecated, user_id=user_id,
+        agent_id=agent_id, run_id=run_id, tags=tag, where=where_value(where),
     )  # fmt: skip
     return _search(kb, state, request)
 
@@ -103,9 +121,15 @@ def context_graph(
     seed_ids: Annotated[str | None, Query(description="comma-separated record ids")] = None,
     k: Annotated[int, Query(ge=1, le=10_000)] = 10,
     neighbors_max: Annotated[int, Query(ge=0, le=100_000)] = 40,
+    user_id: ScopeQuery = None,
+    agent_id: ScopeQuery = None,
+    run_id: ScopeQuery = None,
 ) -> ContextGraph:
     """The memories around a query (or the seed records given), expanded along their
     relations: nodes ranked by similarity, importance and recency, and typed edges."""
     check_request(state.limits, k=k, text=query, hops=max_hops, fanout=neighbors_max)
     seeds = [s.strip() for s in (seed_ids or "").split(",") if s.strip()] or None
-    return kb.context_graph(query, hops=max_hops, neighbors_max=neighbors_max, seed_ids=seeds, k=k)
+    return kb.context_graph(
+        query, hops=max_hops, neighbors_max=neighbors_max, seed_ids=seeds, k=k,
+        user_id=user_id, agent_id=agent_id, run_id=run_id,
+    )  # fmt: skip
