@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from kredenc.engine import Kredenc
-from kredenc.loop.cache import cache_for
+from kredenc.loop.cache import cache_for, cached_search
+from kredenc.loop.tool import Services
 from kredenc.storage.opcache_chain import TierChain
 from kredenc.storage.opcache_redis import RedisTier
 from kredenc.testing.redis import closed_port_url, key_prefix, redis_url_or_skip
@@ -119,3 +121,30 @@ def test_a_redis_that_is_down_never_breaks_an_ask(
         assert _hits(kb) >= 1  # the in-process LRU still serves
     warnings = [r for r in caplog.records if r.name == "kredenc.storage.opcache_redis"]
     assert len(warnings) == 1 and "does not answer" in warnings[0].getMessage()
+
+
+def _values_holding(url: str, prefix: str, needle: bytes) -> int:
+    client = redis.Redis.from_url(url)
+    try:
+        names = list(client.scan_iter(match=prefix + "*", count=500))
+        return sum(1 for n in names if needle in (client.get(n) or b""))
+    finally:
+        client.close()
+
+
+def test_a_purge_erases_forgotten_text_from_redis_even_from_a_fresh_handle(
+    open_store: OpenStore, url: str, prefix: str
+) -> None:
+    opts = {"opcache_redis_url": url, "opcache_redis_prefix": prefix}
+    with open_store(**opts) as kb:
+        secret = kb.remember("the vault code is zebracanary 4921").id
+        kb.remember("an ordinary note about the garden")
+        services = Services(
+            store=kb.store, ns=kb.namespace, settings=kb.settings, cache=cache_for(kb.store)
+        )
+        assert secret in [h.id for h in cached_search(services, "vault code", k=2)]
+        kb.forget(secret)
+    assert _values_holding(url, prefix, b"zebracanary") >= 1  # the search's hits hold it
+    with open_store(**opts) as kb:  # a CLI's `compact --purge`: it never used the cache
+        kb.compact(purge=True)
+    assert _values_holding(url, prefix, b"zebracanary") == 0

@@ -62,11 +62,12 @@ class TierChain:
 
 
 def tiers_for_store(
-    settings: Settings, home: Path, log_id: str, *, read_only: bool
+    settings: Settings, home: Path, log_id: str, *, read_only: bool, even_off: bool = False
 ) -> CacheTier | None:
     """The persistent tiers under a store's LRU: ``opcache.db`` (unless
-    ``opcache_disk_bytes`` is 0), under Redis when ``opcache_redis_url`` is set."""
-    if not settings.opcache:
+    ``opcache_disk_bytes`` is 0), under Redis when ``opcache_redis_url`` is set. None
+    when ``opcache`` is off, unless ``even_off`` (a purge empties them all the same)."""
+    if not settings.opcache and not even_off:
         return None
     lower: CacheTier | None = None
     if settings.opcache_disk_bytes > 0:

@@ -336,6 +336,15 @@ class Store:
         in-process vectors (a purge drops forgotten texts' vectors from the file)."""
         if self._opcache is not None:
             self._opcache.clear()
+        elif not self.read_only:
+            # Not opened by this handle (a CLI purge): Redis may still hold another
+            # process's entries, forgotten text among them. The file goes below anyway.
+            tier = tiers_for_store(
+                self.settings, self.home, self.meta.log_id, read_only=False, even_off=True
+            )
+            if tier is not None:
+                tier.clear()
+                tier.close()
         layout.drop_opcache(self.home)
         with self._vectors_lock:
             self._vectors.clear()
