@@ -5,6 +5,8 @@ that is down, and the chain over the file tier (backfill upward)."""
 from __future__ import annotations
 
 import logging
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from kredenc.storage import opcache_redis
 from kredenc.storage.base import CacheTier
 from kredenc.storage.opcache import SqliteTier
 from kredenc.storage.opcache_chain import TierChain
@@ -177,3 +180,65 @@ def test_the_chain_runs_the_conformance_suite_too(url: str, prefix: str, tmp_pat
     for name in dir(suite):
         if name.startswith("test_"):
             getattr(suite, name)(tmp_path / name)
+
+
+def test_a_url_that_is_not_redis_turns_the_tier_off_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="kredenc.storage.opcache_redis"):
+        tier = RedisTier("http://:hunter2@127.0.0.1:6379/0", store="s")
+    tier.put("search", "k", "1")
+    assert tier.get("search", "k") is None
+    tier.clear()
+    tier.close()
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "is not a Redis URL" in line and "the tier is off" in line
+    assert "hunter2" not in line and "127.0.0.1:6379" in line
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server binary")
+def test_a_redis_that_comes_back_is_used_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(opcache_redis, "RETRY_S", 0.2)
+    url = closed_port_url()
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    tier = RedisTier(url, store="s")
+    server = None
+    try:
+        with caplog.at_level(logging.INFO, logger="kredenc.storage.opcache_redis"):
+            assert tier.get("search", "k") is None  # down: the one warning
+            server = subprocess.Popen(
+                [
+                    "redis-server",
+                    "--port",
+                    port,
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(tmp_path),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                tier.put("search", "k", "1")
+                if tier.get("search", "k") == "1":
+                    break
+                time.sleep(0.05)
+            assert tier.get("search", "k") == "1"
+        levels = [(r.levelname, r.getMessage().split(" (")[0]) for r in caplog.records]
+        assert levels[0][0] == "WARNING" and levels[-1] == (
+            "INFO",
+            f"operation cache: Redis at redis://127.0.0.1:{port} answers again",
+        )
+        assert sum(1 for lvl, _ in levels if lvl == "WARNING") == 1
+    finally:
+        tier.close()
+        if server is not None:
+            server.terminate()
+            server.wait(10)
