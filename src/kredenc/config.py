@@ -408,6 +408,19 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown LLM provider {value!r}; available: {known}")
         return value
 
+    @field_validator("opcache_redis_url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr) -> SecretStr:
+        # The URL is a secret: the message names its scheme only.
+        url = value.get_secret_value()
+        if url and not url.startswith(("redis://", "rediss://", "unix://")):
+            scheme = url.split("://", 1)[0] if "://" in url else "no scheme"
+            raise ValueError(
+                f"opcache_redis_url must start with redis://, rediss:// or unix:// "
+                f"(it has {scheme}); empty turns the Redis tier off"
+            )
+        return value
+
     @model_validator(mode="after")
     def _weights(self) -> Settings:
         if self.weight_dense + self.weight_lexical <= 0:
