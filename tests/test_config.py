@@ -191,3 +191,11 @@ def test_home_in_the_store_toml_is_refused(tmp_path: Path) -> None:
         Kredenc.open(home, embedder=HashEmbedder())
     assert sorted(p.name for p in home.iterdir()) == ["kredenc.toml"]
     assert not elsewhere.exists()
+
+
+def test_a_redis_url_that_is_not_redis_is_one_line_without_the_secret(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="must start with redis://") as caught:
+        load_settings(tmp_path, opcache_redis_url="http://:hunter2@cache.internal/0")
+    assert "hunter2" not in str(caught.value) and "\n" not in str(caught.value)
+    ok = load_settings(tmp_path, opcache_redis_url="redis://:hunter2@127.0.0.1:6379/0")
+    assert "hunter2" not in repr(ok) and "hunter2" not in ok.model_dump_json()

@@ -280,6 +280,25 @@ class Settings(BaseSettings):
         ge=0,
         description="Most bytes of values opcache.db keeps; the oldest go first (0: no file).",
     )
+    opcache_redis_url: SecretStr = Field(
+        SecretStr(""),
+        description="Redis for the operation cache's shared tier, between the in-memory "
+        "LRU and opcache.db (e.g. redis://127.0.0.1:6379/0; needs the 'redis' extra); "
+        "empty: off.",
+    )
+    opcache_redis_ttl_s: int = Field(
+        86400, ge=0, description="Seconds a Redis cache entry lives (0: until Redis evicts it)."
+    )
+    opcache_redis_prefix: str = Field(
+        "kredenc:opcache:",
+        description="Prefix of every Redis cache key (before the store's id): separates "
+        "deployments sharing one Redis.",
+    )
+    opcache_redis_value_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=0,
+        description="Largest value stored in Redis; a larger one stays in the other tiers.",
+    )
     trace: bool = Field(
         False,
         description="Record OpenTelemetry spans of every ask, tool, provider call and search "
@@ -387,6 +406,19 @@ class Settings(BaseSettings):
         if value != "none" and not plugins.is_known(plugins.LLMS, value):
             known = ", ".join(["none", *plugins.names(plugins.LLMS)])
             raise ValueError(f"unknown LLM provider {value!r}; available: {known}")
+        return value
+
+    @field_validator("opcache_redis_url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr) -> SecretStr:
+        # The URL is a secret: the message names its scheme only.
+        url = value.get_secret_value()
+        if url and not url.startswith(("redis://", "rediss://", "unix://")):
+            scheme = url.split("://", 1)[0] if "://" in url else "no scheme"
+            raise ValueError(
+                f"opcache_redis_url must start with redis://, rediss:// or unix:// "
+                f"(it has {scheme}); empty turns the Redis tier off"
+            )
         return value
 
     @model_validator(mode="after")

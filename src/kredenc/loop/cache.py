@@ -3,8 +3,9 @@ own results, by the SHA-256 of what shapes them.
 
 Two tiers: an in-process LRU (bounded by entries and by bytes of JSON) over a
 persistent :class:`~kredenc.storage.base.CacheTier` (``<store>/opcache.db``, the
-SQLite tier in ``storage/opcache.py``); a value found only in the persistent tier is
-copied into the LRU (backfill). Values are JSON: a caller always gets its own fresh
+SQLite tier in ``storage/opcache.py``; with ``opcache_redis_url`` set, Redis over it,
+``storage/opcache_chain.py``); a value found only in the persistent tier is copied
+into the LRU (backfill). Values are JSON: a caller always gets its own fresh
 objects, never one another caller may change.
 
 What a key holds (:meth:`OpCache.key`: SHA-256 over the canonical JSON of the kind

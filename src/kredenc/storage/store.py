@@ -27,13 +27,13 @@ from kredenc.records import Appended
 from kredenc.records import now as wall_clock
 from kredenc.storage import layout, repair
 from kredenc.storage import purge as purging
-from kredenc.storage.base import Index
+from kredenc.storage.base import CacheTier, Index
 from kredenc.storage.gate import CallGate
 from kredenc.storage.haystack import HEADER_SIZE, Haystack
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, SqliteIndex, embed_text_of, text_hash
 from kredenc.storage.index.vectors import F32, AnnParams
-from kredenc.storage.opcache import SqliteTier
+from kredenc.storage.opcache_chain import tiers_for_store
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class Store:
         self.embed_query: Callable[[str], F32] = lru_cache(maxsize=QUERY_CACHE)(self._query_vector)
         self._access: dict[str, dict[str, int]] = {}
         self._access_lock = threading.Lock()
-        self._opcache: SqliteTier | None = None
+        self._opcache: CacheTier | None = None
         self._opcache_lock = threading.Lock()
         # embed_cached's in-process tier over embeddings.db: text hash -> vector.
         self._vectors: OrderedDict[bytes, F32] = OrderedDict()
@@ -319,17 +319,15 @@ class Store:
         with self.gate:  # a reader sees the writer's commits: the index is shared
             return self.index.generation(ns, types, edges=edges)
 
-    def opcache_tier(self) -> SqliteTier | None:
-        """The operation cache's persistent tier (``opcache.db``, opened on first use),
-        or None when ``opcache`` or ``opcache_disk_bytes`` is off. The same object for
-        the life of the store: a rebuild or purge empties it (its ``epoch`` grows)."""
-        s = self.settings
-        if not s.opcache or s.opcache_disk_bytes <= 0:
-            return None
+    def opcache_tier(self) -> CacheTier | None:
+        """The operation cache's persistent tiers (``opcache.db``, under Redis when
+        ``opcache_redis_url`` is set: ``storage/opcache_chain.py``), opened on first use,
+        or None when off. The same object for the life of the store: a rebuild or purge
+        empties it (its ``epoch`` grows)."""
         with self._opcache_lock:
             if self._opcache is None:
-                self._opcache = SqliteTier.for_store(
-                    self.home, read_only=self.read_only, max_bytes=s.opcache_disk_bytes
+                self._opcache = tiers_for_store(
+                    self.settings, self.home, self.meta.log_id, read_only=self.read_only
                 )
             return self._opcache
 
@@ -338,6 +336,15 @@ class Store:
         in-process vectors (a purge drops forgotten texts' vectors from the file)."""
         if self._opcache is not None:
             self._opcache.clear()
+        elif not self.read_only:
+            # Not opened by this handle (a CLI purge): Redis may still hold another
+            # process's entries, forgotten text among them. The file goes below anyway.
+            tier = tiers_for_store(
+                self.settings, self.home, self.meta.log_id, read_only=False, even_off=True
+            )
+            if tier is not None:
+                tier.clear()
+                tier.close()
         layout.drop_opcache(self.home)
         with self._vectors_lock:
             self._vectors.clear()

@@ -1,0 +1,244 @@
+"""The Redis tier of the operation cache against the real Redis on loopback: the
+CacheTier conformance suite unchanged, keys per store, the size bound, TTL, a Redis
+that is down, and the chain over the file tier (backfill upward)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from kredenc.storage import opcache_redis
+from kredenc.storage.base import CacheTier
+from kredenc.storage.opcache import SqliteTier
+from kredenc.storage.opcache_chain import TierChain
+from kredenc.storage.opcache_redis import RedisTier, redacted, store_id
+from kredenc.testing.conformance import CacheTierConformance
+from kredenc.testing.redis import closed_port_url, key_prefix, redis_url_or_skip
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def url() -> str:
+    return redis_url_or_skip()
+
+
+@pytest.fixture
+def prefix(url: str) -> Iterator[str]:
+    with key_prefix(url) as p:
+        yield p
+
+
+@pytest.fixture
+def client(url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(url)
+    yield c
+    c.close()
+
+
+class TestRedisTier(CacheTierConformance):
+    @pytest.fixture(autouse=True)
+    def _redis(self, prefix: str, url: str) -> None:
+        self.prefix, self.url = prefix, url
+
+    def make_tier(self, path: Path) -> CacheTier:
+        return RedisTier(self.url, store=store_id("conformance", path), prefix=self.prefix)
+
+
+def test_two_stores_never_share_entries_even_a_copied_one(
+    url: str, prefix: str, tmp_path: Path
+) -> None:
+    a = RedisTier(url, store=store_id("log1", tmp_path / "a"), prefix=prefix)
+    copy = RedisTier(url, store=store_id("log1", tmp_path / "copy"), prefix=prefix)
+    other = RedisTier(url, store=store_id("log2", tmp_path / "a"), prefix=prefix)
+    same = RedisTier(url, store=store_id("log1", tmp_path / "a"), prefix=prefix)
+    try:
+        a.put("search", "k", "from a")
+        assert copy.get("search", "k") is None and other.get("search", "k") is None
+        assert same.get("search", "k") == "from a"  # a second process on the same store
+        copy.put("search", "k2", "from copy")
+        a.clear()  # clears a's keys only
+        assert same.get("search", "k") is None and copy.get("search", "k2") == "from copy"
+    finally:
+        for t in (a, copy, other, same):
+            t.close()
+
+
+def test_values_are_the_file_tiers_bytes_with_a_ttl_and_a_size_bound(
+    url: str, prefix: str, client: redis.Redis
+) -> None:
+    tier = RedisTier(url, store="s", prefix=prefix, ttl_s=60, max_value_bytes=100)
+    try:
+        tier.put("llm", "k", '{"text": "naïve"}')
+        assert client.get(tier.name("llm", "k")) == '{"text": "naïve"}'.encode()
+        assert 0 < client.ttl(tier.name("llm", "k")) <= 60
+        tier.put("llm", "big", "x" * 101)  # over the bound: not stored, no error
+        assert tier.get("llm", "big") is None and not client.exists(tier.name("llm", "big"))
+    finally:
+        tier.close()
+    forever = RedisTier(url, store="s", prefix=prefix, ttl_s=0)
+    try:
+        forever.put("llm", "k", "1")
+        assert client.ttl(forever.name("llm", "k")) == -1  # no expiry: Redis evicts it
+    finally:
+        forever.close()
+
+
+def test_a_prefix_with_glob_characters_clears_only_its_own_keys(
+    url: str, prefix: str, client: redis.Redis
+) -> None:
+    starred = RedisTier(url, store="s", prefix=prefix + "a*")
+    plain = RedisTier(url, store="s", prefix=prefix + "ab")
+    try:
+        starred.put("search", "k", "1")
+        plain.put("search", "k", "2")
+        starred.clear()
+        assert starred.get("search", "k") is None and plain.get("search", "k") == "2"
+    finally:
+        starred.close()
+        plain.close()
+
+
+def test_a_read_only_handle_reads_but_never_writes_or_deletes(url: str, prefix: str) -> None:
+    writer = RedisTier(url, store="s", prefix=prefix)
+    reader = RedisTier(url, store="s", prefix=prefix, read_only=True)
+    try:
+        writer.put("search", "k", "1")
+        reader.put("search", "r", "2")
+        epoch = reader.epoch
+        reader.clear()
+        assert reader.epoch > epoch  # its LRU is dropped ...
+        assert reader.get("search", "k") == "1"  # ... but the shared entries stay
+        assert writer.get("search", "r") is None
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_a_redis_that_is_down_is_a_quick_miss_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tier = RedisTier(closed_port_url(), store="s")
+    try:
+        with caplog.at_level(logging.WARNING, logger="kredenc.storage.opcache_redis"):
+            started = time.perf_counter()
+            for i in range(50):
+                tier.put("search", f"k{i}", "1")
+                assert tier.get("search", f"k{i}") is None
+            tier.clear()
+            elapsed = time.perf_counter() - started
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in warnings]
+        assert "does not answer" in warnings[0].getMessage()
+        assert elapsed < 2.0  # one failed connect, then no network call until RETRY_S
+    finally:
+        tier.close()
+
+
+def test_the_url_is_a_secret_in_log_lines() -> None:
+    assert redacted("redis://:hunter2@10.0.0.5:6380/1") == "redis://10.0.0.5:6380"
+    assert "hunter2" not in redacted("redis://user:hunter2@h/0")
+
+
+def test_the_chain_backfills_a_file_tier_hit_into_redis(
+    url: str, prefix: str, tmp_path: Path
+) -> None:
+    lower = SqliteTier(tmp_path / "opcache.db")
+    upper = RedisTier(url, store="s", prefix=prefix)
+    chain = TierChain(upper, lower)
+    try:
+        lower.put("judge", "k", '{"confidence_score": 90}')  # written before Redis was set
+        assert upper.get("judge", "k") is None
+        assert chain.get("judge", "k") == '{"confidence_score": 90}'
+        assert upper.get("judge", "k") == '{"confidence_score": 90}' and chain.backfills == 1
+        chain.put("llm", "k", "2")
+        assert (upper.get("llm", "k"), lower.get("llm", "k")) == ("2", "2")
+        told: list[int] = []
+        chain.listen(lambda: told.append(1))
+        epoch = chain.epoch
+        chain.clear()
+        assert chain.epoch > epoch and told
+        assert upper.get("llm", "k") is None and lower.get("llm", "k") is None
+    finally:
+        chain.close()
+
+
+def test_the_chain_runs_the_conformance_suite_too(url: str, prefix: str, tmp_path: Path) -> None:
+    class TestChain(CacheTierConformance):
+        def make_tier(self, path: Path) -> CacheTier:
+            upper = RedisTier(url, store=store_id("chain", path), prefix=prefix)
+            return TierChain(upper, SqliteTier(path / "opcache.db"))
+
+    suite = TestChain()
+    for name in dir(suite):
+        if name.startswith("test_"):
+            getattr(suite, name)(tmp_path / name)
+
+
+def test_a_url_that_is_not_redis_turns_the_tier_off_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="kredenc.storage.opcache_redis"):
+        tier = RedisTier("http://:hunter2@127.0.0.1:6379/0", store="s")
+    tier.put("search", "k", "1")
+    assert tier.get("search", "k") is None
+    tier.clear()
+    tier.close()
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "is not a Redis URL" in line and "the tier is off" in line
+    assert "hunter2" not in line and "127.0.0.1:6379" in line
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server binary")
+def test_a_redis_that_comes_back_is_used_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(opcache_redis, "RETRY_S", 0.2)
+    url = closed_port_url()
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    tier = RedisTier(url, store="s")
+    server = None
+    try:
+        with caplog.at_level(logging.INFO, logger="kredenc.storage.opcache_redis"):
+            assert tier.get("search", "k") is None  # down: the one warning
+            server = subprocess.Popen(
+                [
+                    "redis-server",
+                    "--port",
+                    port,
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(tmp_path),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                tier.put("search", "k", "1")
+                if tier.get("search", "k") == "1":
+                    break
+                time.sleep(0.05)
+            assert tier.get("search", "k") == "1"
+        levels = [(r.levelname, r.getMessage().split(" (")[0]) for r in caplog.records]
+        assert levels[0][0] == "WARNING" and levels[-1] == (
+            "INFO",
+            f"operation cache: Redis at redis://127.0.0.1:{port} answers again",
+        )
+        assert sum(1 for lvl, _ in levels if lvl == "WARNING") == 1
+    finally:
+        tier.close()
+        if server is not None:
+            server.terminate()
+            server.wait(10)
