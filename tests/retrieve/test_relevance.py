@@ -112,3 +112,13 @@ def test_cli_min_score(home: Path) -> None:
     assert "relevance 0." in text
     bad = runner.invoke(cli, [*args, "--min-score", "2"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_search_and_grade_share_one_model(kb: Kredenc) -> None:
+    """A hit's relevance is what the grade role computes for the same list."""
+    from kredenc.loop.roles.grade import score_hits
+
+    query = "Which optimizer and beta values were used?"
+    hits = kb.search(query, k=WINDOW)
+    graded = score_hits(kb.store, kb.namespace, query, hits)
+    assert [h.relevance for h in hits] == [round(p, 4) for p in graded]
