@@ -7,13 +7,15 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.interfaces.cli import cli
-from kredenc.retrieve.relevance import WINDOW
+from kredenc.records import Hit, LegScore
+from kredenc.retrieve.relevance import WINDOW, features, relevance
 
 FACTS = [
     "We used the Adam optimizer with beta1 = 0.9, beta2 = 0.98 and epsilon = 1e-9.",
@@ -74,14 +76,34 @@ def test_relevance_does_not_depend_on_k(kb: Kredenc) -> None:
     assert [(h.id, h.relevance) for h in few] == [(h.id, h.relevance) for h in many[:2]]
 
 
-def test_monotone_only_where_the_model_says(kb: Kredenc) -> None:
-    """Relevance is not the fused order re-labelled: within one query it follows the
-    fused order where the model agrees, and the test just checks it is a different
-    signal (it may reorder); across the whole list it stays a probability."""
+def test_the_clear_answer_leads_on_both_scales(kb: Kredenc) -> None:
+    """The fused top that answers the question is also the most relevant, and the
+    list's unrelated facts read as unlikely (the unit test below shows where the two
+    orders may part)."""
     hits = kb.search("the Transformer's attention heads", k=8)
+    assert "attention heads" in hits[0].text
     rel = [h.relevance or 0.0 for h in hits]
-    assert rel[0] == max(rel)  # the clear answer leads on both scales
+    assert rel[0] == max(rel)
     assert rel[0] > 0.5 and min(rel) < 0.2
+
+
+def _hit(i: str, text: str, lex: int, dense: int) -> Hit:
+    legs = {"lexical": LegScore(lex, 1.0), "dense": LegScore(dense, 0.5)}
+    return Hit(id=i, text=text, score=0.0, kind="fact", drawer="d", legs=legs)
+
+
+def test_rank_alone_orders_relevance_and_evidence_can_overturn_it() -> None:
+    """Two hits equal but for their ranks: the better-ranked is more relevant. A
+    lower-ranked hit holding the query's words and a closer vector outranks it."""
+    q = np.array([1.0, 0.0], dtype=np.float32)
+    same = {"a": np.array([0.6, 0.8]), "b": np.array([0.6, 0.8])}
+    tie = [_hit("a", "kestrel river", 1, 1), _hit("b", "kestrel river", 2, 2)]
+    first, second = relevance(features("kestrel river", tie, q, same))
+    assert first > second
+    close = {"a": np.array([0.2, 0.98]), "b": np.array([0.95, 0.31])}
+    hits = [_hit("a", "quarterly budget", 1, 2), _hit("b", "the kestrel by the river", 3, 1)]
+    top, below = relevance(features("kestrel river", hits, q, close))
+    assert below > top
 
 
 def test_min_score_drops_hits_below(kb: Kredenc) -> None:
