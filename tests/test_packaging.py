@@ -85,7 +85,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     _run(python, "-m", "hatchling", "build", "-t", "sdist", "-t", "wheel", "-d", dist, env=env)
     (wheel,) = dist.glob("kredenc-*.whl")
     (sdist,) = dist.glob("kredenc-*.tar.gz")
-    return {"wheel": wheel, "sdist": sdist, "tmp": tmp}
+    return {"wheel": wheel, "sdist": sdist, "tmp": tmp, "python": python}
 
 
 def test_the_sdist_holds_the_sources(built: dict[str, Path]) -> None:
@@ -93,6 +93,16 @@ def test_the_sdist_holds_the_sources(built: dict[str, Path]) -> None:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"pyproject.toml", "README.md", "src/kredenc/engine.py"} <= names
     assert "src/kredenc/interfaces/server/app.py" in names
+
+
+def test_the_sdist_builds_the_same_wheel(built: dict[str, Path]) -> None:
+    """What a user building from the sdist gets: the same files as the wheel."""
+    out = built["tmp"] / "from-sdist"
+    _run(sys.executable, "-m", "pip", "--python", built["python"], "wheel", "-q", "--no-deps",
+         "--no-build-isolation", "--no-index", "-w", out, built["sdist"])  # fmt: skip
+    (again,) = out.glob("kredenc-*.whl")
+    with zipfile.ZipFile(built["wheel"]) as a, zipfile.ZipFile(again) as b:
+        assert sorted(a.namelist()) == sorted(b.namelist())
 
 
 def test_the_wheel_holds_the_package_and_its_entry_points(built: dict[str, Path]) -> None:
