@@ -27,8 +27,8 @@ run: $(VENV)/.installed
 
 # ruff, then the layer contracts of docs/architecture.md ([tool.importlinter] in pyproject.toml).
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff check src tests benchmarks scripts
-	$(VENV)/bin/ruff format --check src tests benchmarks scripts
+	$(VENV)/bin/ruff check src tests benchmarks scripts examples
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts examples
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 typecheck: $(VENV)/.dev

@@ -1,4 +1,5 @@
-"""Fit the grade role's relevance model and choose its thresholds (loop/roles/grade.py).
+"""Fit the relevance model search and the grade role share (retrieve/relevance.py) and
+choose grade's thresholds; print its reliability curve.
 
 Data (``../shared/data``): HotpotQA-200 (the 1,971 pooled paragraphs; gold = the
 supporting paragraphs), SciFact *train* qrels (the first ``--scifact-queries`` queries
@@ -8,8 +9,8 @@ beir``) and MuSiQue-200 (3,141 pooled paragraphs; never fitted on, transfer only
 Each corpus is filed with ``add_passages`` (title + paragraph, as the eval files it)
 into one store under /tmp (vectors cached there, so a second run embeds nothing). Each
 question is searched as the retrieve role searches (hybrid, k = ``--k``); every
-returned chunk is one example: its :func:`grade.features`, label 1 when it belongs to
-a gold paragraph / judged-relevant document.
+returned chunk is one example: its :func:`kredenc.retrieve.relevance.features`, label
+1 when it belongs to a gold paragraph / judged-relevant document.
 
 Model: logistic regression (IRLS, L2 ``--l2``) over the features. Thresholds, by a
 rule fixed before looking at any figure: ``upper`` = the lowest probability at which
@@ -96,6 +97,7 @@ def _file(kb: Any, ns: str, docs: Sequence[Any]) -> None:
 def examples(kb: Any, ns: str, queries: Sequence[Any], gold: dict, k: int) -> list[dict]:
     """One example per (question, returned chunk): qid, features, label."""
     from kredenc.loop.roles import grade
+    from kredenc.retrieve import relevance
     from kredenc.retrieve.query import search
 
     out = []
@@ -104,7 +106,7 @@ def examples(kb: Any, ns: str, queries: Sequence[Any], gold: dict, k: int) -> li
         if not hits:
             continue
         qv = np.asarray(kb.store.embed_query(q.text), dtype=np.float32)
-        rows = grade.features(q.text, hits, qv, grade.vectors(kb.store, ns, hits))
+        rows = relevance.features(q.text, hits, qv, grade.vectors(kb.store, ns, hits))
         relevant = set(gold[q.qid])
         for hit, row in zip(hits, rows, strict=True):
             label = int(str(hit.meta.get("eval_id")) in relevant)
@@ -184,6 +186,43 @@ def metrics(p: np.ndarray, y: np.ndarray, upper: Any, lower: Any) -> dict[str, f
     }
 
 
+def reliability(
+    qids: np.ndarray, p: np.ndarray, y: np.ndarray, boot: int, bins: int = 10
+) -> list[dict[str, Any]]:
+    """The reliability curve: per bin of predicted probability (tenths), the examples,
+    the mean prediction and the observed share relevant, with its 95 % bootstrap
+    interval over questions (the examples of one question move together)."""
+    idx = np.minimum((p * bins).astype(int), bins - 1)
+    groups: dict[str, list[int]] = {}
+    for i, q in enumerate(qids):
+        groups.setdefault(str(q), []).append(i)
+    keys = list(groups)
+    rng = np.random.default_rng(16)
+    draws: list[list[float]] = [[] for _ in range(bins)]
+    for _ in range(boot):
+        pick = np.concatenate([groups[keys[j]] for j in rng.integers(0, len(keys), len(keys))])
+        for b in range(bins):
+            sel = pick[idx[pick] == b]
+            if len(sel):
+                draws[b].append(float(y[sel].mean()))
+    out = []
+    for b in range(bins):
+        mask = idx == b
+        if not mask.any():
+            continue
+        lo, hi = np.percentile(draws[b], [2.5, 97.5])
+        out.append(
+            {
+                "bin": f"{b / bins:.1f}-{(b + 1) / bins:.1f}",
+                "n": int(mask.sum()),
+                "predicted": round(float(p[mask].mean()), 4),
+                "observed": round(float(y[mask].mean()), 4),
+                "ci95": [round(float(lo), 4), round(float(hi), 4)],
+            }
+        )
+    return out
+
+
 def report(
     qids: np.ndarray, p: np.ndarray, y: np.ndarray, upper: Any, lower: Any, boot: int
 ) -> dict[str, Any]:
@@ -237,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import onnxruntime  # noqa: F401  (before usearch, see benchmarks/corpus.py)
 
     from kredenc import Kredenc
-    from kredenc.loop.roles import grade
+    from kredenc.retrieve import relevance
 
     WORK.mkdir(parents=True, exist_ok=True)
     sets: dict[str, list[dict]] = {}
@@ -246,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "k": args.k,
         "sq": args.scifact_queries,
         "sd": args.scifact_distractors,
-        "features": list(grade.FEATURES),
+        "features": list(relevance.FEATURES),
     }
     if cache.is_file() and json.loads(cache.read_text())["key"] == key:
         sets = json.loads(cache.read_text())["sets"]
@@ -268,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows: list[dict[str, Any]] = []
     results: dict[str, Any] = {
-        "features": list(grade.FEATURES),
+        "features": list(relevance.FEATURES),
         "args": vars(args) | {"data": str(args.data)},
     }
 
@@ -288,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the folds' out-of-fold predictions, each classed with its own fold's thresholds
     results["cv"] = report(q, oof, y, up_cv, lo_cv, args.boot)
     results["cv"]["fold_thresholds"] = cuts
+    results["cv"]["reliability"] = reliability(q, oof, y, args.boot)
     rows.append({"fit": "5-fold", "report": "hotpotqa+scifact", **_flat(results["cv"])})
 
     # Transfer.
@@ -314,10 +354,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "lower": round(lo, 4),
         "musique": report(qm, predict(w, xm), ym, up, lo, args.boot),
     }
+    results["final"]["musique"]["reliability"] = reliability(qm, predict(w, xm), ym, args.boot)
     rows.append(
         {"fit": "hotpotqa+scifact", "report": "musique", **_flat(results["final"]["musique"])}
     )
     print_table("Grading retrieved chunks (95 % bootstrap CI over questions)", rows)
+    for name, curve in (
+        ("5-fold out-of-fold, hotpotqa+scifact", results["cv"]["reliability"]),
+        ("fit on hotpotqa+scifact, musique", results["final"]["musique"]["reliability"]),
+    ):
+        print_table(
+            f"Reliability ({name}; observed with 95 % CI over questions)",
+            [
+                {
+                    "bin": c["bin"],
+                    "n": c["n"],
+                    "predicted": f"{c['predicted']:.3f}",
+                    "observed": f"{c['observed']:.3f} [{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}]",
+                }
+                for c in curve
+            ],
+        )
     print("\nCOEF =", tuple(results["final"]["coef"]), "INTERCEPT =", results["final"]["intercept"])
     print(f"grade_upper = {up:.4f}  grade_lower = {lo:.4f}")
     write_results("fit-grade", results)

@@ -166,6 +166,10 @@ class Hit:
     user_id: str | None = None
     agent_id: str | None = None
     run_id: str | None = None
+    # The calibrated probability that the hit is relevant to the query, in [0, 1], the
+    # same scale across queries (retrieve/relevance.py); None when not computed (a
+    # lexical-only search without min_score). ``score`` stays the fused rank score.
+    relevance: float | None = None
 
 
 @dataclass

@@ -98,6 +98,13 @@ def cli(
     metavar="KEY=VALUE",
     help="Only records whose meta KEY is VALUE (a JSON scalar, else text; repeat: all).",
 )
+@click.option(
+    "--min-score",
+    default=None,
+    type=click.FloatRange(0.0, 1.0),
+    metavar="P",
+    help="Drop hits whose calibrated relevance (0-1, same scale for every query) is below P.",
+)
 @scope_options
 @json_option
 def search(
@@ -116,6 +123,7 @@ def search(
     per_document: bool,
     tags: tuple[str, ...],
     wheres: tuple[str, ...],
+    min_score: float | None,
     user_id: str | None,
     agent_id: str | None,
     run_id: str | None,
@@ -144,6 +152,7 @@ def search(
             per_document=per_document,
             tags=tags,
             where=where or None,
+            min_score=min_score,
             **scope,
         )
         # A memory's importance now (scores change after filing): from the index.
@@ -201,6 +210,8 @@ def _provenance(hit: Any, importance: float | None = None) -> str:
         parts.append(f"fused {hit.fused:.3f}")
     if hit.rerank is not None:
         parts.append(f"rerank {hit.rerank:.3f}")
+    if getattr(hit, "relevance", None) is not None:
+        parts.append(f"relevance {hit.relevance:.2f}")
     if hit.graph:
         parts.append(f"via {hit.graph}")
     if scope_text(hit):
@@ -221,6 +232,7 @@ def _hit_json(hit: Any) -> dict[str, Any]:
         "legs": {n: {"rank": v.rank, "score": v.score} for n, v in hit.legs.items()},
         "fused": hit.fused,
         "rerank": hit.rerank,
+        "relevance": hit.relevance,
         "tags": list(hit.tags),
         "meta": hit.meta,
         "title": hit.title,

@@ -21,6 +21,7 @@ from kredenc.providers.rerank import Reranker, make_reranker
 from kredenc.records import ContextGraph, Hit
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import search as searching
+from kredenc.retrieve.relevance import check_min_score
 from kredenc.storage.index.filters import Filters, scope_filters
 
 if TYPE_CHECKING:
@@ -97,8 +98,13 @@ def search(
     run_id: str | None = None,
     tags: Sequence[str] = (),
     where: Mapping[str, Any] | None = None,
+    min_score: float | None = None,
 ) -> list[Hit]:
     """Hybrid (or lexical, or dense) search in this namespace.
+
+    Each hit carries ``relevance``, a calibrated probability in [0, 1] that it is
+    relevant (the same scale for every query; :mod:`kredenc.retrieve.relevance`), beside
+    its fused rank ``score``; ``min_score`` drops hits whose relevance is below it.
 
     Deprecated memories are left out unless ``include_deprecated``; ``as_of``
     (Unix seconds or ISO 8601) keeps what was recorded and valid at that time.
@@ -117,6 +123,7 @@ def search(
     """
     params = search_params(store.settings, k=k, mode=mode, per_document=per_document, hops=hops)
     query = searching.validate(query, params)
+    floor = check_min_score(min_score)
     if drawer is not None:
         check_name("drawer", drawer)
     for loader in loaders:  # a mistyped loader would match nothing, silently
@@ -152,6 +159,7 @@ def search(
         store.embed_query,
         reranker_for(store, rerank),
         span=span,
+        min_score=floor,
     )
 
 

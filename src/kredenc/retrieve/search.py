@@ -20,6 +20,7 @@ from kredenc.providers.rerank import Reranker
 from kredenc.records import Hit, LegScore
 from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
 from kredenc.retrieve.graph import expand, merge
+from kredenc.retrieve.relevance import WINDOW, features, relevance, unit_vectors
 from kredenc.retrieve.rerank import rerank
 from kredenc.retrieve.terms import phrases, query_terms, tokens
 from kredenc.storage.base import Index
@@ -112,6 +113,7 @@ class Legs(dict[str, list[tuple[int, float]]]):
         self.late: list[str] = []
         self.skipped: dict[str, str] = {}
         self.failed: dict[str, KredencError] = {}
+        self.query_vector: F32 | None = None
 
 
 def run_legs(
@@ -195,6 +197,7 @@ def run_legs(
                 legs.failed["dense"] = exc
             else:
                 searched = time.perf_counter()
+                legs.query_vector = np.asarray(vector, dtype=np.float32)
                 legs["dense"] = index.dense(
                     ns, np.asarray(vector, dtype=np.float32), depth, filters
                 )
@@ -281,11 +284,18 @@ def search(
     reranker: Reranker | None = None,
     *,
     span: SpanFactory | None = None,
+    min_score: float | None = None,
 ) -> list[Hit]:
-    """Legs, fusion, optional graph expansion, optional reranking; hits from the log.
+    """Legs, fusion, optional graph expansion, optional reranking; hits from the log,
+    each with its calibrated ``relevance`` (:mod:`kredenc.retrieve.relevance`; in
+    lexical mode only when ``min_score`` asks for it, as it costs a query embedding).
+    ``min_score`` drops hits whose relevance is below it, after the cut to ``k``.
     ``span``: a tracing hook around each leg, the graph expansion and the reranking."""
     span = span or _no_span
     depth = max(params.k, params.rerank_depth) if reranker is not None else params.k
+    # Relevance scores the fit's window of fused hits together (see WINDOW); a single
+    # leg stays as deep as what is kept, so there the window is the k hits kept.
+    window = max(depth, WINDOW)
     single = params.mode != "hybrid" and params.hops == 0 and not params.per_document
     # One leg alone is the ranking: nothing is fused or expanded, so it need not go
     # deeper than what is kept (a bounded lexical leg then relaxes its plan less often).
@@ -315,7 +325,7 @@ def search(
         # Each leg kept a document's best chunk, but the legs can keep different
         # chunks of one document: the fused list keeps the better of them.
         fused = _best_per_document(index, ns, fused)
-    top = fused[:depth]
+    top = fused[:window]
     places = index.resolve(ns, [r for r, _ in top])
     per_leg = {
         name: {r: LegScore(rank, score) for rank, (r, score) in enumerate(ranked, start=1)}
@@ -332,10 +342,37 @@ def search(
         hit.fused = float(score) if params.mode == "hybrid" else 0.0
         hit.graph = via.get(rowid)
         hits.append(hit)
+    vector = legs.query_vector
+    if vector is None and min_score is not None and hits:
+        vector = np.asarray(embed_query(query), dtype=np.float32)
+    if vector is not None and hits:
+        _score_relevance(index, ns, query, hits, vector, places)
+    hits = hits[:depth]
     if reranker is not None:
         with span("search.rerank", candidates=len(hits)):
             hits = rerank(query, hits, reranker)
-    return hits[: params.k]
+    hits = hits[: params.k]
+    if min_score is not None:
+        hits = [h for h in hits if h.relevance is not None and h.relevance >= min_score]
+    return hits
+
+
+def _score_relevance(
+    index: Index,
+    ns: str,
+    query: str,
+    hits: list[Hit],
+    vector: F32,
+    places: dict[int, tuple[str, int]],
+) -> None:
+    """Set each hit's calibrated relevance (scored together, as the model was fitted)."""
+    rowid_of = {place_id: rowid for rowid, (place_id, _) in places.items()}
+    rows = {h.id: rowid_of[h.id] for h in hits if h.id in rowid_of}
+    stored = index.vectors_of(list(rows.values())) if rows else {}
+    vectors = unit_vectors({rid: stored[row] for rid, row in rows.items() if row in stored})
+    probabilities = relevance(features(query, hits, vector, vectors))
+    for hit, p in zip(hits, probabilities, strict=True):
+        hit.relevance = round(p, 4)
 
 
 def fuse(legs: dict[str, list[tuple[int, float]]], params: SearchParams) -> list[tuple[int, float]]:

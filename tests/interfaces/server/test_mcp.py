@@ -158,6 +158,12 @@ def test_http_remember_then_search_finds_it_and_errors_leave_the_session_working
             assert mem["namespace"] == "alpha"
             hits = data(await client.call_tool("search", {"query": "kestrel water tower", "k": 5}))
             assert mem["id"] in [h["id"] for h in hits["hits"]]
+            assert all(0.0 <= h["relevance"] <= 1.0 for h in hits["hits"])
+            # The model's largest logit is about 5.4 (p = 0.995): nothing reaches 1.0.
+            none = data(await client.call_tool("search", {"query": "kestrel", "min_score": 1.0}))
+            assert none["hits"] == []
+            floor = refusal(await client.call_tool("search", {"query": "x", "min_score": 2}))
+            assert floor["code"] == "invalid_request" and "min_score" in floor["message"]
             bad = refusal(await client.call_tool("search", {"query": "kestrel", "k": "many"}))
             assert bad["code"] == "invalid_request" and "k" in bad["message"]
             missing = refusal(await client.call_tool("forget", {"id": "m0000000000000000000"}))

@@ -115,3 +115,24 @@ def test_a_reranker_is_not_the_clients_choice(
             "rerank must be 'none'" in assert_error_shape(response, 422, "invalid_input")["message"]
         )
     assert client.get("/search", params={"q": "harbour", "rerank": "none"}).status_code == 200
+
+
+def test_hits_carry_relevance_and_min_score_filters(
+    client: httpx.Client, assert_error_shape: ErrorCheck
+) -> None:
+    every = client.get("/search", params={"q": "harbour crane sloop", "k": 5}).json()["hits"]
+    assert len(every) >= 2
+    scores = sorted(h["relevance"] for h in every)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    floor = (scores[0] + scores[-1]) / 2  # between the lowest and the highest
+    expected = [h["id"] for h in every if h["relevance"] >= floor]
+    assert 0 < len(expected) < len(every)
+    got = client.get("/search", params={"q": "harbour crane sloop", "k": 5, "min_score": floor})
+    posted = client.post(
+        "/search", json={"query": "harbour crane sloop", "k": 5, "min_score": floor}
+    )
+    assert [h["id"] for h in got.json()["hits"]] == expected
+    assert posted.json() == got.json()
+    for bad in ("1.5", "-0.1", "high"):
+        assert_error_shape(client.get("/search", params={"q": "x", "min_score": bad}), 422)
+    assert_error_shape(client.post("/search", json={"query": "x", "min_score": 2}), 422)

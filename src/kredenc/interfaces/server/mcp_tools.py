@@ -280,9 +280,18 @@ def build_server(host: ToolHost) -> KredencMCP:
         since: Time = None,
         until: Time = None,
         include_deprecated: bool = False,
+        min_score: Annotated[
+            float | None,
+            Field(
+                ge=0.0,
+                le=1.0,
+                description="Drop hits whose relevance (a calibrated probability) is below.",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Search memories and documents by words and meaning; hits best first, each
-        with its text, scores and where it came from."""
+        with its text, scores (relevance: the probability it is relevant, comparable
+        across queries) and where it came from."""
         check_request(limits, k=k, text=query, hops=hops)
         view = host.view(ctx)
         hits = view.search(
@@ -300,6 +309,7 @@ def build_server(host: ToolHost) -> KredencMCP:
             since=since,
             until=until,
             include_deprecated=include_deprecated,
+            min_score=min_score,
         )
         return {"query": query, "hits": to_wire(hits)}
 

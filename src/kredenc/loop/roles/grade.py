@@ -30,7 +30,6 @@ coefficients and the embedding model (docs/cache-and-tracing.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -50,37 +49,21 @@ from kredenc.loop.roles.common import (
 )
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
-from kredenc.retrieve.message_terms import recall_terms, stem_en
-from kredenc.retrieve.terms import tokens
+from kredenc.retrieve.relevance import (  # noqa: F401 (grade's names, kept for callers)
+    COEF,
+    FEATURES,
+    INTERCEPT,
+    QUERY_TERMS,
+    features,
+    query_terms,
+    relevance,
+    text_stems,
+    unit_vectors,
+)
 from kredenc.storage.index.filters import Filters
 
 if TYPE_CHECKING:
     from kredenc.loop.mind import Mind
-
-FEATURES = ("cos", "cos_gap", "coverage", "lex_rr", "dense_rr", "title")
-
-#: Logistic coefficients over :data:`FEATURES` and the intercept. Provenance:
-#: ``benchmarks/fit_grade.py`` (2026-12-02), fitted on all of HotpotQA-200 + 200 SciFact
-#: train queries (4,800 retrieved chunks, MiniLM-L6 vectors, hybrid top 12, L2 = 1);
-#: 5-fold AUC 0.934, transfer to MuSiQue-200 AUC 0.884 (docs/benchmarks.md).
-COEF: tuple[float, ...] = (1.2136, 1.6131, 3.5845, 2.4041, 2.5172, 0.6886)
-INTERCEPT: float = -5.031
-
-#: The most content terms of a query the coverage feature counts.
-QUERY_TERMS = 24
-
-
-def query_terms(query: str) -> list[str]:
-    """The query's content terms (stopwords and chat filler dropped, lightly stemmed)."""
-    return [t.text for t in recall_terms(query, limit=QUERY_TERMS)]
-
-
-def text_stems(text: str) -> set[str]:
-    return {stem_en(w) for w in tokens(text)}
-
-
-def _has(stems: set[str], term: str) -> bool:
-    return term in stems or any(s.startswith(term) for s in stems if len(term) >= 5)
 
 
 def vectors(store: Any, ns: str, hits: Sequence[Hit]) -> dict[str, np.ndarray]:
@@ -96,48 +79,7 @@ def vectors(store: Any, ns: str, hits: Sequence[Hit]) -> dict[str, np.ndarray]:
         fresh = store.embed_many([h.text for h in lacking])
         for i, h in enumerate(lacking):
             out[h.id] = np.asarray(fresh[i], dtype=np.float32)
-    return {k: v / (float(np.linalg.norm(v)) or 1.0) for k, v in out.items()}
-
-
-def features(
-    query: str, hits: Sequence[Hit], query_vec: np.ndarray, chunk_vecs: dict[str, np.ndarray]
-) -> list[list[float]]:
-    """One row of :data:`FEATURES` per hit (see the module doc)."""
-    qv = query_vec / (float(np.linalg.norm(query_vec)) or 1.0)
-    terms = query_terms(query)
-    stems = [text_stems(h.text) for h in hits]
-    n = len(hits)
-    idf = {t: math.log((n + 1) / (sum(_has(s, t) for s in stems) + 0.5)) for t in terms}
-    total = sum(idf.values())
-    cosines = [float(np.dot(qv, chunk_vecs[h.id])) if h.id in chunk_vecs else 0.0 for h in hits]
-    best = max(cosines, default=0.0)
-    rows: list[list[float]] = []
-    for hit, own, cos in zip(hits, stems, cosines, strict=True):
-        coverage = sum(idf[t] for t in terms if _has(own, t)) / total if total > 0 else 0.0
-        title = text_stems(hit.title) if hit.title else set()
-        title_share = sum(_has(title, t) for t in terms) / len(terms) if terms and title else 0.0
-        lex = hit.legs.get("lexical")
-        dense = hit.legs.get("dense")
-        rows.append(
-            [
-                cos,
-                cos - best,
-                coverage,
-                1.0 / lex.rank if lex else 0.0,
-                1.0 / dense.rank if dense else 0.0,
-                title_share,
-            ]
-        )
-    return rows
-
-
-def relevance(rows: Sequence[Sequence[float]]) -> list[float]:
-    """The calibrated probability of relevance of each feature row."""
-    out = []
-    for row in rows:
-        z = INTERCEPT + sum(c * x for c, x in zip(COEF, row, strict=True))
-        out.append(1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z)))))
-    return out
+    return unit_vectors(out)
 
 
 def classify(p: float, upper: float, lower: float) -> Verdict:

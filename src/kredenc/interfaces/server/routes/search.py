@@ -53,6 +53,9 @@ class SearchRequest(Body):
     run_id: ScopeId = None
     tags: list[str] = Field(default_factory=list, description="all of them on each hit")
     where: Where = None
+    min_score: float | None = Field(
+        None, ge=0.0, le=1.0, description="drop hits whose calibrated relevance is below"
+    )
 
 
 class SearchResult(BaseModel):
@@ -68,6 +71,7 @@ def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
         pages=pages_value(r.pages), per_document=r.per_document, since=time_value(r.since),
         until=time_value(r.until), include_deprecated=r.include_deprecated,
         user_id=r.user_id, agent_id=r.agent_id, run_id=r.run_id, tags=r.tags, where=r.where,
+        min_score=r.min_score,
     )  # fmt: skip
     return SearchResult(query=r.query, hits=hits)
 
@@ -95,6 +99,7 @@ def search_get(
     run_id: ScopeQuery = None,
     tag: Annotated[list[str], Query()] = [],  # noqa: B006
     where: WhereQuery = [],  # noqa: B006
+    min_score: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
 ) -> SearchResult:
     """Hybrid (or lexical, or dense) search of the caller's namespace."""
     request = SearchRequest(
@@ -102,6 +107,7 @@ def search_get(
         loader=loader, source=source, pages=pages, per_document=per_document, since=since,
         until=until, include_deprecated=include_deprecated, user_id=user_id,
         agent_id=agent_id, run_id=run_id, tags=tag, where=where_value(where),
+        min_score=min_score,
     )  # fmt: skip
     return _search(kb, state, request)
 
