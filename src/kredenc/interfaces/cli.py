@@ -27,6 +27,7 @@ from kredenc.interfaces import (
     cli_keys,
     cli_memory,
     cli_recall,
+    cli_serve,
     cli_store,
     cli_transfer,
 )
@@ -473,6 +474,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     cli_keys,
     cli_memory,
     cli_recall,
+    cli_serve,
     cli_store,
     cli_transfer,
 )

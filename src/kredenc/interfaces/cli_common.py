@@ -75,7 +75,7 @@ class Context:
                 self.store, self.namespace, read_only=read_only, recall_warm_at_open=False
             )
         except StoreLocked as exc:
-            return self._through_server(exc)
+            return self.through_server(exc)
 
     def client(self, url: str) -> Any:
         """A :class:`kredenc.Client` for ``url`` with the command's API key."""
@@ -83,7 +83,7 @@ class Context:
 
         return Client(url, self.api_key)
 
-    def _through_server(self, locked: Exception) -> Any:
+    def through_server(self, locked: Exception) -> Any:
         """The running server that holds the store, when it advertises itself: this
         command through it, or (no remote form) an error that names it."""
         from kredenc.errors import StoreLocked

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from kredenc.errors import InvalidInput, KredencError, StoreError
+from kredenc.errors import InvalidInput, KredencError, StoreError, StoreLocked
 from kredenc.interfaces.cli_common import Context, context, json_option, settings_of, store_home
 
 
@@ -98,12 +98,24 @@ def rebuild(fresh_cache: bool) -> None:
     """Drop the index and rebuild it from the log (a bad index.db or embeddings.db is
     set aside as <name>.bad-<time> first)."""
     from kredenc.storage import layout, repair
+    from kredenc.storage.housekeeper import StoreLock
 
     c = context()
     home = store_home(c)
     layout.require_store(home)
-    # Before opening: a file that cannot be opened would stop the open itself.
-    aside = repair.set_aside_bad_files(home, repair.cache_path_of(home, settings_of(c).embed_cache))
+    # Before opening: a file that cannot be opened would stop the open itself. Under
+    # the store's lock: a running writer's files (their tables still in the WAL) would
+    # look bad from outside and be set aside under it.
+    try:
+        lock = StoreLock(home / layout.LOCK_FILE)
+    except StoreLocked as exc:
+        c.through_server(exc)  # names the server holding it, when one advertises itself
+        raise
+    try:
+        cache = repair.cache_path_of(home, settings_of(c).embed_cache)
+        aside = repair.set_aside_bad_files(home, cache)
+    finally:
+        lock.release()
     with c.open(create=False) as kb:
         t0 = time.perf_counter()
         out: dict[str, Any] = dict(kb.rebuild(fresh_cache=fresh_cache))
