@@ -22,7 +22,7 @@ from kredenc.memory.turns import TurnFiler
 
 if TYPE_CHECKING:
     from kredenc.loop.agents import Agent
-    from kredenc.loop.answer import Answer
+    from kredenc.loop.answer import Answer, Step
     from kredenc.loop.tool import Tool
     from kredenc.storage.store import Store
 
@@ -81,6 +81,18 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_ask(
+    settings: Any, question: object, session_id: object, agent: str
+) -> tuple[str, str | None, Agent]:
+    """The question, session id and agent of an ask, checked (InvalidInput naming
+    what is wrong): what a streaming caller checks before its stream starts."""
+    if not isinstance(question, str) or not question.strip():
+        raise InvalidInput("the question is empty", "ask something")
+    question = check_text(question, settings.max_text_chars)
+    session = None if session_id is None else sessions.check_session(session_id)
+    return question, session, library_for(settings.agents_dir).get(agent)
+
+
 _PLANS: dict[tuple[int, int, int], tuple[Any, Any, Any, list[Tool]]] = {}
 _PLANS_MAX = 64
 
@@ -116,6 +128,7 @@ def ask(
     tracer: Any = None,
     turns: TurnFiler | None = None,
     on_delta: Callable[[str], None] | None = None,
+    on_step: Callable[[Step], None] | None = None,
     file: bool = True,
     **options: Any,
 ) -> Answer:
@@ -127,17 +140,13 @@ def ask(
     them as history). ``file=False`` (or a read-only store) files nothing. ``turns``
     is the caller's :class:`TurnFiler` (the facade's, so filed turns carry the
     preceding ones as context). ``on_delta`` receives the answer's text as it is
-    generated when a streaming generator supports it (``stream=True``). The other
+    generated when a streaming generator supports it (``stream=True``); ``on_step``
+    each step of the trace as it ends (a live view of the run). The other
     ``options`` are :data:`OPTIONS`.
     """
     settings = store.settings
-    if not isinstance(question, str) or not question.strip():
-        raise InvalidInput("the question is empty", "ask something")
-    question = check_text(question, settings.max_text_chars)
-    if session_id is not None:
-        session_id = sessions.check_session(session_id)
+    question, session_id, found = check_ask(settings, question, session_id, agent)
     opts = check_options(options)
-    found = library_for(settings.agents_dir).get(agent)
     tools = _planned(found, settings)
     history = (
         sessions.history(store, ns, session_id, settings.ask_session_turns)
@@ -151,6 +160,8 @@ def ask(
     service_options: dict[str, Any] = dict(opts)
     if on_delta is not None:
         service_options["on_delta"] = on_delta
+    if on_step is not None:
+        service_options["on_step"] = on_step
     services = Services(
         store=store,
         ns=ns,
@@ -179,4 +190,4 @@ def ask(
     return answer
 
 
-__all__ = ["DEFAULT_TYPES", "OPTIONS", "ask", "check_options"]
+__all__ = ["DEFAULT_TYPES", "OPTIONS", "ask", "check_ask", "check_options"]
