@@ -68,9 +68,7 @@ def test_search_finds_what_the_facade_finds(served: tuple[Kredenc, Client]) -> N
     kb, client = served
     remote = client.search("when do deploys happen", k=3)
     local = kb.search("when do deploys happen", k=3)
-    assert [(h.id, round(h.score, 6)) for h in remote] == [
-        (h.id, round(h.score, 6)) for h in local
-    ]
+    assert [(h.id, round(h.score, 6)) for h in remote] == [(h.id, round(h.score, 6)) for h in local]
     assert remote[0].text.startswith("Deploys happen")
     assert remote[0].legs.keys() == local[0].legs.keys()
     only_prefs = client.search("dark mode", kinds=["preference"], mode="lexical")
@@ -250,4 +248,3 @@ def test_error_codes_map_to_the_exception_tree() -> None:
     shapeless = error_from_body(500, "<html>")
     assert type(shapeless) is KredencError
     assert "500" in shapeless.message
-

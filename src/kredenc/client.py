@@ -254,8 +254,9 @@ class Client:
             "query": query, "k": k, "mode": mode, "drawer": drawer, "kind": list(kinds),
             "include_deprecated": include_deprecated, "hops": hops, "rerank": rerank,
             "loader": list(loaders), "source": source, "per_document": per_document,
-            "pages": f"{pages[0]}-{pages[1]}" if pages else None, "since": since,
-            "until": until,
+            "pages": f"{pages[0]}-{pages[1]}" if pages else None,
+            "since": None if since is None else str(since),
+            "until": None if until is None else str(until),
         }  # fmt: skip
         clean = {key: v for key, v in body.items() if v is not None}
         data = self._json("POST", "/search", json=clean)
@@ -288,12 +289,13 @@ class Client:
     ) -> RecallResult:
         from kredenc.recall.result import RecallResult
 
+        _served_only("recall", {"time_budget_ms": time_budget_ms} if time_budget_ms else {})
         if budget is not None and not isinstance(budget, Mapping):
             budget = budget.to_dict()
         body = {
             "messages": [dict(m) for m in messages], "session_id": session_id,
             "budget": dict(budget) if budget is not None else None, "dry_run": dry_run,
-            "time_budget_ms": time_budget_ms, "mode": mode,
+            "mode": mode,
         }  # fmt: skip
         clean = {key: v for key, v in body.items() if v is not None}
         return from_wire(RecallResult, self._json("POST", "/recall", json=to_wire(clean)))
@@ -315,8 +317,9 @@ class Client:
         generates it (server-sent events), and the answer comes at the end."""
         from kredenc.loop.answer import Answer
 
+        _served_only("ask", {key: v for key, v in options.items() if v is not None})
         body = {"question": question, "session_id": session_id, "k": k, "agent": agent}
-        body = {key: v for key, v in {**body, **options}.items() if v is not None}
+        body = {key: v for key, v in body.items() if v is not None}
         if not stream:
             return from_wire(Answer, self._json("POST", "/ask", json=to_wire(body)))
         headers = {"Accept": "text/event-stream"}
@@ -515,6 +518,15 @@ class Client:
             headers={"Content-Type": "application/json"},
         )
         return from_wire(ImportReport, found)
+
+
+def _served_only(call: str, options: Mapping[str, Any]) -> None:
+    """Refuse options the server's route does not take (rather than drop them)."""
+    if options:
+        raise errors.InvalidInput(
+            f"over a server, {call} does not take {', '.join(sorted(options))}",
+            f"leave {'it' if len(options) == 1 else 'them'} out, or run {call} on a local store",
+        )
 
 
 def _raise_for(response: httpx.Response) -> None:
