@@ -248,3 +248,15 @@ def test_error_codes_map_to_the_exception_tree() -> None:
     shapeless = error_from_body(500, "<html>")
     assert type(shapeless) is KredencError
     assert "500" in shapeless.message
+
+
+def test_fields_a_route_does_not_take_are_refused_not_dropped(
+    served: tuple[Kredenc, Client],
+) -> None:
+    kb, client = served
+    before = kb.stats()["records"]
+    with pytest.raises(InvalidInput, match="read_only"):
+        client.remember("A read-only memory", read_only=True)
+    with pytest.raises(InvalidInput, match="max_iterations"):
+        client.ask("when do deploys happen?", max_iterations=2)
+    assert kb.stats()["records"] == before

@@ -40,6 +40,14 @@ T = TypeVar("T")
 POLL_S = 0.5
 
 
+#: The fields ``POST /memories`` and ``PATCH /memories/{id}`` take beside the text and
+#: ``reason`` (the facade takes a few more: refused here, not dropped).
+REMEMBER_FIELDS = frozenset(
+    {"importance", "confidence", "stability", "status", "valid_from", "valid_to", "episode_id"}
+)
+SCORE_FIELDS = frozenset({"importance", "confidence", "stability", "status", "valid_to"})
+
+
 class ServerUnreachable(errors.ProviderError):
     """No kredenc server answered at the client's URL (refused, timed out, not HTTP)."""
 
@@ -176,6 +184,7 @@ class Client:
         **fields: Any,
     ) -> Memory:
         """File a memory (``fields``: importance, confidence, stability, status, …)."""
+        _served_only("remember", _beyond(fields, REMEMBER_FIELDS))
         body: dict[str, Any] = {"text": text, "kind": kind, "drawer": drawer, "tags": list(tags)}
         body |= {"meta": dict(meta or {}), **fields}
         return from_wire(Memory, self._json("POST", "/memories", json=to_wire(body)))
@@ -191,6 +200,7 @@ class Client:
         return found
 
     def score(self, record_id: str, *, reason: str | None = None, **fields: Any) -> Memory:
+        _served_only("score", _beyond(fields, SCORE_FIELDS))
         body = {**fields, **({"reason": reason} if reason is not None else {})}
         data = self._json("PATCH", f"/memories/{_seg(record_id)}", json=to_wire(body))
         return from_wire(Memory, data)
@@ -527,6 +537,10 @@ def _served_only(call: str, options: Mapping[str, Any]) -> None:
             f"over a server, {call} does not take {', '.join(sorted(options))}",
             f"leave {'it' if len(options) == 1 else 'them'} out, or run {call} on a local store",
         )
+
+
+def _beyond(fields: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in allowed and v is not None}
 
 
 def _raise_for(response: httpx.Response) -> None:
