@@ -407,8 +407,9 @@ class Client:
         local = [s for s in sources if not is_url(str(s))]
         with symlink_policy(follow=follow_symlinks):
             files = list(iter_sources(local, list(include or []), list(exclude or [])))
-        options = {"drawer": drawer, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap}
-        options = {key: v for key, v in options.items() if v is not None}
+        sizes = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap}
+        _served_only("ingest", {key: v for key, v in sizes.items() if v is not None})
+        options = {"drawer": drawer}
         total = IngestReport()
         missing = [f for f in files if not Path(f).is_file()]
         for path in missing:

@@ -192,3 +192,48 @@ def test_the_advertisement_is_private_and_names_its_process(tmp_path: Path) -> N
     assert advert.read(tmp_path) is None
     advert.remove(tmp_path)
     assert not path.exists()
+
+
+def test_the_other_remote_commands_over_url(
+    served: Served, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = served.url
+
+    def ok(*args: str) -> Any:
+        code, out, err = run(capsys, "--url", url, *args, "--json")
+        assert (code, err) == (0, ""), (args, err)
+        return json.loads(out) if out.strip() else None
+
+    note = tmp_path / "kestrels.md"
+    note.write_text("# Kestrels\n\nThe kestrel nests on the old water tower.\n", "utf-8")
+    ingested = ok("ingest", str(note))
+    assert (ingested["documents"], ingested["failed"]) == (1, [])
+    local, remote = both(served, capsys, "list", "documents")
+    assert local == remote and len(remote["documents"]) == 1
+    local, remote = both(served, capsys, "graph", "kestrel water tower", "--hops", "1")
+    # The server counts the nodes as recalled (a read-only local handle does not), so
+    # only their order and edges must agree, not scores that recency moves.
+    assert [n["id"] for n in remote["nodes"]] == [n["id"] for n in local["nodes"]]
+    assert remote["edges"] == local["edges"]
+    local, remote = both(served, capsys, "recall", "which database runs in production")
+    assert [i["id"] for i in remote["items"]] == [i["id"] for i in local["items"]]
+    assert remote["budget"] == local["budget"]
+    a = ok("remember", "Kestrels eat voles", "--kind", "fact")
+    b = ok("remember", "Voles live in meadows", "--kind", "fact")
+    assert ok("score", a["id"], "--importance", "0.9")["importance"] == 0.9
+    assert ok("relate", a["id"], b["id"], "depends_on")["rel"] == "depends_on"
+    assert served.kb.context_graph("kestrels voles", hops=1).edges
+    assert ok("forget", b["id"]) == {"id": b["id"], "forgotten": True}
+    assert [r["job"] for r in ok("jobs", "run", "decay")["jobs"]] == ["decay"]
+    assert ok("check")["sound"] is True
+    ok("ask", "what do kestrels eat?", "--session", "u2")
+    assert ok("session", "clear", "u2") == {"session": "u2", "forgotten": 2}
+    assert "u2" not in {x["session"] for x in ok("list", "sessions")["sessions"]}
+    code, exported, err = run(capsys, "--url", url, "export")
+    assert code == 0 and err == ""
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(exported, "utf-8")
+    report = ok("import", str(dump), "--skip-existing")
+    records = [json.loads(line) for line in exported.splitlines()[1:]]
+    assert report["records"] == 0
+    assert report["skipped"] == sum(1 for r in records if r.get("op") != "edge")
