@@ -56,6 +56,11 @@ class Serving:
             line = self.out.get(timeout=120)
         except queue.Empty:
             line = ""
+        if "--json" in args:  # one JSON line: url, store, pid
+            found = json.loads(line)
+            assert (found["store"], found["pid"]) == (str(home), self.proc.pid)
+            self.url = found["url"].rstrip("/")
+            return
         assert line.startswith(URL_LINE), line + self.drain()
         self.url = line[len(URL_LINE) :].split()[0].rstrip("/")
         assert f"(store {home})" in line
@@ -111,7 +116,7 @@ def test_serve_prints_the_url_advertises_it_and_stops_cleanly(home: Path) -> Non
 
 
 def test_sigterm_is_a_clean_stop_too(home: Path) -> None:
-    server = Serving(home, "--no-sample")
+    server = Serving(home, "--no-sample", "--json")
     httpx.get(server.url + "/health", timeout=60)
     code, err = server.stop(signal.SIGTERM)
     assert code == 0, err

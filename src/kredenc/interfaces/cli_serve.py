@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import signal
 import socket
 from collections.abc import Iterator
@@ -25,7 +26,8 @@ from typing import TYPE_CHECKING
 import click
 
 from kredenc.errors import InvalidInput, MissingExtra
-from kredenc.interfaces.cli_common import context, settings_of, store_home
+from kredenc.interfaces.cli_common import context, json_option, settings_of, store_home
+from kredenc.interfaces.terminal import json_text
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc
@@ -56,6 +58,7 @@ log = logging.getLogger("kredenc.cli")
     default=None,
     help="A PDF to file with the sample data (make run: the Attention paper).",
 )
+@json_option
 def serve_command(
     host: str | None,
     port: int | None,
@@ -85,7 +88,13 @@ def serve_command(
     sock = listen(host, port)  # a busy port fails here, at once
     sock.listen(2048)  # connections wait in the backlog while the app starts
     with sock, c.open() as kb:
-        _serve(kb, host, sock.getsockname()[1], sock, upstream, roots, no_sample, sample_pdf)
+        bound = sock.getsockname()[1]
+        url = f"http://{_url_host(host)}:{bound}/"
+        if c.json:  # for a script: where it serves, on one line
+            click.echo(json_text({"url": url, "store": str(kb.home), "pid": os.getpid()}))
+        else:
+            click.echo(f"kredenc serving {url} (store {kb.home})")
+        _serve(kb, host, bound, sock, upstream, roots, no_sample, sample_pdf)
 
 
 def _serve(
@@ -103,14 +112,13 @@ def _serve(
     from kredenc.interfaces.server.samples import SampleFiler
     from kredenc.interfaces.server.state import ServerConfig
 
-    url = f"http://{_url_host(host)}:{port}/"
+    url = f"http://{_url_host(host)}:{port}"
     config = ServerConfig(host=host, port=port, upstream=upstream, roots=list(roots) or None)
 
     def say(line: str) -> None:
         click.echo(line, err=True)
 
-    click.echo(f"kredenc serving {url} (store {kb.home})")
-    advert.write(kb.home, url.rstrip("/"))
+    advert.write(kb.home, url)
     filer = None
     try:
         if not no_sample:
