@@ -152,7 +152,8 @@ def test_ingest_uploads_waits_and_the_document_can_go(
     report = client.ingest([note], on_progress=lambda source, _r: seen.append(source))
     assert isinstance(report, IngestReport)
     assert (report.documents, report.failed) == (1, [])
-    assert len(seen) == 1
+    assert seen == [str(note.resolve())]  # named by the local path, as a local ingest does
+    assert [f.source for f in report.files] == [str(note.resolve())]
     docs = client.list_documents()
     assert len(docs) == 1
     hits = client.search("kestrel water tower", k=3)
@@ -161,6 +162,21 @@ def test_ingest_uploads_waits_and_the_document_can_go(
     client.delete_document(docs[0].id)
     assert client.list_documents() == []
     assert all(h.type != "chunk" for h in client.search("kestrel water tower", k=3))
+
+
+def test_a_second_file_of_the_same_name_fails_rather_than_replace_the_first(
+    served: tuple[Kredenc, Client], tmp_path: Path
+) -> None:
+    _kb, client = served
+    for part in ("a", "b"):
+        (tmp_path / part).mkdir()
+        (tmp_path / part / "notes.md").write_text(f"# Notes {part}\n\nHerons in {part}.\n")
+    report = client.ingest([tmp_path], include=["*.md"])
+    first, second = (str((tmp_path / p / "notes.md").resolve()) for p in ("a", "b"))
+    assert (report.documents, list(report.doc_ids)) == (1, [first])
+    assert [src for src, _why in report.failed] == [second]
+    assert "same name" in report.failed[0][1]
+    client.delete_document(report.doc_ids[first])
 
 
 def test_ingest_names_a_missing_file_without_sending_it(

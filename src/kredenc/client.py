@@ -398,7 +398,7 @@ class Client:
         ``on_progress`` is called as each source is done, as locally; pages read inside
         a long file reach :func:`kredenc.ingest.loaders.base.page_progress` hooks."""
         from kredenc.ingest.loaders.base import is_url, symlink_policy
-        from kredenc.ingest.pipeline import IngestReport
+        from kredenc.ingest.pipeline import FileOutcome, IngestReport
         from kredenc.ingest.sources import iter_sources
 
         if isinstance(sources, str | Path):
@@ -413,16 +413,33 @@ class Client:
         total = IngestReport()
         missing = [f for f in files if not Path(f).is_file()]
         for path in missing:
-            reason = "not a file that can be uploaded" if Path(path).exists() else "no such file"
-            total.failed.append((path, f"{path}: {reason}"))
-        jobs: list[dict[str, Any]] = []
-        uploads = [f for f in files if f not in missing]
-        if uploads:
-            jobs.append(self._upload(uploads, options))
+            reason = (
+                f"{path}: not a file that can be uploaded"
+                if Path(path).exists()
+                else (f"{path}: no such file")
+            )
+            total.failed.append((path, reason))
+            total.files.append(FileOutcome(path, "failed", error=reason))
+        # The server files an upload under its file name (a later upload of that name
+        # is a new version of it): a second file of the same name here would replace
+        # the first, so it fails instead, and the report names local paths again.
+        names: dict[str, str] = {}
+        for path in (f for f in files if f not in missing):
+            first = names.setdefault(Path(path).name, path)
+            if first != path:
+                reason = (
+                    f"{path}: the server files uploads by file name, and {first} has the "
+                    "same name; ingest it in another call or rename it"
+                )
+                total.failed.append((path, reason))
+                total.files.append(FileOutcome(path, "failed", error=reason))
+        jobs: list[tuple[dict[str, Any], dict[str, str]]] = []
+        if names:
+            jobs.append((self._upload(list(names.values()), options), names))
         if urls:
-            jobs.append(self._json("POST", "/ingest", json={"urls": urls, **options})["job"])
-        for job in jobs:
-            _merge(total, self._wait(job, total, on_progress))
+            jobs.append((self._json("POST", "/ingest", json={"urls": urls, **options})["job"], {}))
+        for job, names in jobs:
+            _merge(total, self._wait(job, total, on_progress, names))
         return total
 
     def _upload(self, paths: list[str], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -439,19 +456,27 @@ class Client:
         job: Mapping[str, Any],
         so_far: IngestReport,
         on_progress: Callable[[str, IngestReport], None] | None,
+        names: Mapping[str, str],
     ) -> IngestReport:
-        """Follow a job's events to its end; its report (a failed job raises)."""
+        """Follow a job's events to its end; its report, uploads named by their local
+        paths (``names``); a failed job raises."""
+        from dataclasses import replace
+
         from kredenc.ingest.loaders.base import report_page
         from kredenc.ingest.pipeline import FileOutcome, IngestReport
+
+        def local(source: str) -> str:
+            return names.get(source, source)
 
         path = f"/ingest/jobs/{_seg(str(job['id']))}"
         final: Any = job if job.get("state") in ("done", "failed") else None
         if final is None:
             for event, data in self._stream("GET", path + "/events"):
                 if event == "progress":
-                    report_page(str(data["source"]), int(data["page"]), int(data["pages"]))
+                    report_page(local(str(data["source"])), int(data["page"]), int(data["pages"]))
                 elif event == "file" and on_progress is not None:
                     outcome = from_wire(FileOutcome, data)
+                    outcome = replace(outcome, source=local(outcome.source))
                     so_far.files.append(outcome)
                     on_progress(outcome.source, so_far)
                     so_far.files.pop()
@@ -465,7 +490,12 @@ class Client:
                 final = self._json("GET", path)
         if final.get("state") == "failed" or final.get("report") is None:
             raise error_from_body(422, {"error": final.get("error") or {}})
-        return from_wire(IngestReport, final["report"])
+        report = from_wire(IngestReport, final["report"])
+        report.files = [replace(f, source=local(f.source)) for f in report.files]
+        report.failed = [(local(src), why) for src, why in report.failed]
+        report.skipped = [(local(src), why) for src, why in report.skipped]
+        report.doc_ids = {local(src): doc for src, doc in report.doc_ids.items()}
+        return report
 
     # -- the store ---------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
