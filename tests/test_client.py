@@ -23,6 +23,7 @@ from kredenc import (
     NotFound,
     ProviderError,
     RecallResult,
+    Step,
     StoreLocked,
 )
 from kredenc.client import ServerUnreachable, error_from_body
@@ -131,9 +132,13 @@ def test_ask_answers_and_streams_and_keeps_the_session(served: tuple[Kredenc, Cl
     assert answer.text == kb.ask("when do deploys happen?").text
     assert answer.citations and "Tuesdays" in answer.citations[0].text
     deltas: list[str] = []
+    steps: list[Step] = []
     streamed = client.ask(
-        "when do deploys happen?", session_id="s-client", stream=True, on_delta=deltas.append
-    )
+        "when do deploys happen?", session_id="s-client", stream=True, on_delta=deltas.append,
+        on_step=steps.append,
+    )  # fmt: skip
+    assert [type(x) for x in steps] == [Step] * len(steps) and steps
+    assert [x.tool for x in steps] == [x.tool for x in streamed.trace]
     assert deltas and streamed.text.startswith("".join(deltas).rstrip()[:10])
     history = client.session_history("s-client")
     assert [m["role"] for m in history] == ["user", "assistant"]
@@ -276,3 +281,26 @@ def test_fields_a_route_does_not_take_are_refused_not_dropped(
     with pytest.raises(InvalidInput, match="max_iterations"):
         client.ask("when do deploys happen?", max_iterations=2)
     assert kb.stats()["records"] == before
+
+
+def test_each_method_takes_the_facades_arguments_with_its_defaults() -> None:
+    import inspect
+
+    shared = [
+        "remember", "get", "score", "forget", "relate", "search", "context_graph", "recall",
+        "ask", "session_history", "clear_session", "list_memories", "list_documents",
+        "list_sessions", "ingest", "delete_document", "stats", "export", "import_lines",
+        "import_mem0", "run_jobs", "check", "provenance", "close",
+    ]  # fmt: skip
+    for name in shared:
+        ours = inspect.signature(getattr(Client, name)).parameters
+        theirs = inspect.signature(getattr(Kredenc, name)).parameters
+        for param in ours.values():
+            if param.name == "self" or param.kind is param.VAR_KEYWORD:
+                continue
+            assert param.name in theirs, (name, param.name)
+            assert param.default == theirs[param.name].default, (name, param.name)
+            assert param.kind == theirs[param.name].kind, (name, param.name)
+        # Every argument of the facade without a default is the client's too.
+        required = [p.name for p in theirs.values() if p.default is p.empty and p.name != "self"]
+        assert [p for p in required if p not in ours and p not in ("args", "kwargs")] == [], name

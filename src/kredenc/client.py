@@ -27,7 +27,7 @@ from kredenc.wire import from_wire, to_wire
 
 if TYPE_CHECKING:
     from kredenc.ingest.pipeline import IngestReport
-    from kredenc.loop.answer import Answer
+    from kredenc.loop.answer import Answer, Step
     from kredenc.memory.lifecycle import JobReport
     from kredenc.memory.listing import DocumentEntry, SessionEntry
     from kredenc.memory.transfer import ImportReport
@@ -321,16 +321,18 @@ class Client:
         stream: bool = False,
         agent: str = "answer",
         on_delta: Callable[[str], None] | None = None,
+        on_step: Callable[[Step], None] | None = None,
         **options: Any,
     ) -> Answer:
-        """The cited answer; with ``stream`` the text reaches ``on_delta`` as the server
-        generates it (server-sent events), and the answer comes at the end."""
-        from kredenc.loop.answer import Answer
+        """The cited answer; with ``stream`` (or ``on_step``) it comes as server-sent
+        events: the text to ``on_delta`` as the server generates it, each step of the
+        trace to ``on_step`` as it ends, the answer at the end."""
+        from kredenc.loop.answer import Answer, Step
 
         _served_only("ask", {key: v for key, v in options.items() if v is not None})
         body = {"question": question, "session_id": session_id, "k": k, "agent": agent}
         body = {key: v for key, v in body.items() if v is not None}
-        if not stream:
+        if not stream and on_step is None:
             return from_wire(Answer, self._json("POST", "/ask", json=to_wire(body)))
         headers = {"Accept": "text/event-stream"}
         for event, data in self._stream(
@@ -338,6 +340,8 @@ class Client:
         ):
             if event == "delta" and on_delta is not None:
                 on_delta(str(data.get("text", "")))
+            elif event == "step" and on_step is not None:
+                on_step(from_wire(Step, data))
             elif event == "answer":
                 return from_wire(Answer, data)
             elif event == "error":
@@ -378,8 +382,8 @@ class Client:
         )
         return [from_wire(DocumentEntry, d) for d in self._page("/documents", params)]
 
-    def delete_document(self, document_id: str) -> None:
-        self._json("DELETE", f"/documents/{_seg(document_id)}")
+    def delete_document(self, doc_id: str) -> None:
+        self._json("DELETE", f"/documents/{_seg(doc_id)}")
 
     def ingest(
         self,
