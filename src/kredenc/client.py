@@ -519,8 +519,13 @@ class Client:
         return [from_wire(JobReport, r) for r in data["reports"]]
 
     def export(self, out: TextIO, namespaces: Sequence[str] | None = None) -> int:
-        """Write the export of the caller's namespace (the key's; ``namespaces`` cannot
-        widen it) to ``out`` as JSON lines; how many lines."""
+        """Write the export of the caller's namespace (the key's; ``namespaces`` may
+        name it, nothing else) to ``out`` as JSON lines; how many lines."""
+        if namespaces is not None and set(namespaces) != {self.stats()["namespace"]}:
+            raise errors.InvalidInput(
+                f"over a server, export writes the key's namespace only, not {list(namespaces)}",
+                "leave out the namespaces, or export each with a key bound to it",
+            )
         n = 0
         try:
             with self._http.stream("GET", "/export") as response:

@@ -237,3 +237,16 @@ def test_the_other_remote_commands_over_url(
     records = [json.loads(line) for line in exported.splitlines()[1:]]
     assert report["records"] == 0
     assert report["skipped"] == sum(1 for r in records if r.get("op") != "edge")
+
+
+def test_a_namespace_the_server_does_not_serve_is_refused(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "--url", served.url, "-n", "other", "search", "deploys")
+    assert code == 2 and out == ""
+    (line,) = err.splitlines()
+    assert "serves namespace 'default' to this key, not 'other'" in line
+    code, out, err = run(capsys, "--url", served.url, "-n", "default", "stats", "--json")
+    assert code == 0 and json.loads(out)["namespace"] == "default"
+    code, out, err = run(capsys, "--url", served.url, "export", "-n", "other")
+    assert code == 2 and "key's namespace only" in err

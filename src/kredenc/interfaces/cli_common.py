@@ -78,10 +78,23 @@ class Context:
             return self.through_server(exc)
 
     def client(self, url: str) -> Any:
-        """A :class:`kredenc.Client` for ``url`` with the command's API key."""
+        """A :class:`kredenc.Client` for ``url`` with the command's API key. A server
+        serves the namespace of the key: a ``--namespace`` that is not that one is
+        refused, never silently replaced."""
         from kredenc.client import Client
 
-        return Client(url, self.api_key)
+        client = Client(url, self.api_key)
+        if self.namespace is not None:
+            served = client.stats()["namespace"]
+            if served != self.namespace:
+                client.close()
+                raise InvalidInput(
+                    f"the server at {url} serves namespace {served!r} to this key, "
+                    f"not {self.namespace!r}",
+                    f"pass --api-key with a key bound to {self.namespace!r} (made with "
+                    "'kredenc keys add' on the server's store), or leave out --namespace",
+                )
+        return client
 
     def through_server(self, locked: Exception) -> Any:
         """The running server that holds the store, when it advertises itself: this
