@@ -101,9 +101,13 @@ def home(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_serve_prints_the_url_advertises_it_and_stops_cleanly(home: Path) -> None:
-    server = Serving(home, "--no-sample")
+    server = Serving(home, "--no-sample", "--allow-host", "kredenc.test")
     try:
         assert httpx.get(server.url + "/health", timeout=60).json()["status"] == "ok"
+        named = httpx.get(server.url + "/health", headers={"Host": "kredenc.test"})
+        assert named.status_code == 200
+        other = httpx.get(server.url + "/health", headers={"Host": "elsewhere.test"})
+        assert other.status_code == 403
         advert = home / "server.json"
         assert advert.stat().st_mode & 0o777 == 0o600
         found = json.loads(advert.read_text("utf-8"))

@@ -31,6 +31,7 @@ from kredenc.interfaces.terminal import json_text
 
 if TYPE_CHECKING:
     from kredenc.engine import Kredenc
+    from kredenc.interfaces.server.state import ServerConfig
 
 log = logging.getLogger("kredenc.cli")
 
@@ -51,6 +52,13 @@ log = logging.getLogger("kredenc.cli")
     type=click.Path(path_type=Path, file_okay=False),
     help="A folder POST /ingest may read by path (repeat; default: server_roots).",
 )
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer to this host name (repeat; adds to proxy_allowed_hosts).",
+)
 @click.option("--no-sample", is_flag=True, help="Do not file the sample data into an empty store.")
 @click.option(
     "--sample-pdf",
@@ -64,6 +72,7 @@ def serve_command(
     port: int | None,
     upstream: str | None,
     roots: tuple[Path, ...],
+    allow_hosts: tuple[str, ...],
     no_sample: bool,
     sample_pdf: Path | None,
 ) -> None:
@@ -78,6 +87,8 @@ def serve_command(
 
     if importlib.util.find_spec("fastapi") is None:
         raise MissingExtra("kredenc serve", "server")
+    from kredenc.interfaces.server.state import ServerConfig
+
     c = context()
     settings = settings_of(c)
     host = settings.server_host if host is None else host
@@ -94,26 +105,28 @@ def serve_command(
             click.echo(json_text({"url": url, "store": str(kb.home), "pid": os.getpid()}))
         else:
             click.echo(f"kredenc serving {url} (store {kb.home})")
-        _serve(kb, host, bound, sock, upstream, roots, no_sample, sample_pdf)
+        config = ServerConfig(
+            host=host,
+            port=bound,
+            upstream=upstream,
+            roots=list(roots) or None,
+            allowed_hosts=list(allow_hosts),
+        )
+        _serve(kb, config, sock, no_sample, sample_pdf)
 
 
 def _serve(
     kb: Kredenc,
-    host: str,
-    port: int,
+    config: ServerConfig,
     sock: socket.socket,
-    upstream: str | None,
-    roots: tuple[Path, ...],
     no_sample: bool,
     sample_pdf: Path | None,
 ) -> None:
     from kredenc.interfaces.server import advert
     from kredenc.interfaces.server.run import serve
     from kredenc.interfaces.server.samples import SampleFiler
-    from kredenc.interfaces.server.state import ServerConfig
 
-    url = f"http://{_url_host(host)}:{port}"
-    config = ServerConfig(host=host, port=port, upstream=upstream, roots=list(roots) or None)
+    url = f"http://{_url_host(config.host)}:{config.port}"
 
     def say(line: str) -> None:
         click.echo(line, err=True)
