@@ -22,11 +22,12 @@ from kredenc.testing.embedders import HashEmbedder
 
 @dataclass
 class Served:
-    """A running server: its owner handle, base URL and store folder."""
+    """A running server: its owner handle, base URL, store folder and app."""
 
     kb: Kredenc
     url: str
     home: Path
+    app: Any
 
     def client(self, key: str | None = None, **options: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -69,10 +70,9 @@ def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartServ
             kb = stack.enter_context(Kredenc.open(home, embedder=HashEmbedder(), **settings))
             if setup is not None:
                 setup(kb)
-            url = stack.enter_context(
-                ServerThread(kb, config or ServerConfig(mcp=False, web=False))
-            )
-            return Served(kb, url, home)
+            thread = ServerThread(kb, config or ServerConfig(mcp=False, web=False))
+            url = stack.enter_context(thread)
+            return Served(kb, url, home, thread.app)
 
         yield start
 
