@@ -182,3 +182,14 @@ def test_sample_data_is_filed_once(home: Path, tmp_path: Path) -> None:
     assert code == 0, err
     assert "filing sample data" not in err
     assert stats_again["records"] == stats["records"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_it_starts_is_clean_too(home: Path, sig: int) -> None:
+    # Right after the URL line: the app is still being built and the model loading,
+    # before uvicorn has taken the signals over.
+    server = Serving(home, "--no-sample")
+    code, err = server.stop(sig)
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert not (home / "server.json").exists()

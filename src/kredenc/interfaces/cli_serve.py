@@ -20,7 +20,6 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -98,7 +97,8 @@ def serve_command(
     check_bind(host, KeyRing(store_home(c)))  # before the port, the store and the model
     sock = listen(host, port)  # a busy port fails here, at once
     sock.listen(2048)  # connections wait in the backlog while the app starts
-    with sock, c.open() as kb:
+    # From the URL line on, a signal at any moment is a clean stop.
+    with sock, c.open() as kb, _stop_quietly():
         bound = sock.getsockname()[1]
         url = f"http://{_url_host(host)}:{bound}/"
         if c.json:  # for a script: where it serves, on one line
@@ -140,13 +140,12 @@ def _serve(
                 say(f"sample PDF {pdf} not found; skipped")
                 pdf = None
             filer = SampleFiler(kb, pdf, say).start()
-        with _stop_quietly():
-            serve(kb, config, sock=sock)
+        serve(kb, config, sock=sock)
     finally:
         if filer is not None:
             filer.finish(say)
         advert.remove(kb.home)
-    say("kredenc stopped")
+        say("kredenc stopped")
 
 
 def _url_host(host: str) -> str:
@@ -160,16 +159,18 @@ def _url_host(host: str) -> str:
 
 @contextmanager
 def _stop_quietly() -> Iterator[None]:
-    """uvicorn catches SIGINT and SIGTERM, shuts down cleanly, then raises the signal
-    again for the handler that was there before: this one, so that a stop is a clean
-    exit 0 (not ``aborted``, not killed by SIGTERM) once the store has closed."""
-
-    def noted(sig: int, _frame: FrameType | None) -> None:
-        log.info("signal %d after the server stopped", sig)
-
-    previous = {s: signal.signal(s, noted) for s in (signal.SIGINT, signal.SIGTERM)}
+    """Ctrl-C or SIGTERM at any moment is a clean stop, exit 0. While uvicorn serves it
+    catches both, shuts down (requests in flight finish) and raises the signal again
+    for the handler it found; before it runs (the app still being built, the model
+    loading) there is nothing to shut down. Here both signals raise
+    ``KeyboardInterrupt``, caught on the way out, so the caller's cleanup runs either
+    way and the command ends normally once the store has closed."""
+    stop = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, signal.default_int_handler) for s in stop}
     try:
         yield
+    except KeyboardInterrupt:
+        log.info("stopped by a signal")
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
