@@ -250,3 +250,16 @@ def test_a_namespace_the_server_does_not_serve_is_refused(
     assert code == 0 and json.loads(out)["namespace"] == "default"
     code, out, err = run(capsys, "--url", served.url, "export", "-n", "other")
     assert code == 2 and "key's namespace only" in err
+
+
+def test_ask_streams_over_url_to_the_same_text(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    question = "which database runs in production?"
+    code, plain, err = run(capsys, "--url", served.url, "ask", question)
+    assert (code, err) == (0, "")
+    code, streamed, err = run(capsys, "--url", served.url, "ask", question, "--stream")
+    assert (code, err) == (0, "")
+    assert streamed == plain
+    assert "PostgreSQL" in plain.splitlines()[0]
+    assert plain.splitlines()[-1].startswith("confidence")
