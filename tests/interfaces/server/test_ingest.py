@@ -11,6 +11,7 @@ a tenant never sees another's jobs.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ import pytest
 pytest.importorskip("fastapi")
 
 from kredenc.engine import Kredenc
+from kredenc.ingest.loaders import base as loaders_base
+from kredenc.ingest.loaders import pdf as pdf_loader
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.server.run import ServerThread
 from kredenc.interfaces.server.state import ServerConfig
@@ -39,6 +42,7 @@ PAGES = [
     "Sencha is a Japanese green tea steamed right after picking.",
     "Rooibos is a red bush from South Africa, not a tea at all.",
 ]
+JSON = "application/json"
 NOTE = b"# Brewing\n\nGreen tea brews best at 80 degrees Celsius for two minutes.\n"
 
 
@@ -269,6 +273,16 @@ def test_malformed_requests_are_one_clear_error(
 
 
 @pytest.mark.parametrize(
+    "body", [rb'{"paths": ["notes/\ud800.md"]}', rb'{"urls": ["http://example.org/\ud800"]}']
+)
+def test_a_lone_surrogate_in_a_source_is_refused(site: Site, body: bytes) -> None:
+    with _client(site, site.a) as client:
+        response = client.post("/ingest", content=body, headers={"Content-Type": JSON})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_request"  # refused while parsed
+
+
+@pytest.mark.parametrize(
     ("url", "reason"),
     [
         ("http://127.0.0.1:9/", "address 127.0.0.1 is loopback"),
@@ -346,3 +360,48 @@ def test_the_attention_paper_reports_every_page_and_is_searchable(site: Site) ->
     assert live[-1][2]["report"]["files"][0]["status"] == "filed"
     hits = site.kb.scoped("bob").search("multi-head attention h = 8 parallel heads", k=5)
     assert any(h.origin == "attention.pdf" and h.page == 5 for h in hits)
+
+
+def test_stopping_the_server_stops_the_running_job_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    go = threading.Event()  # the PDF waits after page 1: the job is surely running
+    report = loaders_base.report_page  # what the PDF loader calls after each page
+
+    def report_then_wait(source: str, page: int, pages: int) -> None:
+        report(source, page, pages)
+        if page == 1:
+            go.wait(30)
+
+    monkeypatch.setattr(pdf_loader, "report_page", report_then_wait)
+    pdf = text_pdf([f"Page {n} of a long report." for n in range(50)])
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        server = ServerThread(kb, ServerConfig(mcp=False, web=False))
+        with server as url:
+            job = httpx.post(
+                f"{url}/ingest", files=[("files", ("long.pdf", pdf, "application/pdf"))]
+            ).json()["job"]
+            with httpx.Client(base_url=url) as client:
+                deadline = time.monotonic() + 30
+                while not client.get(f"/ingest/jobs/{job['id']}").json()["progress"]:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+            threading.Timer(0.3, go.set).start()  # page 2 comes once stopping has begun
+            started = time.monotonic()
+        assert time.monotonic() - started < 15
+        stopped = server.app.state.kredenc.jobs.get(kb.namespace, job["id"])
+        assert stopped["state"] == "failed" and stopped["error"]["code"] == "cancelled"
+        assert kb.list_documents() == []
+        assert list((kb.home / "uploads").iterdir()) == []
+
+
+def test_a_read_only_store_refuses_an_ingest_before_saving_anything(tmp_path: Path) -> None:
+    Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none").close()
+    with (
+        Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), read_only=True) as kb,
+        ServerThread(kb, ServerConfig(mcp=False, web=False)) as url,
+    ):
+        response = httpx.post(f"{url}/ingest", files=[("files", ("a.md", NOTE, "text/markdown"))])
+        assert response.status_code == 503, response.text
+        assert httpx.get(f"{url}/ingest/jobs").json()["items"] == []
+    assert not (tmp_path / "s" / "uploads").exists()

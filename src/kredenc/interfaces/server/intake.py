@@ -30,13 +30,13 @@ from kredenc.errors import InvalidInput
 from kredenc.ingest.fetch import check_url
 from kredenc.ingest.loaders.base import is_url
 from kredenc.ingest.loaders.registry import supported_suffixes
-from kredenc.interfaces.server.jobs import Refused
+from kredenc.interfaces.guard import valid_text
+from kredenc.interfaces.server.jobs import UPLOADS, Refused
 
 #: Sources one request may name (paths, URLs or files).
 MAX_SOURCES = 100
 #: Longest file name kept for an upload (characters).
 MAX_NAME = 200
-UPLOADS = "uploads"
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 _SUFFIX = re.compile(r"\.[a-z0-9]{1,12}")
@@ -75,7 +75,7 @@ def inside_roots(roots: Sequence[Path], paths: Sequence[str]) -> Intake:
     _count("paths", paths)
     out = Intake()
     for raw in paths:
-        if not raw.strip() or _UNSAFE.search(raw) or is_url(raw):
+        if not raw.strip() or _UNSAFE.search(raw) or is_url(raw) or not valid_text(raw):
             raise InvalidInput(
                 f"path {raw[:100]!r} is not a file path",
                 "give a path inside the server's folders; URLs go in 'urls'",
@@ -105,8 +105,11 @@ def public_urls(urls: Sequence[str], settings: Settings) -> Intake:
     _count("URLs", urls)
     out = Intake()
     for url in urls:
-        if _UNSAFE.search(url):
-            raise InvalidInput(f"URL {url[:100]!r} holds control characters")
+        if _UNSAFE.search(url) or not valid_text(url):
+            raise InvalidInput(
+                f"URL {url[:100]!r} holds control characters or invalid text",
+                "give an http:// or https:// URL",
+            )
         check_url(
             url,
             allow_private=settings.fetch_allow_private,
