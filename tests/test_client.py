@@ -93,18 +93,19 @@ def test_score_forget_and_a_missing_id(served: tuple[Kredenc, Client]) -> None:
 def test_relate_shows_in_relationships_and_the_context_graph(
     served: tuple[Kredenc, Client],
 ) -> None:
-    _kb, client = served
+    kb, client = served
     a = client.remember("The kestrel hunts voles in the meadow", kind="fact")
     b = client.remember("Voles live in the meadow grass", kind="fact")
     client.relate(a.id, b.id, "depends_on", weight=0.7)
-    edges = client.relationships(a.id)
+    edges = client.relationships_of(a.id)
     assert [(e.src, e.dst, e.rel) for e in edges] == [(a.id, b.id, "depends_on")]
+    assert client.list_relationships(limit=1000) == kb.list_relationships(limit=1000)
     graph = client.context_graph("kestrel voles meadow", hops=1, k=3)
     assert isinstance(graph, ContextGraph)
     assert {a.id, b.id} <= {n.id for n in graph.nodes}
     assert (a.id, b.id, "depends_on") in {(e.src, e.dst, e.rel) for e in graph.edges}
     client.relate(a.id, b.id, "depends_on", remove=True)
-    assert client.relationships(a.id) == []
+    assert client.relationships_of(a.id) == []
 
 
 def test_listing_pages_like_the_facade(served: tuple[Kredenc, Client]) -> None:
@@ -150,7 +151,7 @@ def test_ask_answers_and_streams_and_keeps_the_session(served: tuple[Kredenc, Cl
 def test_ingest_uploads_waits_and_the_document_can_go(
     served: tuple[Kredenc, Client], tmp_path: Path
 ) -> None:
-    _kb, client = served
+    kb, client = served
     note = tmp_path / "kestrels.md"
     note.write_text(NOTE, encoding="utf-8")
     seen: list[str] = []
@@ -161,6 +162,7 @@ def test_ingest_uploads_waits_and_the_document_can_go(
     assert [f.source for f in report.files] == [str(note.resolve())]
     docs = client.list_documents()
     assert len(docs) == 1
+    assert client.read_document(docs[0].id) == kb.read_document(docs[0].id)
     hits = client.search("kestrel water tower", k=3)
     chunk = next(h for h in hits if h.type == "chunk")
     assert client.provenance(chunk.id)["document"] == docs[0].id  # type: ignore[index]
@@ -290,7 +292,8 @@ def test_each_method_takes_the_facades_arguments_with_its_defaults() -> None:
         "remember", "get", "score", "forget", "relate", "search", "context_graph", "recall",
         "ask", "session_history", "clear_session", "list_memories", "list_documents",
         "list_sessions", "ingest", "delete_document", "stats", "export", "import_lines",
-        "import_mem0", "run_jobs", "check", "provenance", "close",
+        "import_mem0", "run_jobs", "check", "provenance", "close", "relationships_of",
+        "list_relationships", "read_document",
     ]  # fmt: skip
     for name in shared:
         ours = inspect.signature(getattr(Client, name)).parameters

@@ -214,10 +214,15 @@ class Client:
         body = {"src": src, "dst": dst, "rel": rel, "weight": weight, "remove": remove}
         self._json("POST", "/relationships", json=body)
 
-    def relationships(self, memory_id: str) -> list[GraphEdge]:
-        """The typed edges touching ``memory_id``."""
-        data = self._json("GET", f"/relationships/{_seg(memory_id)}")
+    def relationships_of(self, record_id: str) -> list[GraphEdge]:
+        """The typed edges from or to ``record_id``."""
+        data = self._json("GET", f"/relationships/{_seg(record_id)}")
         return [from_wire(GraphEdge, e) for e in data["items"]]
+
+    def list_relationships(self, *, limit: int = 50, offset: int = 0) -> list[GraphEdge]:
+        """The namespace's edges in the order written, page by page."""
+        found = self._page("/relationships", _params(limit=limit, offset=offset))
+        return [from_wire(GraphEdge, e) for e in found]
 
     def list_memories(
         self,
@@ -381,6 +386,14 @@ class Client:
             loader=list(loaders), source=source, drawer=drawer, limit=limit, offset=offset
         )
         return [from_wire(DocumentEntry, d) for d in self._page("/documents", params)]
+
+    def read_document(self, doc_id: str) -> tuple[DocumentEntry, list[Memory]]:
+        """A document and its chunks in order."""
+        from kredenc.memory.listing import DocumentEntry
+
+        data = self._json("GET", f"/documents/{_seg(doc_id)}")
+        chunks = [from_wire(Memory, m) for m in data["chunks"]]
+        return from_wire(DocumentEntry, data["document"]), chunks
 
     def delete_document(self, doc_id: str) -> None:
         self._json("DELETE", f"/documents/{_seg(doc_id)}")
