@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar
 from urllib.parse import quote
@@ -161,14 +161,16 @@ class Client:
                 "check that --url names a kredenc server",
             ) from None
 
-    def _stream(self, method: str, path: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
-        """The server-sent events of a request, as ``(event, data)`` with data parsed."""
+    @contextmanager
+    def _stream(self, method: str, path: str, **kwargs: Any) -> Iterator[Iterator[tuple[str, Any]]]:
+        """The server-sent events of a request, as ``(event, data)`` with data parsed;
+        the connection closes when the block ends, read to the end or not."""
         try:
             with self._http.stream(method, path, **kwargs) as response:
                 if response.is_error:
                     response.read()
                     _raise_for(response)
-                yield from _sse(response.iter_lines())
+                yield _sse(response.iter_lines())
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
 
@@ -340,17 +342,17 @@ class Client:
         if not stream and on_step is None:
             return from_wire(Answer, self._json("POST", "/ask", json=to_wire(body)))
         headers = {"Accept": "text/event-stream"}
-        for event, data in self._stream(
-            "POST", "/ask", json={**body, "stream": True}, headers=headers
-        ):
-            if event == "delta" and on_delta is not None:
-                on_delta(str(data.get("text", "")))
-            elif event == "step" and on_step is not None:
-                on_step(from_wire(Step, data))
-            elif event == "answer":
-                return from_wire(Answer, data)
-            elif event == "error":
-                raise error_from_body(500, data)
+        request = {"json": {**body, "stream": True}, "headers": headers}
+        with self._stream("POST", "/ask", **request) as events:
+            for event, data in events:
+                if event == "delta" and on_delta is not None:
+                    on_delta(str(data.get("text", "")))
+                elif event == "step" and on_step is not None:
+                    on_step(from_wire(Step, data))
+                elif event == "answer":
+                    return from_wire(Answer, data)
+                elif event == "error":
+                    raise error_from_body(500, data)
         raise errors.ProviderError(
             f"the server at {self.url} ended the answer stream without an answer",
             "ask again; the server log says why",
@@ -488,18 +490,21 @@ class Client:
         path = f"/ingest/jobs/{_seg(str(job['id']))}"
         final: Any = job if job.get("state") in ("done", "failed") else None
         if final is None:
-            for event, data in self._stream("GET", path + "/events"):
-                if event == "progress":
-                    report_page(local(str(data["source"])), int(data["page"]), int(data["pages"]))
-                elif event == "file" and on_progress is not None:
-                    outcome = from_wire(FileOutcome, data)
-                    outcome = replace(outcome, source=local(outcome.source))
-                    so_far.files.append(outcome)
-                    on_progress(outcome.source, so_far)
-                    so_far.files.pop()
-                elif event in ("done", "failed"):
-                    final = data
-                    break
+            with self._stream("GET", path + "/events") as events:
+                for event, data in events:
+                    if event == "progress":
+                        report_page(
+                            local(str(data["source"])), int(data["page"]), int(data["pages"])
+                        )
+                    elif event == "file" and on_progress is not None:
+                        outcome = from_wire(FileOutcome, data)
+                        outcome = replace(outcome, source=local(outcome.source))
+                        so_far.files.append(outcome)
+                        on_progress(outcome.source, so_far)
+                        so_far.files.pop()
+                    elif event in ("done", "failed"):
+                        final = data
+                        break
         if final is None:  # the stream broke off: ask until the job ends
             final = self._json("GET", path)
             while final.get("state") not in ("done", "failed"):
