@@ -307,3 +307,12 @@ def test_each_method_takes_the_facades_arguments_with_its_defaults() -> None:
         # Every argument of the facade without a default is the client's too.
         required = [p.name for p in theirs.values() if p.default is p.empty and p.name != "self"]
         assert [p for p in required if p not in ours and p not in ("args", "kwargs")] == [], name
+
+
+def test_a_refused_streamed_ask_raises_before_any_text(served: tuple[Kredenc, Client]) -> None:
+    _kb, client = served
+    deltas: list[str] = []
+    with pytest.raises(KredencError) as caught:
+        client.ask("when?", agent="no-such-agent", stream=True, on_delta=deltas.append)
+    assert "no-such-agent" in caught.value.message
+    assert caught.value.hint and deltas == []
