@@ -137,7 +137,7 @@ class Client:
 
     def _unreachable(self, exc: httpx.HTTPError) -> ServerUnreachable:
         return ServerUnreachable(
-            f"cannot reach the kredenc server at {self.url} ({exc or type(exc).__name__})",
+            f"cannot reach the kredenc server at {self.url} ({str(exc) or type(exc).__name__})",
             f"check that 'kredenc serve' runs there, or pass the right --url (now {self.url})",
         )
 
