@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: run test lint typecheck bench local clean
+.PHONY: run demo test lint typecheck bench local clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,22 @@ local: $(VENV)/.installed
 	$(PY) -m pip install -q --no-deps --require-hashes -r constraints-local.txt
 	$(PIP) -e '.[local]'
 
-run: $(VENV)/.installed
+$(VENV)/.server: $(VENV)/.installed
+	$(PIP) -e '.[server]'
+	touch $@
+
+# kredenc serve on ./.kredenc at http://127.0.0.1:8765/ (HOST, PORT to change), with the
+# sample data filed on the first start: the Attention paper too when the shared data
+# folder beside the checkout has it (it is never copied into the repository).
+SAMPLE_PDF ?= ../shared/data/documents/pdf/attention_is_all_you_need_1706.03762v7.pdf
+HOST ?= 127.0.0.1
+PORT ?= 8765
+run: $(VENV)/.server
+	$(VENV)/bin/kredenc serve --host $(HOST) --port $(PORT) \
+		$(if $(wildcard $(SAMPLE_PDF)),--sample-pdf $(SAMPLE_PDF))
+
+# The no-server tour: sample memories filed and searched, with timings.
+demo: $(VENV)/.installed
 	$(VENV)/bin/kredenc demo
 
 # ruff, then the layer contracts of docs/architecture.md ([tool.importlinter] in pyproject.toml).

@@ -18,6 +18,7 @@ PUBLIC = [
     "Budget",
     "ChunkVerdict",
     "Citation",
+    "Client",
     "ContextGraph",
     "CorruptLog",
     "DeadlineExceeded",
@@ -53,6 +54,7 @@ PUBLIC = [
 HOMES = {
     "Kredenc": "kredenc.engine",
     "AsyncKredenc": "kredenc.aio",
+    "Client": "kredenc.client",
     "wrap": "kredenc",
     "Answer": "kredenc.loop.answer",
     "ChunkVerdict": "kredenc.loop.answer",
@@ -135,3 +137,13 @@ def test_a_lazy_name_loads_its_module_on_first_use() -> None:
     # really imports the facade when it is asked for.
     loaded = _modules_after("import kredenc\nkredenc.Kredenc")
     assert "kredenc.engine" in loaded
+
+
+def test_the_client_loads_without_the_store() -> None:
+    # kredenc.Client talks HTTP: a program that only uses a server never loads the
+    # engine, the index or a model.
+    loaded = _modules_after("import kredenc\nkredenc.Client")
+    assert "kredenc.client" in loaded
+    assert "httpx" in loaded
+    assert [m for m in loaded if m in {"kredenc.engine", "kredenc.storage.store"}] == []
+    assert [m for m in loaded if m.split(".")[0] in {"onnxruntime", "usearch"}] == []

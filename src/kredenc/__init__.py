@@ -2,6 +2,7 @@
 
 The public API is what ``__all__`` names (pinned by ``tests/test_public_api.py``):
 the facade :class:`Kredenc`, its asyncio twin :class:`AsyncKredenc` and :func:`wrap`,
+the facade over HTTP :class:`Client` (a running ``kredenc serve``),
 the records and results it hands back (the answer loop's :class:`Answer` and what it
 holds among them), and the exception tree. Everything else is internal and may change.
 
@@ -35,6 +36,7 @@ from kredenc.records import ContextGraph, GraphEdge, GraphNode, Hit, LegScore, M
 
 if TYPE_CHECKING:
     from kredenc.aio import AsyncKredenc
+    from kredenc.client import Client
     from kredenc.engine import Kredenc
     from kredenc.grounding.base import Evaluation, SentenceSupport
     from kredenc.ingest.pipeline import IngestReport
@@ -49,6 +51,7 @@ __all__ = [
     "Budget",
     "ChunkVerdict",
     "Citation",
+    "Client",
     "ContextGraph",
     "CorruptLog",
     "DeadlineExceeded",
@@ -86,6 +89,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Kredenc": "kredenc.engine",
     "AsyncKredenc": "kredenc.aio",
+    "Client": "kredenc.client",
     "Answer": "kredenc.loop.answer",
     "ChunkVerdict": "kredenc.loop.answer",
     "Citation": "kredenc.loop.answer",

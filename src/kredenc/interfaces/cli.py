@@ -29,6 +29,7 @@ from kredenc.interfaces import (
     cli_mcp,
     cli_memory,
     cli_recall,
+    cli_serve,
     cli_store,
     cli_transfer,
 )
@@ -57,6 +58,15 @@ log = logging.getLogger("kredenc.cli")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option(
+    "--url",
+    metavar="URL",
+    envvar="KREDENC_URL",
+    help="Run the command against this kredenc server ($KREDENC_URL).",
+)
+@click.option(
+    "--api-key", metavar="KEY", envvar="KREDENC_API_KEY", help="Its API key ($KREDENC_API_KEY)."
+)
 @click.version_option(package_name="kredenc")
 @click.pass_context
 def cli(
@@ -66,12 +76,14 @@ def cli(
     as_json: bool,
     verbose: bool,
     debug: bool,
+    url: str | None,
+    api_key: str | None,
 ) -> None:
     """kredenc: a local-first memory and retrieval engine for LLM agents."""
     handler = logging.StreamHandler()
     handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
-    ctx.obj = Context(store, namespace, as_json)
+    ctx.obj = Context(store, namespace, as_json, url or None, api_key or None)
 
 
 @cli.command()
@@ -506,6 +518,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     cli_mcp,
     cli_memory,
     cli_recall,
+    cli_serve,
     cli_store,
     cli_transfer,
 )

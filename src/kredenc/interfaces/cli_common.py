@@ -7,6 +7,7 @@ the group that registers them form no cycle.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Callable
@@ -24,27 +25,95 @@ from kredenc.interfaces.terminal import escaped_output, json_text
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: The commands that also run against a server (``--url``, or by themselves when a
+#: running ``kredenc serve`` holds the store): their paths below ``kredenc``. The others
+#: (rebuild, compact, keys, proxy, serve, eval, demo, …) work on a local store only.
+REMOTE_COMMANDS = frozenset(
+    {
+        "remember", "get", "forget", "score", "relate", "search", "graph", "recall", "ask",
+        "session show", "session clear", "list memories", "list documents", "list sessions",
+        "ingest", "stats", "export", "import", "jobs run", "check",
+    }
+)  # fmt: skip
+
+
 class Context:
     """The group's options, handed to every command (``click`` context ``obj``)."""
 
-    def __init__(self, store: str | None, namespace: str | None, as_json: bool) -> None:
+    def __init__(
+        self,
+        store: str | None,
+        namespace: str | None,
+        as_json: bool,
+        url: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
         self.store = store
         self.namespace = namespace
         self.json = as_json
+        self.url = url
+        self.api_key = api_key
 
     def open(self, *, read_only: bool = False, create: bool = True) -> Any:
         """The store, read-only or for writing; a write that only changes what is
         there (``create=False``: forget, score, rebuild, …) refuses a missing store
-        rather than create an empty one under a mistyped path, as reads do."""
+        rather than create an empty one under a mistyped path, as reads do.
+
+        With ``--url`` it is a :class:`kredenc.Client` with the same methods; when a
+        running server holds the store (and advertises itself, see
+        :mod:`kredenc.interfaces.server.advert`) the command goes through it."""
         from kredenc.engine import Kredenc
+        from kredenc.errors import StoreLocked
         from kredenc.storage import layout
 
+        if self.url:
+            return self.client(self.url)
         if not create:
             layout.require_store(store_home(self))
-        # A command is one short process: nothing recalls later to find the model warm
-        # (`recall` and `proxy` warm up themselves), and the exit would wait for it.
-        return Kredenc.open(
-            self.store, self.namespace, read_only=read_only, recall_warm_at_open=False
+        try:
+            # A command is one short process: nothing recalls later to find the model
+            # warm (`recall` and `proxy` warm up themselves), and the exit would wait.
+            return Kredenc.open(
+                self.store, self.namespace, read_only=read_only, recall_warm_at_open=False
+            )
+        except StoreLocked as exc:
+            return self.through_server(exc)
+
+    def client(self, url: str) -> Any:
+        """A :class:`kredenc.Client` for ``url`` with the command's API key. A server
+        serves the namespace of the key: a ``--namespace`` that is not that one is
+        refused, never silently replaced."""
+        from kredenc.client import Client
+
+        client = Client(url, self.api_key)
+        if self.namespace is not None:
+            served = client.stats()["namespace"]
+            if served != self.namespace:
+                client.close()
+                raise InvalidInput(
+                    f"the server at {url} serves namespace {served!r} to this key, "
+                    f"not {self.namespace!r}",
+                    f"pass --api-key with a key bound to {self.namespace!r} (made with "
+                    "'kredenc keys add' on the server's store), or leave out --namespace",
+                )
+        return client
+
+    def through_server(self, locked: Exception) -> Any:
+        """The running server that holds the store, when it advertises itself: this
+        command through it, or (no remote form) an error that names it."""
+        from kredenc.errors import StoreLocked
+        from kredenc.interfaces.server import advert
+
+        found = advert.read(store_home(self))
+        if found is None:
+            raise locked
+        if command_name() in REMOTE_COMMANDS:
+            click.echo(f"using the running server at {found.url}", err=True)
+            return self.client(found.url)
+        raise StoreLocked(
+            f"store is held by the running server at {found.url} (pid {found.pid})",
+            f"stop that server to run '{command_name()}' here; commands with a remote form "
+            f"go through it (--url {found.url})",
         )
 
     def emit(self, data: Any, human: Callable[[], None]) -> None:
@@ -79,7 +148,10 @@ GLOBAL_OPTIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("kredenc.namespace", ("--namespace", "-n"), "Namespace (as before the command)."),
     ("kredenc.verbose", ("-v", "--verbose"), "Log progress to stderr."),
     ("kredenc.debug", ("--debug",), "Show tracebacks of internal errors."),
+    ("kredenc.url", ("--url",), "A running kredenc server to use (as before the command)."),
+    ("kredenc.api_key", ("--api-key",), "The server's API key (as before the command)."),
 )
+_METAVARS = {"kredenc.store": "DIR", "kredenc.url": "URL", "kredenc.api_key": "KEY"}
 
 
 def add_global_options(command: click.Command) -> None:
@@ -104,10 +176,34 @@ def add_global_options(command: click.Command) -> None:
                 show_default=False,
                 expose_value=False,
                 callback=_remember(key),
-                metavar=None if flag else ("DIR" if key == "kredenc.store" else "NAME"),
+                metavar=None if flag else _METAVARS.get(key, "NAME"),
                 help=help_text,
             )
         )
+    if command.callback is not None:
+        command.callback = _local_unless_remote(command.callback)
+
+
+def _local_unless_remote(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` refusing ``--url`` (exit 2) when its command has no remote form."""
+
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        c = context()
+        if c.url and command_name() not in REMOTE_COMMANDS:
+            raise InvalidInput(
+                f"'kredenc {command_name()}' works on a local store only; it has no remote "
+                "form for --url (or KREDENC_URL)",
+                "leave out --url and unset KREDENC_URL, and run it where the store is",
+            )
+        return callback(*args, **kwargs)
+
+    return run
+
+
+def command_name() -> str:
+    """The running command's path below ``kredenc`` (``session show``)."""
+    return click.get_current_context().command_path.partition(" ")[2]
 
 
 def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
@@ -119,6 +215,20 @@ def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], None]
             logging.getLogger().setLevel(logging.INFO)
 
     return callback
+
+
+def settings_of(c: Context) -> Any:
+    """The settings of the store the command names (its config.toml, else defaults)."""
+    from kredenc.config import load_settings
+
+    return load_settings(c.store, namespace=c.namespace)
+
+
+def is_remote(kb: Any) -> bool:
+    """Whether ``kb`` (what :meth:`Context.open` gave) is a server's client, not a store."""
+    from kredenc.client import Client
+
+    return isinstance(kb, Client)
 
 
 def store_home(c: Context) -> Path:
@@ -139,6 +249,10 @@ def context() -> Context:
         obj.store = ctx.meta["kredenc.store"]
     if ctx.meta.get("kredenc.namespace") is not None:
         obj.namespace = ctx.meta["kredenc.namespace"]
+    if ctx.meta.get("kredenc.url") is not None:
+        obj.url = ctx.meta["kredenc.url"]
+    if ctx.meta.get("kredenc.api_key") is not None:
+        obj.api_key = ctx.meta["kredenc.api_key"]
     return obj
 
 

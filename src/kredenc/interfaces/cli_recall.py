@@ -11,10 +11,12 @@ from kredenc.errors import InvalidInput
 from kredenc.interfaces.cli_common import (
     check_arg_text,
     context,
+    is_remote,
     json_option,
     read_stdin_text,
     scope_ids,
     scope_options,
+    settings_of,
     store_home,
 )
 
@@ -54,7 +56,9 @@ def recall_command(
     text = read_stdin_text() if text == "-" else check_arg_text(text, "text")
     scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open(read_only=True) as kb:
-        base = Budget.from_settings(kb.settings)
+        remote = is_remote(kb)
+        # Over a server: the budget of the local settings (the defaults without a store).
+        base = Budget.from_settings(settings_of(c) if remote else kb.settings)
         budget = Budget(
             items=base.items if items is None else items,
             item_chars=item_chars or base.item_chars,
@@ -62,7 +66,8 @@ def recall_command(
             item_tokens=base.item_tokens,
             total_tokens=total_tokens or base.total_tokens,
         )
-        warm_up(kb.store)
+        if not remote:
+            warm_up(kb.store)  # the server warmed up when it started
         result = kb.recall(
             [{"role": "user", "content": text}],
             session_id=session_id,

@@ -11,14 +11,8 @@ from typing import Any
 
 import click
 
-from kredenc.errors import InvalidInput, KredencError, StoreError
-from kredenc.interfaces.cli_common import Context, context, json_option, store_home
-
-
-def _settings(c: Context) -> Any:
-    from kredenc.config import load_settings
-
-    return load_settings(c.store, namespace=c.namespace)
+from kredenc.errors import InvalidInput, KredencError, StoreError, StoreLocked
+from kredenc.interfaces.cli_common import Context, context, json_option, settings_of, store_home
 
 
 @click.command()
@@ -63,8 +57,13 @@ def check(full: bool) -> None:
     from kredenc.storage.verify import verify_store
 
     c = context()
+    if c.url:  # the server's store, checked where it is
+        with c.client(c.url) as client:
+            report = client.check(full=full)
+        _emit_check(c, report)
+        return
     home = store_home(c)
-    settings = _settings(c)
+    settings = settings_of(c)
     model_id: str | None = None
     dim: int | None = None
     embed: Any = None
@@ -81,6 +80,10 @@ def check(full: bool) -> None:
         full=full,
         embed=embed,
     )
+    _emit_check(c, report)
+
+
+def _emit_check(c: Context, report: dict[str, Any]) -> None:
     c.emit(report, lambda: click.echo("\n".join(report["findings"])))
     if not report["sound"]:
         sys.exit(1)
@@ -95,12 +98,24 @@ def rebuild(fresh_cache: bool) -> None:
     """Drop the index and rebuild it from the log (a bad index.db or embeddings.db is
     set aside as <name>.bad-<time> first)."""
     from kredenc.storage import layout, repair
+    from kredenc.storage.housekeeper import StoreLock
 
     c = context()
     home = store_home(c)
     layout.require_store(home)
-    # Before opening: a file that cannot be opened would stop the open itself.
-    aside = repair.set_aside_bad_files(home, repair.cache_path_of(home, _settings(c).embed_cache))
+    # Before opening: a file that cannot be opened would stop the open itself. Under
+    # the store's lock: a running writer's files (their tables still in the WAL) would
+    # look bad from outside and be set aside under it.
+    try:
+        lock = StoreLock(home / layout.LOCK_FILE)
+    except StoreLocked as exc:
+        c.through_server(exc)  # names the server holding it, when one advertises itself
+        raise
+    try:
+        cache = repair.cache_path_of(home, settings_of(c).embed_cache)
+        aside = repair.set_aside_bad_files(home, cache)
+    finally:
+        lock.release()
     with c.open(create=False) as kb:
         t0 = time.perf_counter()
         out: dict[str, Any] = dict(kb.rebuild(fresh_cache=fresh_cache))
@@ -165,7 +180,7 @@ def salvage(dest: Path) -> None:
     try:
         layout.read_meta(home)
     except KredencError:
-        embedder = make_default_embedder(_settings(c))
+        embedder = make_default_embedder(settings_of(c))
         model_id, dim = embedder.model_id, embedder.dim
     report = run_salvage(home, dest, model_id=model_id, dim=dim)
     # Opening DEST for writing builds its index from the new log.

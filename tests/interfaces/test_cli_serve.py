@@ -1,0 +1,195 @@
+"""``kredenc serve`` as a real process: the URL line, the advertisement, a clean stop on
+SIGINT and SIGTERM, a busy port in one line, and the sample data filed once."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import httpx
+import pytest
+
+ENTRY = "from kredenc.interfaces.cli import main; main()"
+URL_LINE = "kredenc serving "
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KREDENC_")}
+    env["KREDENC_EMBED_THREADS"] = "1"
+    env["KREDENC_DURABILITY"] = "none"
+    return env
+
+
+class Serving:
+    """A ``kredenc serve`` process: its URL once printed, its output read by threads
+    (a pipe read with a deadline, whatever the buffering)."""
+
+    def __init__(self, home: Path, *args: str) -> None:
+        self.home = home
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ENTRY, "--store", str(home), "serve", "--port", "0", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        self.out: queue.Queue[str] = queue.Queue()
+        self.err: list[str] = []
+        self._err_lines: queue.Queue[str] = queue.Queue()
+        self._pumps = [
+            threading.Thread(target=_pump, args=(stream, sink), daemon=True)
+            for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self._err_lines))
+        ]
+        for pump in self._pumps:
+            pump.start()
+        try:
+            line = self.out.get(timeout=120)
+        except queue.Empty:
+            line = ""
+        if "--json" in args:  # one JSON line: url, store, pid
+            found = json.loads(line)
+            assert (found["store"], found["pid"]) == (str(home), self.proc.pid)
+            self.url = found["url"].rstrip("/")
+            return
+        assert line.startswith(URL_LINE), line + self.drain()
+        self.url = line[len(URL_LINE) :].split()[0].rstrip("/")
+        assert f"(store {home})" in line
+
+    def drain(self) -> str:
+        while not self._err_lines.empty():
+            self.err.append(self._err_lines.get())
+        return "".join(self.err)
+
+    def wait_err(self, text: str, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not any(text in line for line in self.err):
+            try:
+                self.err.append(self._err_lines.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"no {text!r} on stderr: {self.drain()}") from None
+
+    def stop(self, sig: int = signal.SIGINT) -> tuple[int, str]:
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=90)
+        for pump in self._pumps:
+            pump.join(timeout=10)  # each reads its pipe to the end
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        return self.proc.returncode, self.drain()
+
+
+def _pump(stream: IO[str] | None, sink: queue.Queue[str]) -> None:
+    assert stream is not None
+    for line in stream:
+        sink.put(line)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "store"
+
+
+def test_serve_prints_the_url_advertises_it_and_stops_cleanly(home: Path) -> None:
+    server = Serving(home, "--no-sample", "--allow-host", "kredenc.test")
+    try:
+        assert httpx.get(server.url + "/health", timeout=60).json()["status"] == "ok"
+        named = httpx.get(server.url + "/health", headers={"Host": "kredenc.test"})
+        assert named.status_code == 200
+        other = httpx.get(server.url + "/health", headers={"Host": "elsewhere.test"})
+        assert other.status_code == 403
+        advert = home / "server.json"
+        assert advert.stat().st_mode & 0o777 == 0o600
+        found = json.loads(advert.read_text("utf-8"))
+        assert (found["url"], found["pid"]) == (server.url, server.proc.pid)
+    finally:
+        code, err = server.stop(signal.SIGINT)
+    assert code == 0, err
+    assert "Traceback" not in err and "error" not in err.lower()
+    assert not (home / "server.json").exists()
+
+
+def test_sigterm_is_a_clean_stop_too(home: Path) -> None:
+    server = Serving(home, "--no-sample", "--json")
+    httpx.get(server.url + "/health", timeout=60)
+    code, err = server.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert not (home / "server.json").exists()
+
+
+def test_a_busy_port_fails_at_once_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-c", ENTRY, "--store", str(tmp_path / "s"), "serve",
+             "--port", str(port)],
+            check=False, capture_output=True, text=True, env=_env(), timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"error: cannot listen on 127.0.0.1:{port}")
+    assert time.monotonic() - t0 < 30  # before any model loads
+    assert not (tmp_path / "s").exists()
+
+
+def test_no_keys_means_loopback_only(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY, "--store", str(tmp_path / "s"), "serve",
+         "--host", "0.0.0.0", "--port", "0"],
+        check=False, capture_output=True, text=True, env=_env(), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert "loopback only" in line
+
+
+@pytest.mark.slow
+def test_sample_data_is_filed_once(home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such.pdf"
+    server = Serving(home, "--sample-pdf", str(missing))
+    try:
+        server.wait_err("sample data filed")
+        stats = httpx.get(server.url + "/stats", timeout=60).json()
+        kinds = {(d["drawer"], d["type"]): d["records"] for d in stats["drawers"]}
+        assert kinds[("memories", "memory")] == 20
+        assert kinds[("documents", "document")] == 4  # the four sample notes
+        hits = httpx.get(server.url + "/search", params={"q": "when are production deploys"})
+        assert any("Tuesdays" in h["text"] for h in hits.json()["hits"])
+    finally:
+        code, err = server.stop()
+    assert code == 0, err
+    assert f"sample PDF {missing} not found; skipped" in err
+    assert (home / "samples.json").exists()
+
+    again = Serving(home)
+    try:
+        stats_again = httpx.get(again.url + "/stats", timeout=60).json()
+    finally:
+        code, err = again.stop()
+    assert code == 0, err
+    assert "filing sample data" not in err
+    assert stats_again["records"] == stats["records"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_it_starts_is_clean_too(home: Path, sig: int) -> None:
+    # Right after the URL line: the app is still being built and the model loading,
+    # before uvicorn has taken the signals over.
+    server = Serving(home, "--no-sample")
+    code, err = server.stop(sig)
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert not (home / "server.json").exists()
