@@ -316,3 +316,18 @@ def test_a_refused_streamed_ask_raises_before_any_text(served: tuple[Kredenc, Cl
         client.ask("when?", agent="no-such-agent", stream=True, on_delta=deltas.append)
     assert "no-such-agent" in caught.value.message
     assert caught.value.hint and deltas == []
+
+
+def test_scope_ids_and_filters_travel_over_the_client(served: tuple[Kredenc, Client]) -> None:
+    _kb, client = served
+    mine = client.remember("Kiri paddles a green canoe", kind="fact", user_id="kiri", tags=["boat"])
+    other = client.remember("Tane paddles a grey canoe", user_id="tane", meta={"lake": "taupo"})
+    assert (mine.user_id, other.user_id) == ("kiri", "tane")
+    assert [h.id for h in client.search("paddles canoe", user_id="kiri")] == [mine.id]
+    assert [h.id for h in client.search("paddles canoe", where={"lake": "taupo"})] == [other.id]
+    assert [h.id for h in client.search("paddles canoe", tags=["boat"])] == [mine.id]
+    assert [m.id for m in client.list_memories(user_id="tane")] == [other.id]
+    graph = client.context_graph("paddles canoe", user_id="tane")
+    assert {n.id for n in graph.nodes} == {other.id}
+    for forgotten in (mine, other):
+        client.forget(forgotten.id)

@@ -44,6 +44,7 @@ POLL_S = 0.5
 #: ``reason`` (the facade takes a few more: refused here, not dropped).
 REMEMBER_FIELDS = frozenset(
     {"importance", "confidence", "stability", "status", "valid_from", "valid_to", "episode_id"}
+    | {"user_id", "agent_id", "run_id"}
 )
 SCORE_FIELDS = frozenset({"importance", "confidence", "stability", "status", "valid_to"})
 
@@ -237,10 +238,14 @@ class Client:
         until: Any = None,
         limit: int = 50,
         offset: int = 0,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> list[Memory]:
         params = _params(
             kind=list(kinds), status=list(statuses), tag=list(tags), drawer=drawer,
-            since=since, until=until, limit=limit, offset=offset,
+            since=since, until=until, limit=limit, offset=offset, user_id=user_id,
+            agent_id=agent_id, run_id=run_id,
         )  # fmt: skip
         return [from_wire(Memory, m) for m in self._page("/memories", params)]
 
@@ -266,6 +271,12 @@ class Client:
         per_document: bool = False,
         since: float | str | None = None,
         until: float | str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        tags: Sequence[str] = (),
+        where: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
     ) -> list[Hit]:
         body = {
             "query": query, "k": k, "mode": mode, "drawer": drawer, "kind": list(kinds),
@@ -274,6 +285,8 @@ class Client:
             "pages": f"{pages[0]}-{pages[1]}" if pages else None,
             "since": None if since is None else str(since),
             "until": None if until is None else str(until),
+            "user_id": user_id, "agent_id": agent_id, "run_id": run_id, "tags": list(tags),
+            "where": dict(where) if where else None, "min_score": min_score,
         }  # fmt: skip
         clean = {key: v for key, v in body.items() if v is not None}
         data = self._json("POST", "/search", json=clean)
@@ -287,10 +300,14 @@ class Client:
         neighbors_max: int = 40,
         seed_ids: Sequence[str] | None = None,
         k: int = 10,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> ContextGraph:
         params = _params(
             query=query, max_hops=hops, neighbors_max=neighbors_max, k=k,
-            seed_ids=",".join(seed_ids) if seed_ids else None,
+            seed_ids=",".join(seed_ids) if seed_ids else None, user_id=user_id,
+            agent_id=agent_id, run_id=run_id,
         )  # fmt: skip
         return from_wire(ContextGraph, self._json("GET", "/context_graph", params=params))
 
@@ -303,6 +320,9 @@ class Client:
         dry_run: bool | None = None,
         time_budget_ms: float | None = None,
         mode: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> RecallResult:
         from kredenc.recall.result import RecallResult
 
@@ -312,7 +332,7 @@ class Client:
         body = {
             "messages": [dict(m) for m in messages], "session_id": session_id,
             "budget": dict(budget) if budget is not None else None, "dry_run": dry_run,
-            "mode": mode,
+            "mode": mode, "user_id": user_id, "agent_id": agent_id, "run_id": run_id,
         }  # fmt: skip
         clean = {key: v for key, v in body.items() if v is not None}
         return from_wire(RecallResult, self._json("POST", "/recall", json=to_wire(clean)))
