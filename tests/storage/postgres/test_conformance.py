@@ -19,6 +19,8 @@ from kredenc.storage.haystack import crc32c, encode_payload
 from kredenc.testing.conformance import IndexConformance, LogConformance
 from kredenc.testing.postgres import require
 
+pytestmark = pytest.mark.postgres
+
 require()  # skips this module without the PostgreSQL packages (fails under CI)
 
 import psycopg  # noqa: E402

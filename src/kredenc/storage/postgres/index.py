@@ -366,7 +366,11 @@ class PostgresIndex:
             rows = conn.execute(
                 "SELECT rowid, vec FROM vectors WHERE rowid = ANY(%s)", [list(rowids)]
             ).fetchall()
-        return {int(r): np.asarray(v.to_numpy(), dtype=np.float32) for r, v in rows}
+        # pgvector >= 0.4 hands back its Vector type, older versions numpy arrays.
+        return {
+            int(r): np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
+            for r, v in rows
+        }
 
     def document(self, ns: str, origin: str) -> tuple[str, str, int] | None:
         with self._tx(ns) as conn:

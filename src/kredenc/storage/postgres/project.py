@@ -20,6 +20,9 @@ from kredenc.storage.index.schema import INDEXED_TYPES, SCORE_FIELDS, shard_key
 from kredenc.storage.index.vectors import F32
 from kredenc.storage.postgres.lexical import words
 
+#: Tokens of the SQLite card's scope column (``cards.scope_token`` twice).
+SCOPE_TOKENS = 2
+
 
 class Counts:
     """What one transaction changes in the counts kept in ``meta``."""
@@ -154,7 +157,9 @@ def put(
     if vec is None:
         return
     own, context = words(card_of(p)), words(context_of(p))
-    length = len(own) + len(context)
+    # FTS5's |D| counts every column: the SQLite card's scope column holds two tokens
+    # (namespace and drawer), so the same lengths keep BM25 on the same scale.
+    length = len(own) + len(context) + SCOPE_TOKENS
     conn.execute(
         "INSERT INTO cards(rowid, ns, tsv, len) VALUES (%s, %s,"
         " setweight(to_tsvector('kredenc', %s), 'A')"

@@ -1,0 +1,108 @@
+"""A whole store on PostgreSQL: ``Kredenc.open(path, backend="postgres", ...)`` remembers,
+searches (hybrid), relates, builds the context graph, forgets, reopens and rebuilds,
+and answers as the same store on the file backend does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kredenc.engine import Kredenc
+from kredenc.errors import InvalidInput, NotFound
+from kredenc.records import GraphEdge
+from kredenc.storage import layout
+from kredenc.testing.embedders import HashEmbedder
+from kredenc.testing.postgres import require
+
+pytestmark = pytest.mark.postgres
+
+require()
+
+FACTS = [
+    ("The office coffee machine is broken", "fact"),
+    ("Deploys happen on Tuesdays after the standup", "fact"),
+    ("The user prefers dark mode in every editor", "preference"),
+    ("Lunch is at noon on Fridays", "fact"),
+    ("Facilities say the coffee machine works again", "fact"),
+    ("Rotate the database credentials every quarter", "task"),
+]
+
+
+@pytest.fixture
+def pg(postgres_dsn: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Settings that put a store's log and index in a schema of its own."""
+    return {
+        "backend": "postgres",
+        "postgres_dsn": postgres_dsn,
+        "postgres_schema": "t_store_" + request.node.name.lower()[:40],
+        "durability": "none",
+    }
+
+
+@pytest.fixture
+def kb(tmp_path: Path, pg: dict[str, Any]) -> Iterator[Kredenc]:
+    with Kredenc.open(tmp_path / "pg", embedder=HashEmbedder(), **pg) as store:
+        yield store
+
+
+def fill(kb: Kredenc) -> list[str]:
+    return [kb.remember(text, kind=kind).id for text, kind in FACTS]
+
+
+def test_remember_search_relate_graph_forget(kb: Kredenc, tmp_path: Path) -> None:
+    old, *_, new, _task = fill(kb)
+    assert not (tmp_path / "pg" / layout.LOG_FILE).exists()  # the log is in the database
+    assert not (tmp_path / "pg" / layout.INDEX_FILE).exists()
+    hits = kb.search("coffee machine broken", k=3)
+    assert hits[0].id == old
+    assert {"lexical", "dense"} <= set(hits[0].legs)
+    kb.relate(new, old, "contradicts")
+    graph = kb.context_graph("office coffee machine broken", hops=0, k=1)
+    assert {old, new} <= {n.id for n in graph.nodes}
+    assert GraphEdge(new, old, "contradicts", 1.0) in graph.edges
+    assert kb.get(old).text == FACTS[0][0]
+    kb.forget(old)
+    assert old not in {h.id for h in kb.search("coffee machine broken", k=5)}
+    with pytest.raises(NotFound):
+        kb.get(old)
+    assert kb.stats()["records"] == len(FACTS) - 1
+
+
+def test_namespaces_stay_apart(kb: Kredenc) -> None:
+    fill(kb)
+    other = kb.scoped("other")
+    mine = other.remember("The coffee in namespace other is decaf")
+    assert {h.id for h in other.search("coffee", k=10)} == {mine.id}
+    assert mine.id not in {h.id for h in kb.search("coffee", k=10)}
+
+
+def test_reopen_and_rebuild_keep_the_answers(tmp_path: Path, pg: dict[str, Any]) -> None:
+    path = tmp_path / "pg"
+    with Kredenc.open(path, embedder=HashEmbedder(), **pg) as kb:
+        ids = fill(kb)
+        kb.relate(ids[1], ids[5], "related_to")
+        before = [(h.id, round(h.score, 6)) for h in kb.search("coffee deploys", k=5)]
+    with Kredenc.open(path, embedder=HashEmbedder(), **pg) as kb:
+        assert [(h.id, round(h.score, 6)) for h in kb.search("coffee deploys", k=5)] == before
+        report = kb.rebuild()
+        assert report["records"] == len(FACTS)
+        assert [(h.id, round(h.score, 6)) for h in kb.search("coffee deploys", k=5)] == before
+        assert kb.context_graph("deploys", hops=1, k=1).edges
+
+
+def test_the_same_answers_as_the_file_backend(tmp_path: Path, pg: dict[str, Any]) -> None:
+    queries = ["coffee machine", "dark mode editor", "database credentials", "lunch friday"]
+    answers: list[list[list[str]]] = []
+    for where, extra in (("sqlite", {"durability": "none"}), ("pg", pg)):
+        with Kredenc.open(tmp_path / where, embedder=HashEmbedder(), **extra) as kb:
+            fill(kb)
+            answers.append([[h.text for h in kb.search(q, k=3)] for q in queries])
+    assert answers[0] == answers[1]
+
+
+def test_postgres_without_a_dsn_is_refused(tmp_path: Path) -> None:
+    with pytest.raises((InvalidInput, ValueError), match="postgres_dsn"):
+        Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), backend="postgres")
