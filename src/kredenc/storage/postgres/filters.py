@@ -53,10 +53,10 @@ def record_conditions(filters: Filters, alias: str = "r") -> tuple[str, list[Any
         where += f" AND {r}.drawer = %s"
         args.append(filters.drawer)
     if filters.types:
-        where += f" AND {r}.type = ANY(%s)"
+        where += f" AND {r}.type = ANY(%s::text[])"
         args.append(list(filters.types))
     if filters.kinds:
-        where += f" AND {r}.kind = ANY(%s)"
+        where += f" AND {r}.kind = ANY(%s::text[])"
         args.append(list(filters.kinds))
     if not filters.include_deprecated:
         where += f" AND {r}.status <> 'deprecated'"
@@ -64,7 +64,7 @@ def record_conditions(filters: Filters, alias: str = "r") -> tuple[str, list[Any
         where += f" AND {r}.created_at < %s"
         args.append(filters.older_than)
     if filters.loaders:
-        where += f" AND {r}.loader = ANY(%s)"
+        where += f" AND {r}.loader = ANY(%s::text[])"
         args.append(list(filters.loaders))
     if filters.origin_glob is not None:
         where += f" AND {r}.origin ~ %s"

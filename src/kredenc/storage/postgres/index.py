@@ -45,6 +45,8 @@ from kredenc.storage.postgres.filters import record_conditions
 log = logging.getLogger(__name__)
 
 _SEARCHABLE = ["memory", "chunk", "turn"]
+#: Cards from which the housekeeper refreshes the planner's statistics (compaction_due).
+ANALYZE_MIN = 500
 _ALL = "*"  # the namespace of a transaction that may see every namespace
 
 
@@ -142,13 +144,17 @@ class PostgresIndex:
             return
         vectors = dict(vectors or {})
         projector.fill_vectors(entries, vectors, embed, self)
-        counts = project.Counts()
         touched: dict[projector.Scope, int] = {}
+        puts = sum(1 for _, p in entries if p.get("op") == "put")
         with self._tx(_ALL) as conn:
-            for offset, payload in entries:
-                scope = project.apply_one(conn, offset, payload, vectors, self.dim, counts)
-                if scope is not None:
-                    touched[scope] = int(payload["seq"])
+            counts = project.Counts(project.reserve_rowids(conn, puts))
+            # Pipeline mode: statements stream without a round trip each (only those
+            # whose answer is read, a tombstone's or a score's, wait for the server).
+            with conn.pipeline():
+                for offset, payload in entries:
+                    scope = project.apply_one(conn, offset, payload, vectors, self.dim, counts)
+                    if scope is not None:
+                        touched[scope] = int(payload["seq"])
             last_seq = max(int(entries[-1][1]["seq"]), applied_through or 0)
             values: list[tuple[str, str]] = [
                 (projector.generation_key(ns, scope), str(seq))
@@ -190,7 +196,7 @@ class PostgresIndex:
             return {}
         with self._tx(_ALL) as conn:
             rows = conn.execute(
-                "SELECT hash, vec FROM embeddings WHERE model = %s AND hash = ANY(%s)",
+                "SELECT hash, vec FROM embeddings WHERE model = %s AND hash = ANY(%s::bytea[])",
                 [self.model_id, list(hashes)],
             ).fetchall()
         return {bytes(h): np.frombuffer(bytes(v), dtype=np.float32) for h, v in rows}
@@ -301,7 +307,7 @@ class PostgresIndex:
             return {}
         with self._tx(ns) as conn:
             rows = conn.execute(
-                "SELECT rowid, id, address FROM records WHERE rowid = ANY(%s) AND ns = %s"
+                "SELECT rowid, id, address FROM records WHERE rowid = ANY(%s::bigint[]) AND ns = %s"
                 " AND NOT deleted",
                 [list(rowids), ns],
             ).fetchall()
@@ -313,8 +319,8 @@ class PostgresIndex:
         where, args = record_conditions(filters)
         with self._tx(ns) as conn:
             rows = conn.execute(
-                "SELECT r.id, r.rowid FROM records r WHERE r.id = ANY(%s) AND r.ns = %s"
-                " AND r.type = ANY(%s)" + where,
+                "SELECT r.id, r.rowid FROM records r WHERE r.id = ANY(%s::text[]) AND r.ns = %s"
+                " AND r.type = ANY(%s::text[])" + where,
                 [list(ids), ns, _SEARCHABLE, *args],
             ).fetchall()
         return {str(i): int(r) for i, r in rows}
@@ -327,7 +333,7 @@ class PostgresIndex:
                 "SELECT r.rowid, r.id, r.address, r.type, r.kind, r.importance, r.created_at,"
                 " r.status, coalesce(a.count, 0), a.last_at FROM records r"
                 " LEFT JOIN access a ON a.id = r.id AND a.ns = r.ns"
-                " WHERE r.rowid = ANY(%s) AND r.ns = %s AND NOT r.deleted",
+                " WHERE r.rowid = ANY(%s::bigint[]) AND r.ns = %s AND NOT r.deleted",
                 [list(rowids), ns],
             ).fetchall()
         keys = (
@@ -353,7 +359,7 @@ class PostgresIndex:
             return {}
         with self._tx(ns) as conn:
             rows = conn.execute(
-                "SELECT rowid, doc_id FROM records WHERE rowid = ANY(%s) AND ns = %s"
+                "SELECT rowid, doc_id FROM records WHERE rowid = ANY(%s::bigint[]) AND ns = %s"
                 " AND doc_id IS NOT NULL",
                 [list(rowids), ns],
             ).fetchall()
@@ -364,7 +370,7 @@ class PostgresIndex:
             return {}
         with self._tx(_ALL) as conn:
             rows = conn.execute(
-                "SELECT rowid, vec FROM vectors WHERE rowid = ANY(%s)", [list(rowids)]
+                "SELECT rowid, vec FROM vectors WHERE rowid = ANY(%s::bigint[])", [list(rowids)]
             ).fetchall()
         # pgvector >= 0.4 hands back its Vector type, older versions numpy arrays.
         return {
@@ -403,7 +409,7 @@ class PostgresIndex:
     ) -> list[tuple[str, int]]:
         where, args = record_conditions(listing_filters(query))
         if query.statuses:
-            where += " AND r.status = ANY(%s)"
+            where += " AND r.status = ANY(%s::text[])"
             args.append(list(query.statuses))
         if query.session is not None:
             where += " AND r.session = %s"
@@ -431,7 +437,9 @@ class PostgresIndex:
     def taken_ids(self, ids: Sequence[str]) -> set[str]:
         if not ids:
             return set()
-        return set(self._ids(_ALL, "SELECT id FROM records WHERE id = ANY(%s)", [list(ids)]))
+        return set(
+            self._ids(_ALL, "SELECT id FROM records WHERE id = ANY(%s::text[])", [list(ids)])
+        )
 
     def namespaces(self) -> list[str]:
         return self._ids(_ALL, "SELECT DISTINCT ns FROM records WHERE NOT deleted ORDER BY ns", [])
@@ -458,14 +466,14 @@ class PostgresIndex:
             return []
         out = self._edges(
             ns,
-            "SELECT src, dst, rel, weight FROM edges WHERE ns = %s AND src = ANY(%s)",
+            "SELECT src, dst, rel, weight FROM edges WHERE ns = %s AND src = ANY(%s::text[])",
             [ns, list(ids)],
         )
         out += [
             (b, a, r, w)
             for a, b, r, w in self._edges(
                 ns,
-                "SELECT src, dst, rel, weight FROM edges WHERE ns = %s AND dst = ANY(%s)",
+                "SELECT src, dst, rel, weight FROM edges WHERE ns = %s AND dst = ANY(%s::text[])",
                 [ns, list(ids)],
             )
         ]
@@ -476,8 +484,8 @@ class PostgresIndex:
             return []
         return self._edges(
             ns,
-            "SELECT src, dst, rel, weight FROM edges WHERE ns = %s AND src = ANY(%s)"
-            " AND dst = ANY(%s) ORDER BY seq",
+            "SELECT src, dst, rel, weight FROM edges WHERE ns = %s AND src = ANY(%s::text[])"
+            " AND dst = ANY(%s::text[]) ORDER BY seq",
             [ns, list(ids), list(ids)],
         )
 
@@ -575,18 +583,36 @@ class PostgresIndex:
 
     # -- maintenance -------------------------------------------------------------------
     def compaction_due(self) -> bool:
-        """PostgreSQL merges its GIN pending list itself (autovacuum): never due."""
-        return False
+        """Whether the planner's statistics are due a refresh: the cards have doubled
+        since the last ``ANALYZE`` (and number at least ``ANALYZE_MIN``). A store filled
+        faster than autovacuum looks (a minute) would otherwise be planned as the empty
+        tables it started as: 3-5x slower searches were measured at 2,000 records.
+        (GIN's pending list and the HNSW graph need no merge: PostgreSQL keeps them.)"""
+        cards, analyzed = self._counts("cards", "analyzed_cards")
+        return cards >= ANALYZE_MIN and cards >= 2 * analyzed
 
     def compact(self) -> float:
-        """Refresh the planner's statistics (after a rebuild's bulk load); seconds."""
+        """Refresh the planner's statistics (``ANALYZE``); seconds taken."""
         started = time.perf_counter()
         try:
             with self._pool.connection() as conn:
-                conn.execute("ANALYZE records, cards, vectors, edges")
+                conn.execute("ANALYZE records, cards, vectors, edges, access")
+                conn.execute(
+                    "INSERT INTO meta(key, value) SELECT 'analyzed_cards', value FROM meta"
+                    " WHERE key = 'cards' ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                )
         except psycopg.Error as exc:
             raise _error(exc) from None
         return time.perf_counter() - started
+
+    def _counts(self, *keys: str) -> list[int]:
+        with self._tx(_ALL) as conn:
+            rows = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key = ANY(%s::text[])", [list(keys)]
+                ).fetchall()
+            )
+        return [int(rows.get(key, 0)) for key in keys]
 
     def shards(self) -> Mapping[str, Sized]:
         """The vectors per shard key (the HNSW graph lives in the database: nothing

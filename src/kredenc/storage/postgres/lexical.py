@@ -155,17 +155,17 @@ def _search(
 ) -> list[tuple[int, float]]:
     any_query = " | ".join(f"({q})" for q in queries)
     counts = ", ".join("count(*) FILTER (WHERE tsv @@ %s::tsquery)" for _ in queries)
+    # One round trip: every phrase's card count, and the card and token totals.
     row = conn.execute(
-        f"SELECT {counts} FROM cards WHERE tsv @@ %s::tsquery", [*queries, any_query]
+        f"SELECT {counts},"
+        " (SELECT value FROM meta WHERE key = 'cards'),"
+        " (SELECT value FROM meta WHERE key = 'tokens')"
+        " FROM cards WHERE tsv @@ %s::tsquery",
+        [*queries, any_query],
     ).fetchone()
-    hits = [int(n) for n in (row or ())]
-    meta: dict[str, str] = {
-        str(key): str(value)
-        for key, value in conn.execute(
-            "SELECT key, value FROM meta WHERE key IN ('cards', 'tokens')"
-        ).fetchall()
-    }
-    cards, tokens = int(meta.get("cards", 0)), int(meta.get("tokens", 0))
+    assert row is not None
+    hits = [int(n) for n in row[: len(queries)]]
+    cards, tokens = (int(v or 0) for v in row[len(queries) :])
     live = [i for i, n in enumerate(hits, start=1) if n > 0]
     if not live or cards <= 0:
         return []

@@ -25,15 +25,30 @@ SCOPE_TOKENS = 2
 
 
 class Counts:
-    """What one transaction changes in the counts kept in ``meta``."""
+    """What one transaction changes in the counts kept in ``meta``, and the rowids it
+    reserved for its puts (taken in order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rowids: list[int] | None = None) -> None:
         self.cards = 0
         self.tokens = 0
         self.vectors: dict[str, int] = {}
+        self.rowids = list(reversed(rowids or []))
 
     def vector(self, ns: str, delta: int) -> None:
         self.vectors[ns] = self.vectors.get(ns, 0) + delta
+
+
+def reserve_rowids(conn: psycopg.Connection, n: int) -> list[int]:
+    """``n`` rowids from the records' identity sequence, in one round trip: with them a
+    put needs no ``RETURNING``, so a whole apply streams in pipeline mode."""
+    if n <= 0:
+        return []
+    rows = conn.execute(
+        "SELECT nextval(pg_get_serial_sequence('records', 'rowid'))"
+        " FROM generate_series(1, %s) ORDER BY 1",
+        [n],
+    ).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def apply_one(
@@ -105,13 +120,15 @@ def put(
         vec = np.asarray(vectors[p["id"]], dtype=np.float32)
         if vec.shape != (dim,):
             raise StoreError(f"vector of shape {vec.shape} for {p['id']}, expected ({dim},)")
-    row = conn.execute(
-        "INSERT INTO records(id, ns, drawer, type, kind, seq, address, created_at, valid_from,"
-        " valid_to, status, importance, confidence, stability, source, doc_id, episode_id,"
-        " task_status, read_only, origin, loader, page, session) VALUES (%s, %s, %s, %s, %s,"
-        " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        " RETURNING rowid",
+    rowid = counts.rowids.pop()
+    conn.execute(
+        "INSERT INTO records(rowid, id, ns, drawer, type, kind, seq, address, created_at,"
+        " valid_from, valid_to, status, importance, confidence, stability, source, doc_id,"
+        " episode_id, task_status, read_only, origin, loader, page, session) VALUES (%s, %s,"
+        " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+        " %s)",
         [
+            rowid,
             p["id"],
             p["ns"],
             p["drawer"],
@@ -136,9 +153,7 @@ def put(
             p.get("page"),
             session_of(p),
         ],
-    ).fetchone()
-    assert row is not None
-    rowid = int(row[0])
+    )
     if p["type"] == "document":
         conn.execute(
             "INSERT INTO documents(ns, source, drawer, doc_id, content_hash, version)"
