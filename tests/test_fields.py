@@ -6,14 +6,21 @@ from pathlib import Path
 
 import pytest
 
+from kredenc.checks import check_scope_id
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.fields import (
+    MAX_TAG_FILTERS,
     MAX_TIME,
+    MAX_WHERE_KEY_CHARS,
+    MAX_WHERE_KEYS,
     MIN_TIME,
+    SCOPE_IDS,
     parse_time,
     validate_fields,
     validate_meta,
+    validate_tag_filter,
+    validate_where,
 )
 from kredenc.testing.embedders import HashEmbedder
 
@@ -100,6 +107,8 @@ def test_edge_inputs_are_invalid_and_write_nothing(
         ({"meta": {"x": object()}}, "meta must hold only JSON values"),
         ({"meta": {"x": float("nan")}}, "meta must hold only JSON values"),
         ({"tags": ["nul\x00"]}, "tags must not hold control characters"),
+        ({"user_id": ""}, "user_id must be a non-empty name"),
+        ({"run_id": "r\x00"}, "run_id must not contain control characters"),
     ],
 )
 def test_add_passages_validates_meta_and_tags(
@@ -131,3 +140,73 @@ def test_valid_times_at_the_edges_of_the_calendar() -> None:
     assert parse_time(MAX_TIME, "t") == MAX_TIME
     with pytest.raises(InvalidInput):
         parse_time(MAX_TIME + 1, "t")
+
+
+# -- user_id / agent_id / run_id, and the tag and meta filters ------------------------
+
+
+@pytest.mark.parametrize("key", ["user_id", "agent_id", "run_id"])
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("", "non-empty"), ("   ", "non-empty"), ("x" * 201, "200"), ("al\x00ex", "control"),
+     ("a\nb", "control"), (7, "non-empty"), ("\ud800", "UTF-8")],
+)  # fmt: skip
+def test_scope_ids_are_names(key: str, value: object, why: str) -> None:
+    with pytest.raises(InvalidInput, match=why) as err:
+        check_scope_id(key, value)
+    assert key in err.value.message
+
+
+def test_scope_ids_may_be_unset_and_keep_their_text() -> None:
+    assert check_scope_id("user_id", None) is None
+    assert check_scope_id("user_id", "Ålex 7") == "Ålex 7"
+    assert SCOPE_IDS == ("user_id", "agent_id", "run_id")
+
+
+def test_where_pairs_are_sorted_scalars() -> None:
+    assert validate_where(None) == ()
+    assert validate_where({"b": 1, "a": "x", "c": None, "d": True, "e": 2.5}) == (
+        ("a", "x"), ("b", 1), ("c", None), ("d", True), ("e", 2.5),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [
+        (["a", "b"], "map meta keys"),
+        ("a=b", "map meta keys"),
+        ({"": 1}, "non-empty"),
+        ({"k" * (MAX_WHERE_KEY_CHARS + 1): 1}, "non-empty names"),
+        ({'a"b': 1}, "quote"),
+        ({"a\x07": 1}, "control"),
+        ({1: 1}, "non-empty names"),
+        ({"a": [1]}, "string, number"),
+        ({"a": {"b": 1}}, "string, number"),
+        ({"a": float("nan")}, "finite"),
+        ({"a": float("inf")}, "finite"),
+        ({"a": 2**70}, "64-bit"),
+        ({f"k{i}": i for i in range(MAX_WHERE_KEYS + 1)}, f"at most {MAX_WHERE_KEYS}"),
+    ],
+)
+def test_where_refuses_what_sql_cannot_match(where: object, why: str) -> None:
+    with pytest.raises(InvalidInput, match=why):
+        validate_where(where)
+
+
+def test_tag_filters_are_tags_and_bounded() -> None:
+    assert validate_tag_filter(["a", " b ", "a"]) == ("a", "b")
+    with pytest.raises(InvalidInput, match="non-empty strings"):
+        validate_tag_filter("birds")  # a string is not a list of tags
+    with pytest.raises(InvalidInput, match="control"):
+        validate_tag_filter(["bi\x00rds"])
+    with pytest.raises(InvalidInput, match=f"at most {MAX_TAG_FILTERS}"):
+        validate_tag_filter([f"t{i}" for i in range(MAX_TAG_FILTERS + 1)])
+
+
+def test_add_passages_files_the_scope_ids(tmp_path: Path) -> None:
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        a, b = kb.add_passages(
+            [{"text": "owned", "user_id": "u1", "agent_id": "bot"}, {"text": "x"}]
+        )
+        assert (kb.get(a).user_id, kb.get(a).agent_id, kb.get(b).user_id) == ("u1", "bot", None)
+        assert [h.id for h in kb.search("owned x", user_id="u1")] == [a]

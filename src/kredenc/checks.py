@@ -1,5 +1,6 @@
 """Checks on the names and texts callers hand to the store (namespaces, drawers,
-sessions, record ids, a memory's or passage's text): one line saying what was wrong.
+sessions, record ids, the user, agent and run ids, a memory's or passage's text): one
+line saying what was wrong.
 And :func:`data_line`, the one way untrusted text is written into a prompt's data
 envelope (the recall block, the judge's contexts)."""
 
@@ -50,6 +51,14 @@ def check_name(what: str, value: object) -> str:
     if any(ord(c) < 32 for c in value):
         raise InvalidInput(f"{what} must not contain control characters")
     return value
+
+
+def check_scope_id(what: str, value: object) -> str | None:
+    """A ``user_id``, ``agent_id`` or ``run_id`` (``fields.SCOPE_IDS``): None (not set)
+    or a name as :func:`check_name` takes it."""
+    if value is None:
+        return None
+    return check_name(what, value)
 
 
 def check_utf8(what: str, value: str) -> None:

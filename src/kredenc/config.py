@@ -370,6 +370,17 @@ class Settings(BaseSettings):
         description="Opening a store loads the query model and the vector shards on a "
         "background thread, so the first recall finds the dense leg ready.",
     )
+    recall_user_id: str = Field(
+        "",
+        description="Recall only records filed with this user_id (inside the namespace) "
+        "when a recall names none ('': no filter).",
+    )
+    recall_agent_id: str = Field(
+        "", description="Recall only records filed with this agent_id ('': no filter)."
+    )
+    recall_run_id: str = Field(
+        "", description="Recall only records filed with this run_id ('': no filter)."
+    )
 
     @field_validator("embed_provider")
     @classmethod

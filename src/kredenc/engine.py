@@ -231,17 +231,28 @@ class Kredenc:
             return transfer.import_items(self.store, items, skip_existing=skip_existing)
 
     def file_turns(
-        self, session_id: str, turns: Sequence[Mapping[str, Any]], *, drawer: str = "turns"
+        self,
+        session_id: str,
+        turns: Sequence[Mapping[str, Any]],
+        *,
+        drawer: str = "turns",
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> list[str]:
         """File conversation turns (``role``, ``content``) of a session as one batch.
 
         Each becomes a ``turn`` record whose index card carries the session, the
         speaker and the turns just before it as context, and tags naming the session,
         the speaker and its extracted terms (see ``memory.turns``), so recall can find
-        it by words and meaning.
+        it by words and meaning. ``user_id``, ``agent_id`` and ``run_id`` are filed
+        with every turn (a recall scoped to a user finds only that user's turns).
         """
+        scope = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
         with self.store.gate:
-            return self._turns.file(self.store, self.namespace, session_id, turns, drawer=drawer)
+            return self._turns.file(
+                self.store, self.namespace, session_id, turns, drawer=drawer, scope=scope
+            )
 
     def ingest(
         self,
@@ -281,9 +292,14 @@ class Kredenc:
         time_budget_ms: float | None = None,
         session_start: float | None = None,
         mode: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> RecallResult:
         """The recall reflex: the messages with one system message of memories
-        appended at the tail (never raises; see ``kredenc.recall.reflex``)."""
+        appended at the tail (never raises; see ``kredenc.recall.reflex``). ``user_id``,
+        ``agent_id`` and ``run_id`` recall only records filed with those ids (default:
+        the ``recall_user_id``, ``recall_agent_id`` and ``recall_run_id`` settings)."""
         from kredenc.recall.reflex import recall
 
         store: Any = self.store
@@ -302,6 +318,9 @@ class Kredenc:
                 time_budget_ms=time_budget_ms,
                 session_start=session_start,
                 mode=mode,
+                user_id=user_id,
+                agent_id=agent_id,
+                run_id=run_id,
             )
 
     # -- the answer loop ---------------------------------------------------------

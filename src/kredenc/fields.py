@@ -12,6 +12,13 @@ and JSON values only (no NaN or infinity, which would reach the log as bare ``Na
 not JSON), at most :data:`MAX_META_DEPTH` deep and :data:`MAX_META_BYTES` as JSON.
 Times are bounded to the calendar years 1 to 9999 (:data:`MIN_TIME`, :data:`MAX_TIME`);
 tags hold no control characters.
+
+``user_id``, ``agent_id`` and ``run_id`` (:data:`SCOPE_IDS`) say whose memory it is,
+which agent filed it and in which run, inside the namespace (never instead of it: the
+namespace is the tenant). They are names (:func:`~kredenc.checks.check_scope_id`), set
+once when a record is filed. :func:`validate_where` checks a search's ``where`` on ``meta``
+and :func:`validate_tag_filter` its ``tags``: both bounded, as each becomes a condition
+in SQL.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ log = logging.getLogger(__name__)
 SCORES = ("importance", "confidence", "stability")
 TASK_STATUSES = ("pending", "active", "done", "cancelled")
 SOURCES = ("user", "agent", "ingest", "reflection")
+#: Who a record belongs to inside its namespace: filed with it, filterable everywhere.
+SCOPE_IDS = ("user_id", "agent_id", "run_id")
 
 DEFAULTS: dict[str, Any] = {
     "kind": "note",
@@ -53,6 +62,11 @@ MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 #: How deep ``meta`` may nest, and how large it may be as JSON (UTF-8 bytes).
 MAX_META_DEPTH = 32
 MAX_META_BYTES = 256 * 1024
+#: How many ``meta`` keys a ``where`` filter may name, and how many tags a tag filter
+#: may require (each is one condition in SQL), and how long a ``where`` key may be.
+MAX_WHERE_KEYS = 16
+MAX_TAG_FILTERS = 16
+MAX_WHERE_KEY_CHARS = 200
 
 _ENUMS: dict[str, tuple[str, ...]] = {
     "kind": MEMORY_KINDS,
@@ -188,6 +202,77 @@ def validate_tags(tags: object) -> list[str]:
             )
         seen.setdefault(tag.strip(), None)
     return list(seen)
+
+
+def validate_tag_filter(tags: object) -> tuple[str, ...]:
+    """The tags a search requires (every one on the record): checked as tags are, at
+    most :data:`MAX_TAG_FILTERS`."""
+    wanted = tuple(validate_tags(tags))
+    if len(wanted) > MAX_TAG_FILTERS:
+        raise InvalidInput(
+            f"a search may require at most {MAX_TAG_FILTERS} tags, not {len(wanted)}",
+            "require fewer tags",
+        )
+    return wanted
+
+
+#: What a ``where`` value may be: one JSON scalar, matched exactly and by JSON type.
+WhereValue = str | int | float | bool | None
+
+
+def validate_where(where: object) -> tuple[tuple[str, WhereValue], ...]:
+    """A ``where`` filter on ``meta`` as (key, value) pairs, sorted by key.
+
+    Each key is a top-level ``meta`` key (a name without ``"``: it is spelled inside a
+    JSON path); each value a JSON scalar (string, number, true/false, null) that the
+    record's value must equal with the same JSON type (``"1"`` is not ``1``, ``true``
+    is not ``1``). At most :data:`MAX_WHERE_KEYS` keys."""
+    if where is None:
+        return ()
+    if not isinstance(where, Mapping):
+        raise InvalidInput(
+            f"where must map meta keys to values, not {type(where).__name__}",
+            'e.g. where={"project": "apollo"}',
+        )
+    if len(where) > MAX_WHERE_KEYS:
+        raise InvalidInput(
+            f"where may name at most {MAX_WHERE_KEYS} meta keys, not {len(where)}",
+            "filter on fewer keys",
+        )
+    out: list[tuple[str, WhereValue]] = []
+    for key, value in where.items():
+        if not isinstance(key, str) or not key.strip() or len(key) > MAX_WHERE_KEY_CHARS:
+            raise InvalidInput(
+                f"where keys must be non-empty names of at most {MAX_WHERE_KEY_CHARS}"
+                f" characters, not {_shown(key)}"
+            )
+        _check_utf8("where key", key)
+        if '"' in key or any(unicodedata.category(c) == "Cc" for c in key):
+            raise InvalidInput(
+                f"where key {_shown(key)} holds a quote or a control character",
+                "name a top-level meta key in printable characters",
+            )
+        if type(value) is int and not -(2**63) <= value < 2**63:
+            raise InvalidInput(f"where value of {key!r} is out of range (64-bit integers)")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInput(f"where value of {key!r} must be a finite number, not {value}")
+        if not (value is None or isinstance(value, str | int | float | bool)):
+            raise InvalidInput(
+                f"where value of {key!r} must be a string, number, true/false or null,"
+                f" not {type(value).__name__}",
+                "match one scalar meta value per key",
+            )
+        if isinstance(value, str):
+            _check_utf8(f"where value of {key!r}", value)
+        out.append((key, value))
+    return tuple(sorted(out, key=lambda kv: kv[0]))
+
+
+def _check_utf8(what: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid UTF-8") from None
 
 
 def validate_meta(meta: object) -> dict[str, Any]:

@@ -71,6 +71,10 @@ class Memory:
     created_at: float = 0.0
     seq: int = 0
     offset: int = 0
+    # Whose it is inside the namespace (fields.SCOPE_IDS): set when filed, or None.
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
 
     @classmethod
     def from_payload(
@@ -108,6 +112,9 @@ class Memory:
             created_at=float(payload.get("ts", 0.0)),
             seq=int(payload["seq"]),
             offset=offset,
+            user_id=payload.get("user_id"),
+            agent_id=payload.get("agent_id"),
+            run_id=payload.get("run_id"),
         )
 
 
@@ -144,6 +151,9 @@ class Hit:
     start_s: float | None = None
     doc_id: str | None = None
     graph: str | None = None  # set when graph expansion added the hit: "<rel> of <id>"
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
 
 
 @dataclass
@@ -162,6 +172,9 @@ class GraphNode:
     via: str | None = None
     created_at: float = 0.0
     status: str = "unvalidated"
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)

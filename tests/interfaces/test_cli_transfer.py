@@ -113,7 +113,8 @@ def test_import_from_mem0(run: CliRun, tmp_path: Path) -> None:
     assert "imported 1 records" in out
     code, out, _ = run("-n", "alex", "get", "f38b689d-6b24-45b7-bced-17fbb4d8bac7", "--json")
     got = json.loads(out)
-    assert got["text"] == "Travelling to Paris" and got["meta"]["user_id"] == "alex"
+    assert got["text"] == "Travelling to Paris" and got["user_id"] == "alex"
+    assert "user_id" not in got["meta"]
     src.write_text("[{", encoding="utf-8")
     code, _, err = run("import", "--from", "mem0", str(src))
     assert code == 2 and "is not JSON" in err

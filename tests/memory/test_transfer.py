@@ -216,7 +216,11 @@ def test_mem0_export_is_accepted(open_store: OpenStore, shape: str) -> None:
         assert report.records == 2 and report.namespaces == ["alex"]
         paris = kb.get(MEM0[0]["id"])
         assert paris.text == "Travelling to Paris in May" and paris.kind == "fact"
-        assert paris.meta["user_id"] == "alex" and paris.meta["agent_id"] == "planner"
+        assert (paris.user_id, paris.agent_id) == ("alex", "planner")
+        assert "user_id" not in paris.meta and "agent_id" not in paris.meta
+        assert [m.id for m in kb.list_memories(agent_id="planner")] == [MEM0[0]["id"]]
+        assert kb.search("vegetarian", k=1, user_id="alex")[0].id == MEM0[1]["id"]
+        assert kb.search("vegetarian", k=1, user_id="sam") == []
         assert paris.meta["category"] == "travel" and paris.tags == ("travel",)
         assert paris.created_at == pytest.approx(1708930620.108347)
         assert kb.search("vegetarian", k=1)[0].id == MEM0[1]["id"]

@@ -161,6 +161,35 @@ def test_dense_merges_drawers_with_ties_by_rowid(kb: Kredenc) -> None:
     assert kb.index.dense(kb.namespace, query, 10, Filters()) == before
 
 
+def test_a_scoped_dense_search_is_exact_among_what_passes(
+    kb: Kredenc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a scope id the passing records are scored among themselves: the same
+    answer as fetching deeper from the whole shard (below the ANN threshold, where
+    both are exact), ties by rowid across drawers, forgotten records left out."""
+    from kredenc.storage.index import sqlite as sqlite_index
+
+    rows = [
+        {"text": f"kestrel {i % 7} river {i % 3}", "user_id": f"u{i % 4}", "drawer": f"d{i % 2}"}
+        for i in range(120)
+    ]
+    filed = kb.remember_many(rows)
+    kb.forget(filed[0].id)
+    cases = [
+        Filters(user_id="u0"),
+        Filters(user_id="u1", drawer="d1"),
+        Filters(user_id="u2", agent_id="none"),
+        Filters(run_id="nobody"),
+        Filters(user_id="u3", kinds=("note",), where=(("x", 1),)),
+    ]
+    query = kb.embedder.embed(["kestrel 3 river"])[0]
+    exact = [kb.index.dense(kb.namespace, query, 10, f) for f in cases]
+    assert [len(e) for e in exact] == [10, 10, 0, 0, 0]
+    assert rowid_of(kb, filed[0].id) not in {r for r, _ in exact[0]}
+    monkeypatch.setattr(sqlite_index, "SCOPED_EXACT_MAX", 0)  # the deeper fetch instead
+    assert [kb.index.dense(kb.namespace, query, 10, f) for f in cases] == exact
+
+
 # -- the lexical leg -----------------------------------------------------------------
 
 
@@ -306,3 +335,36 @@ def test_an_index_of_an_older_schema_is_rebuilt_by_a_writer_and_named_to_a_reade
         assert [h.text for h in kb.search("green tea", mode="lexical")] == [
             "The user drinks green tea"
         ]
+
+
+def _make_schema_3(index_db: Path) -> None:
+    """Turn an index into what schema 3 built: no scope ids, tags nor meta (nor their
+    indexes)."""
+    conn = sqlite3.connect(index_db)
+    for name in ("records_user", "records_agent", "records_run"):
+        conn.execute(f"DROP INDEX IF EXISTS {name}")
+    for column in ("user_id", "agent_id", "run_id", "tags", "meta"):
+        conn.execute(f"ALTER TABLE records DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value='3' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+
+
+def test_a_schema_3_index_is_rebuilt_with_the_scope_ids(tmp_path: Path) -> None:
+    from kredenc.errors import IndexOutdated
+
+    home = tmp_path / "store"
+    with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as kb:
+        alex = kb.remember("Alex drinks green tea", user_id="u-alex", tags=["tea"]).id
+        kb.remember("Sam drinks green tea", user_id="u-sam", meta={"team": "blue"})
+    _make_schema_3(home / "index.db")
+    with pytest.raises(IndexOutdated, match="schema 3 is not 4") as err:
+        Kredenc.open(home, embedder=HashEmbedder(), read_only=True)
+    assert "rebuild" in err.value.hint
+    with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as kb:
+        assert [h.id for h in kb.search("green tea", user_id="u-alex")] == [alex]
+        assert [h.id for h in kb.search("green tea", tags=["tea"])] == [alex]
+        assert [h.text for h in kb.search("green tea", where={"team": "blue"})] == [
+            "Sam drinks green tea"
+        ]
+        assert [m.id for m in kb.list_memories(user_id="u-alex")] == [alex]

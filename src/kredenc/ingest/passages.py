@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kredenc.checks import check_name, check_text
+from kredenc.checks import check_name, check_scope_id, check_text
 from kredenc.errors import InvalidInput
-from kredenc.fields import validate_meta, validate_tags
+from kredenc.fields import SCOPE_IDS, validate_meta, validate_tags
 from kredenc.records import new_id
 
 if TYPE_CHECKING:
@@ -32,8 +32,8 @@ def add_passages(
 
     The light path for corpora that need no loader or chunker (evaluation sets,
     pre-split text): no document record, no edges. Items may also carry ``context``
-    (words the card is found by), ``embed_context``, ``doc_id`` and ``ts``. Returns
-    the new ids.
+    (words the card is found by), ``embed_context``, ``doc_id``, ``ts`` and the scope
+    ids ``user_id``, ``agent_id`` and ``run_id``. Returns the new ids.
     """
     if record_type not in ("chunk", "turn"):
         raise InvalidInput("record_type must be 'chunk' or 'turn'")
@@ -62,6 +62,9 @@ def add_passages(
         for key in ("context", "embed_context", "doc_id"):
             if item.get(key):
                 payload[key] = str(item[key])
+        for key in SCOPE_IDS:
+            if item.get(key) is not None:
+                payload[key] = check_scope_id(key, item[key])
         payloads.append(payload)
     if not payloads:
         return []

@@ -37,7 +37,11 @@ from kredenc.interfaces.cli_common import (
     context,
     json_option,
     memory_json,
+    scope_ids,
+    scope_options,
+    scope_text,
     short,
+    where_pairs,
 )
 from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
 
@@ -85,6 +89,15 @@ def cli(
 @click.option("--hops", default=0, show_default=True, type=click.IntRange(0, 3), help="Graph hops.")
 @click.option("--rerank", default=None, metavar="NAME", help="Reranker (default: settings).")
 @click.option("--per-document", is_flag=True, help="One hit per document (its best chunk).")
+@click.option("--tag", "tags", multiple=True, help="Only records with this tag (repeat: all).")
+@click.option(
+    "--where",
+    "wheres",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only records whose meta KEY is VALUE (a JSON scalar, else text; repeat: all).",
+)
+@scope_options
 @json_option
 def search(
     query: str,
@@ -100,12 +113,19 @@ def search(
     hops: int,
     rerank: str | None,
     per_document: bool,
+    tags: tuple[str, ...],
+    wheres: tuple[str, ...],
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
 ) -> None:
     """Search memories and documents: each hit shows its legs' ranks and scores, the
     fused and rerank scores, and the edge that brought it when graph expansion did."""
     c = context()
     query = check_arg_text(query, "query")
     page_range = _page_range(pages)
+    where = where_pairs(wheres)
+    scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open(read_only=True) as kb:  # a read command never changes the store
         hits = kb.search(
             query,
@@ -121,6 +141,9 @@ def search(
             hops=hops,
             rerank=rerank,
             per_document=per_document,
+            tags=tags,
+            where=where or None,
+            **scope,
         )
         # A memory's importance now (scores change after filing): from the index.
         importance = {h.id: kb.get(h.id).importance for h in hits if h.type == "memory"}
@@ -179,6 +202,8 @@ def _provenance(hit: Any, importance: float | None = None) -> str:
         parts.append(f"rerank {hit.rerank:.3f}")
     if hit.graph:
         parts.append(f"via {hit.graph}")
+    if scope_text(hit):
+        parts.append(scope_text(hit))
     return " · ".join(parts) or "-"
 
 
@@ -203,6 +228,9 @@ def _hit_json(hit: Any) -> dict[str, Any]:
         "start_s": hit.start_s,
         "graph": hit.graph,
         "created_at": hit.created_at,
+        "user_id": hit.user_id,
+        "agent_id": hit.agent_id,
+        "run_id": hit.run_id,
     }
 
 
@@ -331,6 +359,8 @@ def get(record_id: str) -> None:
 
     def human() -> None:
         click.echo(f"{mem.id} [{mem.kind or mem.type}] {mem.text}")
+        if scope_text(mem):
+            click.echo(scope_text(mem))
         if source is not None:
             page = f", page {source['page']}" if source["page"] is not None else ""
             click.echo(

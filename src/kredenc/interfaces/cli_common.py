@@ -7,16 +7,19 @@ the group that registers them form no cycle.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from kredenc.checks import check_scope_id
 from kredenc.errors import InvalidInput
+from kredenc.fields import SCOPE_IDS
 from kredenc.interfaces.terminal import escaped_output, json_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -167,3 +170,58 @@ def memory_json(mem: Any) -> dict[str, Any]:
 def short(text: str, width: int = 80) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def scope_options(func: F) -> F:
+    """``--user-id``, ``--agent-id`` and ``--run-id``: whose records (inside the
+    namespace). The command gets them as ``user_id``, ``agent_id`` and ``run_id``."""
+    for key in reversed(SCOPE_IDS):
+        func = click.option(
+            f"--{key.replace('_', '-')}",
+            key,
+            metavar="ID",
+            default=None,
+            help=f"Only records filed with this {key.replace('_', ' ')}"
+            + (" (inside the namespace)." if key == "user_id" else "."),
+        )(func)
+    return func
+
+
+def scope_ids(**given: str | None) -> dict[str, str | None]:
+    """The ``--user-id``/``--agent-id``/``--run-id`` values, checked now (a bad one is a
+    usage error before the store opens)."""
+    return {key: check_scope_id(f"--{key.replace('_', '-')}", given.get(key)) for key in SCOPE_IDS}
+
+
+def scope_text(record: Any) -> str:
+    """``user u1 · agent a · run r`` for the ids a record carries ('' when none)."""
+    names = {"user_id": "user", "agent_id": "agent", "run_id": "run"}
+    return " · ".join(
+        f"{names[key]} {getattr(record, key)}"
+        for key in SCOPE_IDS
+        if getattr(record, key, None) is not None
+    )
+
+
+def where_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--where key=value`` (repeatable) as a mapping: the value read as one JSON scalar
+    when it is one (``1``, ``2.5``, ``true``, ``null``, ``"1"``), else as text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, raw = pair.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise InvalidInput(f"--where {pair!r} is not key=value", "e.g. --where project=apollo")
+        if key in out:
+            raise InvalidInput(f"--where names {key!r} twice", "give each key once")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        if isinstance(value, list | dict):
+            raise InvalidInput(
+                f"--where {key}= must be one value, not a JSON list or object",
+                "match one scalar meta value, e.g. --where priority=1",
+            )
+        out[key] = value
+    return out

@@ -17,6 +17,9 @@ from kredenc.interfaces.cli_common import (
     json_option,
     memory_json,
     read_stdin_text,
+    scope_ids,
+    scope_options,
+    scope_text,
     short,
 )
 from kredenc.memory.scheduler import JOBS, run_jobs
@@ -41,6 +44,9 @@ def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
 @click.option("--valid-from", metavar="TIME", help="ISO 8601 time or Unix seconds.")
 @click.option("--valid-to", metavar="TIME", help="ISO 8601 time or Unix seconds.")
 @click.option("--read-only", is_flag=True, help="Refuse later changes and forgetting.")
+@click.option("--user-id", metavar="ID", help="Whose memory it is (inside the namespace).")
+@click.option("--agent-id", metavar="ID", help="The agent that files it.")
+@click.option("--run-id", metavar="ID", help="The run (conversation, job) it comes from.")
 @json_option
 def remember(
     text: str,
@@ -48,6 +54,9 @@ def remember(
     drawer: str,
     tags: str,
     read_only: bool,
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
     **fields: Any,
 ) -> None:
     """File a memory (TEXT, or - to read it from standard input)."""
@@ -57,12 +66,15 @@ def remember(
     values = _drop_none(fields)
     if read_only:
         values["read_only"] = True
+    scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open() as kb:
-        mem = kb.remember(text, kind=kind, drawer=drawer, tags=tag_list, **values)
-    c.emit(
-        memory_json(mem),
-        lambda: click.echo(f"{mem.id}  (seq {mem.seq}, offset {mem.offset})"),
-    )
+        mem = kb.remember(text, kind=kind, drawer=drawer, tags=tag_list, **values, **scope)
+
+    def human() -> None:
+        whose = f", {scope_text(mem)}" if scope_text(mem) else ""
+        click.echo(f"{mem.id}  (seq {mem.seq}, offset {mem.offset}{whose})")
+
+    c.emit(memory_json(mem), human)
 
 
 @click.command()
@@ -118,13 +130,24 @@ def relate(src: str, dst: str, rel: str, weight: float, remove: bool) -> None:
 @click.option(
     "--budget", default=2000, show_default=True, type=click.IntRange(0, None), metavar="CHARS"
 )
+@scope_options
 @json_option
-def graph(query: str, hops: int, k: int, neighbors_max: int, budget: int) -> None:
+def graph(
+    query: str,
+    hops: int,
+    k: int,
+    neighbors_max: int,
+    budget: int,
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
+) -> None:
     """The context graph of QUERY: ranked records and the typed edges between them."""
     c = context()
     query = check_arg_text(query, "query")
+    scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open(read_only=True) as kb:  # a read command never changes the store
-        found = kb.context_graph(query, hops=hops, k=k, neighbors_max=neighbors_max)
+        found = kb.context_graph(query, hops=hops, k=k, neighbors_max=neighbors_max, **scope)
     prompt = found.to_prompt_text(budget)
     data = {
         "query": query,
@@ -138,7 +161,8 @@ def graph(query: str, hops: int, k: int, neighbors_max: int, budget: int) -> Non
             click.echo("no records")
         for n in found.nodes:
             via = f"  via {n.via}" if n.via else ""
-            click.echo(f"{n.score:.3f}  {n.id}  [{n.kind or n.type}] {short(n.text)}{via}")
+            whose = f"  ({scope_text(n)})" if scope_text(n) else ""
+            click.echo(f"{n.score:.3f}  {n.id}  [{n.kind or n.type}] {short(n.text)}{via}{whose}")
         for e in found.edges:
             click.echo(f"  {e.src} -[{e.rel}]-> {e.dst}")
         if prompt:  # what an agent's prompt would get, within --budget characters

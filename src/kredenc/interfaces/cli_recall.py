@@ -13,6 +13,8 @@ from kredenc.interfaces.cli_common import (
     context,
     json_option,
     read_stdin_text,
+    scope_ids,
+    scope_options,
     store_home,
 )
 
@@ -26,6 +28,7 @@ from kredenc.interfaces.cli_common import (
 @click.option("--tokens", "total_tokens", type=click.IntRange(1), help="Tokens in all (estimated).")
 @click.option("--time-budget-ms", type=click.FloatRange(0, min_open=True), help="Time budget.")
 @click.option("--mode", type=click.Choice(["hybrid", "lexical", "dense"]), help="Legs to run.")
+@scope_options
 @json_option
 def recall_command(
     text: str,
@@ -36,6 +39,9 @@ def recall_command(
     total_tokens: int | None,
     time_budget_ms: float | None,
     mode: str | None,
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
 ) -> None:
     """Show what the recall reflex would inject for TEXT (or - for standard input).
 
@@ -46,6 +52,7 @@ def recall_command(
 
     c = context()
     text = read_stdin_text() if text == "-" else check_arg_text(text, "text")
+    scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open(read_only=True) as kb:
         base = Budget.from_settings(kb.settings)
         budget = Budget(
@@ -63,6 +70,7 @@ def recall_command(
             dry_run=True,
             time_budget_ms=time_budget_ms,
             mode=mode,
+            **scope,
         )
     data = {"query": text, "session": session_id, "budget": budget.to_dict(), **result.to_dict()}
 

@@ -17,7 +17,15 @@ from typing import Any
 import click
 
 from kredenc.errors import InvalidInput
-from kredenc.interfaces.cli_common import context, json_option, memory_json, short
+from kredenc.interfaces.cli_common import (
+    context,
+    json_option,
+    memory_json,
+    scope_ids,
+    scope_options,
+    scope_text,
+    short,
+)
 
 
 def _paging(func: Any) -> Any:
@@ -54,6 +62,7 @@ def list_group() -> None:
 @click.option("--drawer", help="Only this drawer.")
 @click.option("--since", metavar="TIME", help="Filed at or after (ISO 8601 or Unix seconds).")
 @click.option("--until", metavar="TIME", help="Filed before (ISO 8601 or Unix seconds).")
+@scope_options
 @_paging
 @json_option
 def list_memories(
@@ -63,11 +72,15 @@ def list_memories(
     drawer: str | None,
     since: str | None,
     until: str | None,
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
     limit: int,
     offset: int,
 ) -> None:
     """Memories in filing order (oldest first)."""
     c = context()
+    scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open(read_only=True) as kb:
         found = kb.list_memories(
             kinds=kinds,
@@ -78,6 +91,7 @@ def list_memories(
             until=_time(until),
             limit=limit,
             offset=offset,
+            **scope,
         )
 
     def human() -> None:
@@ -85,9 +99,10 @@ def list_memories(
             click.echo("no memories")
         for m in found:
             tags_text = f" #{' #'.join(m.tags)}" if m.tags else ""
+            whose = f"  ({scope_text(m)})" if scope_text(m) else ""
             click.echo(
                 f"{m.id}  {_day(m.created_at)}  {m.kind:<10} {m.status:<11} "
-                f"imp {m.importance:.2f}  {short(m.text, 60)}{tags_text}"
+                f"imp {m.importance:.2f}  {short(m.text, 60)}{tags_text}{whose}"
             )
         _more(len(found), limit, offset)
 

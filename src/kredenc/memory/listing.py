@@ -15,6 +15,7 @@ from kredenc.errors import InvalidInput
 from kredenc.fields import parse_time
 from kredenc.memory.writes import live_record
 from kredenc.records import MEMORY_KINDS, STATUSES, Memory
+from kredenc.storage.index.filters import scope_filters
 from kredenc.storage.index.reads import RecordQuery
 
 if TYPE_CHECKING:
@@ -74,12 +75,16 @@ def list_memories(
     until: Any = None,
     limit: int = 50,
     offset: int = 0,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
 ) -> list[Memory]:
     """Live memories of ``ns`` in filing order (oldest first), ``offset`` skipped and
     at most ``limit``: of any of ``kinds`` and ``statuses``, carrying every one of
     ``tags``, in ``drawer``, filed at or after ``since`` and before ``until`` (ISO 8601
-    or Unix seconds)."""
+    or Unix seconds), filed with the ``user_id``, ``agent_id`` and ``run_id`` given."""
     _page(limit, offset)
+    scope = scope_filters(user_id=user_id, agent_id=agent_id, run_id=run_id, tags=tags)
     query = RecordQuery(
         types=("memory",),
         kinds=_choices("kind", kinds, MEMORY_KINDS),
@@ -87,35 +92,19 @@ def list_memories(
         drawer=drawer,
         since=parse_time(since, "since"),
         until=parse_time(until, "until"),
+        user_id=scope["user_id"],
+        agent_id=scope["agent_id"],
+        run_id=scope["run_id"],
+        tags=scope["tags"],
     )
-    index, hay = store.index, store.haystack
-    if not tags:
-        rows = index.list_records(ns, query, limit, offset)
-        return [_memory(store, ns, rid, off) for rid, off in rows]
-    # Tags live in the log (the index holds them only as full text): filter while
-    # reading, then page over what passed.
-    wanted = set(tags)
-    out: list[Memory] = []
-    skipped = 0
-    for rid, off in index.list_records(ns, query):
-        payload = hay.read(off)
-        if not wanted <= set(payload.get("tags") or ()):
-            continue
-        if skipped < offset:
-            skipped += 1
-            continue
-        out.append(_memory(store, ns, rid, off, payload))
-        if len(out) >= limit:
-            break
-    return out
+    rows = store.index.list_records(ns, query, limit, offset)
+    return [_memory(store, ns, rid, off) for rid, off in rows]
 
 
-def _memory(
-    store: Store, ns: str, rid: str, offset: int, payload: dict[str, Any] | None = None
-) -> Memory:
+def _memory(store: Store, ns: str, rid: str, offset: int) -> Memory:
     found = store.index.lookup(ns, rid)
     state = found.state if found is not None else None
-    return Memory.from_payload(payload or store.haystack.read(offset), offset, state)
+    return Memory.from_payload(store.haystack.read(offset), offset, state)
 
 
 def list_documents(

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kredenc.checks import check_name
+from kredenc.checks import check_name, check_scope_id
 from kredenc.errors import InvalidInput
-from kredenc.fields import SCORES, parse_time, validate_meta, validate_tags
+from kredenc.fields import SCOPE_IDS, SCORES, parse_time, validate_meta, validate_tags
 from kredenc.storage.index.reads import RecordQuery
 
 if TYPE_CHECKING:
@@ -169,6 +169,8 @@ def _checked(obj: dict[str, Any], where: str, seen: set[str]) -> dict[str, Any]:
             raise InvalidInput("ts must be Unix seconds")
         validate_tags(obj.get("tags") or [])
         validate_meta(obj.get("meta"))
+        for key in SCOPE_IDS:
+            check_scope_id(key, obj.get(key))
         for key, value in (obj.get("scores") or {}).items():
             if key not in SCORES or not isinstance(value, int | float) or not 0 <= value <= 1:
                 raise InvalidInput(f"score {key}={value!r} is not a known score in [0, 1]")
@@ -219,8 +221,9 @@ def import_items(
 def from_mem0(data: Any, ns: str, *, now: float) -> list[dict[str, Any]]:
     """Export items for mem0's ``get_all`` JSON: a list of memories, or an object
     with ``results`` (mem0 v1.1+). Each becomes a ``fact`` memory keeping mem0's id;
-    ``user_id``, ``agent_id``, ``run_id``, ``app_id``, ``hash``, ``updated_at`` and
-    ``metadata`` go to ``meta``, ``categories`` to tags, ``created_at`` to its time."""
+    ``user_id``, ``agent_id`` and ``run_id`` become its own fields (filterable as
+    kredenc's are), ``app_id``, ``hash``, ``updated_at`` and ``metadata`` go to
+    ``meta``, ``categories`` to tags, ``created_at`` to its time."""
     rows = data.get("results", data.get("memories")) if isinstance(data, dict) else data
     if not isinstance(rows, list):
         raise InvalidInput(
@@ -235,10 +238,11 @@ def from_mem0(data: Any, ns: str, *, now: float) -> list[dict[str, Any]]:
             raise InvalidInput(f"{where} has no 'memory' text", "each item needs 'memory'")
         rid = str(row.get("id") or uuid.uuid4())
         meta: dict[str, Any] = dict(row.get("metadata") or {})
-        for key in ("user_id", "agent_id", "run_id", "app_id", "hash", "updated_at"):
+        for key in ("app_id", "hash", "updated_at"):
             if row.get(key) is not None:
                 meta[key] = row[key]
         try:
+            scope = {k: check_scope_id(f"{where} {k}", _id_text(row.get(k))) for k in SCOPE_IDS}
             ts = parse_time(row.get("created_at"), f"{where} created_at")
             tags = validate_tags([str(c) for c in row.get("categories") or []])
             meta = validate_meta(meta)
@@ -259,5 +263,13 @@ def from_mem0(data: Any, ns: str, *, now: float) -> list[dict[str, Any]]:
             "status": "unvalidated",
             "source": "user",
         }
+        item.update({k: v for k, v in scope.items() if v is not None})
         items.append(_checked(item, where, seen))
     return items
+
+
+def _id_text(value: Any) -> Any:
+    """mem0's ids as text: a number (an integer user id) reads as its digits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value

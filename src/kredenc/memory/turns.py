@@ -69,12 +69,14 @@ class TurnFiler:
         turns: Sequence[Mapping[str, Any]],
         *,
         drawer: str = "turns",
+        scope: Mapping[str, str | None] | None = None,
     ) -> list[str]:
         """File the turns (``role``, ``content``) of a session as one batch.
 
         Each turn's card carries the session, the speaker and the turns just before it
         as context, and tags naming the session, the speaker and its terms
-        (:func:`turn_tags`). Turns without text are skipped. Returns the new ids.
+        (:func:`turn_tags`). ``scope`` (``user_id``, ``agent_id``, ``run_id``) is filed
+        with every turn. Turns without text are skipped. Returns the new ids.
         """
         check_name("session_id", session_id)
         recent = self._recent.pop(session_id, [])
@@ -94,6 +96,7 @@ class TurnFiler:
                     "context": turn_context([*recent, text], len(recent), header=header),
                     "tags": turn_tags(session_id, role, text),
                     "meta": {"session": session_id, "role": role, **dict(turn.get("meta") or {})},
+                    **{k: v for k, v in (scope or {}).items() if v is not None},
                 }
             )
             recent.append(text)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kredenc.checks import check_name, check_text, check_utf8
+from kredenc.checks import check_name, check_scope_id, check_text, check_utf8
 from kredenc.errors import InvalidInput, NotFound, ReadOnlyRecord
-from kredenc.fields import SCORES, validate_fields, validate_meta
+from kredenc.fields import SCOPE_IDS, SCORES, validate_fields, validate_meta
 from kredenc.memory.relations import check_relation, edge_payloads
 from kredenc.records import Memory, new_id
 
@@ -39,7 +39,9 @@ def memory_payload(
     """A validated ``put`` payload for a new memory in ``ns`` (not yet written)."""
     checked_text = check_text(text, store.settings.max_text_chars)
     check_name("drawer", drawer)
-    values = validate_fields({**fields, "kind": kind, "tags": tags}, strict=strict)
+    rest = {k: v for k, v in fields.items() if k not in SCOPE_IDS}
+    scope = {k: check_scope_id(k, fields.get(k)) for k in SCOPE_IDS}
+    values = validate_fields({**rest, "kind": kind, "tags": tags}, strict=strict)
     payload: dict[str, Any] = {
         "op": "put",
         "ns": ns,
@@ -58,6 +60,7 @@ def memory_payload(
     for key in _OPTIONAL:
         if values[key] not in (None, False):
             payload[key] = values[key]
+    payload.update({k: v for k, v in scope.items() if v is not None})
     return payload
 
 
@@ -71,15 +74,22 @@ def remember(
     drawer: str = "memories",
     tags: Sequence[str] = (),
     meta: Mapping[str, Any] | None = None,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
     **fields: Any,
 ) -> Memory:
     """File one memory; returns it once it is durable and searchable.
 
+    ``user_id``, ``agent_id`` and ``run_id`` say whose memory it is inside the
+    namespace (search, recall, the context graph and listing filter on them).
     ``fields`` are the memory's scores and state: importance, confidence,
     stability (in [0, 1]), status, source, read_only, episode_id, task_status,
     valid_from, valid_to. Invalid values are rejected; nothing is written.
     """
     store.check_writable()
+    scope = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    fields = {**fields, **{k: v for k, v in scope.items() if v is not None}}
     payload = memory_payload(store, ns, text, kind, drawer, tags, meta, fields, strict=True)
     vectors = store.vectors_for([payload])
     (placed,) = store.write([payload], vectors=vectors)
@@ -97,7 +107,8 @@ def remember_many(
 ) -> list[Memory]:
     """File many memories as one all-or-nothing batch (one fsync).
 
-    Each item is a mapping with ``text`` and any of remember()'s keywords.
+    Each item is a mapping with ``text`` and any of remember()'s keywords (``user_id``,
+    ``agent_id`` and ``run_id`` included).
     ``strict=False`` clamps and coerces bad fields with a warning instead.
     """
     store.check_writable()
@@ -149,8 +160,13 @@ def score(
     store.check_writable()
     if not fields:
         raise InvalidInput("nothing to change", "give at least one field, e.g. importance")
-    if "kind" in fields or "tags" in fields or "read_only" in fields or "source" in fields:
-        raise InvalidInput("kind, tags, source and read_only cannot be changed by score")
+    fixed = ("kind", "tags", "read_only", "source", *SCOPE_IDS)
+    if any(key in fields for key in fixed):
+        raise InvalidInput(
+            "kind, tags, source, read_only, user_id, agent_id and run_id cannot be changed"
+            " by score",
+            "forget the memory and remember it again with the new value",
+        )
     values = validate_fields(fields, strict=True, partial=True)
     found = live_record(store, ns, record_id)
     if found.state["read_only"]:

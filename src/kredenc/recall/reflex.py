@@ -73,7 +73,7 @@ from kredenc.records import LegScore
 from kredenc.retrieve.message_terms import recall_terms
 from kredenc.retrieve.search import SearchParams, fuse, hit_from_payload, run_legs
 from kredenc.retrieve.terms import STOPWORDS_EN, tokens
-from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.filters import Filters, scope_filters
 
 __all__ = [
     "NEAR_COPY",
@@ -110,6 +110,7 @@ class _Plan:
     min_similarity: float
     assistant_turns: bool  # the assistant's own past turns may be recalled
     params: SearchParams  # the legs and their fusion
+    scope: dict[str, Any]  # the scope ids (Filters fields) recalled records must carry
 
 
 def _plan(
@@ -118,8 +119,16 @@ def _plan(
     dry_run: bool | None,
     time_budget_ms: float | None,
     mode: str | None,
+    scope: Mapping[str, str | None] | None = None,
 ) -> _Plan:
     s = store.settings
+    given = dict(scope or {})
+
+    def scope_id(key: str) -> str | None:
+        """The call's id, else the ``recall_<key>`` setting's ('' is none)."""
+        value = given.get(key)
+        return value if value is not None else (getattr(s, f"recall_{key}") or None)
+
     chosen_mode = str(mode if mode is not None else s.recall_mode)
     if chosen_mode not in MODES:
         raise InvalidInput(f"unknown recall mode {chosen_mode!r}", f"use one of {', '.join(MODES)}")
@@ -144,6 +153,9 @@ def _plan(
             fusion=s.fusion,
             context_weight=s.lexical_context_weight,
             lexical_max_scored=s.lexical_max_scored,
+        ),
+        scope=scope_filters(
+            user_id=scope_id("user_id"), agent_id=scope_id("agent_id"), run_id=scope_id("run_id")
         ),
     )
 
@@ -280,10 +292,17 @@ def recall(
     time_budget_ms: float | None = None,
     session_start: float | None = None,
     mode: str | None = None,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
 ) -> RecallResult:
     """``messages`` with the memories of namespace ``ns`` that the newest user message
     calls for appended at the tail as one message (role ``recall_role``). Never raises;
     see the module doc for the guarantees.
+
+    ``user_id``, ``agent_id`` and ``run_id`` recall only records filed with those ids
+    (default: the ``recall_user_id``, ``recall_agent_id`` and ``recall_run_id``
+    settings; empty settings filter nothing).
 
     ``budget``: a :class:`Budget` (or a mapping of its fields); default from the
     settings (3 items, 600 characters each, 1,800 in all). ``dry_run``,
@@ -297,7 +316,14 @@ def recall(
             ns,
             messages,
             session_id=session_id,
-            plan=_plan(store, budget, dry_run, time_budget_ms, mode),
+            plan=_plan(
+                store,
+                budget,
+                dry_run,
+                time_budget_ms,
+                mode,
+                {"user_id": user_id, "agent_id": agent_id, "run_id": run_id},
+            ),
             session_start=session_start,
             started=started,
         )
@@ -349,7 +375,7 @@ def _recall(
         ns,
         " ".join(query.split())[:_EMBED_CHARS],
         plan.params,
-        Filters(types=plan.types, older_than=start),
+        Filters(types=plan.types, older_than=start, **plan.scope),
         store.embed_query,
         terms=terms,
         deadline=started + plan.time_budget_ms / 1000,

@@ -137,6 +137,9 @@ def build(
                 via=via.get(rowid),
                 created_at=float(state["created_at"] or 0.0),
                 status=str(state["status"]),
+                user_id=payload.get("user_id"),
+                agent_id=payload.get("agent_id"),
+                run_id=payload.get("run_id"),
             )
         )
     nodes.sort(key=lambda n: -n.score)

@@ -9,8 +9,8 @@ bad ones with one line each, then runs ``retrieve.search`` or
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kredenc import plugins
 from kredenc.checks import check_name
@@ -21,7 +21,7 @@ from kredenc.providers.rerank import Reranker, make_reranker
 from kredenc.records import ContextGraph, Hit
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import search as searching
-from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.filters import Filters, scope_filters
 
 if TYPE_CHECKING:
     from kredenc.storage.store import Store
@@ -92,6 +92,11 @@ def search(
     since: float | str | None = None,
     until: float | str | None = None,
     span: searching.SpanFactory | None = None,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
+    tags: Sequence[str] = (),
+    where: Mapping[str, Any] | None = None,
 ) -> list[Hit]:
     """Hybrid (or lexical, or dense) search in this namespace.
 
@@ -103,6 +108,11 @@ def search(
     ``until`` (Unix seconds or ISO 8601) keep what was filed in ``[since, until)``.
     ``per_document`` keeps one hit per document, its best chunk (document
     retrieval): in each leg before fusing, and in the fused list before the cut.
+    ``user_id``, ``agent_id`` and ``run_id`` keep records filed with those ids (inside
+    this namespace); ``tags`` keeps records carrying every tag given; ``where``
+    (``{"key": value}``, at most 16 keys) keeps records whose top-level ``meta`` values
+    equal those given, JSON type included. Every filter applies inside SQL in every leg
+    and to graph neighbours.
     ``span``: a tracing hook around each step (``kredenc.loop.tracing``).
     """
     params = search_params(store.settings, k=k, mode=mode, per_document=per_document, hops=hops)
@@ -130,6 +140,7 @@ def search(
         older_than=older_than,
         created_after=after,
         created_before=before,
+        **scope_filters(user_id=user_id, agent_id=agent_id, run_id=run_id, tags=tags, where=where),
     )
     return searching.search(
         store.index,
@@ -158,11 +169,18 @@ def context_graph(
     drawer: str | None = None,
     include_deprecated: bool = False,
     as_of: float | str | None = None,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
+    tags: Sequence[str] = (),
+    where: Mapping[str, Any] | None = None,
 ) -> ContextGraph:
     """Seeds by meaning (words when meaning is weak), expanded along relations,
     ranked by similarity, with importance and recency breaking near-ties
     (``weights``, normalised; the ``rank_tiebreak`` setting scales the two). The
-    nodes count as recalled (``Store.note_access``)."""
+    nodes count as recalled (``Store.note_access``). ``user_id``, ``agent_id``,
+    ``run_id``, ``tags`` and ``where`` filter seeds and neighbours as in
+    :func:`search`."""
     if not isinstance(query, str):
         raise InvalidInput("query must be text")
     if not 0 <= hops <= 3 or not 1 <= k <= 1000 or neighbors_max < 0:
@@ -175,6 +193,7 @@ def context_graph(
         drawer=drawer,
         include_deprecated=include_deprecated,
         as_of=parse_time(as_of, "as_of"),
+        **scope_filters(user_id=user_id, agent_id=agent_id, run_id=run_id, tags=tags, where=where),
     )
 
     def hybrid_seeds(q: str, n: int) -> list[int]:

@@ -366,4 +366,7 @@ def hit_from_payload(payload: dict[str, Any], offset: int, score: float) -> Hit:
         page=payload.get("page"),
         start_s=payload.get("start_s"),
         doc_id=payload.get("doc_id"),
+        user_id=payload.get("user_id"),
+        agent_id=payload.get("agent_id"),
+        run_id=payload.get("run_id"),
     )

@@ -1,9 +1,20 @@
-"""Conditions on records that every leg applies inside SQL."""
+"""Conditions on records that every leg applies inside SQL.
+
+The scope ids (``user_id``, ``agent_id``, ``run_id``) narrow what a namespace holds;
+they never replace the namespace, which every query binds on its own. A record passes
+a scope id only when it was filed with that very id (a record without one does not
+pass). ``tags`` requires every tag given; ``where`` matches top-level ``meta`` values
+exactly and by JSON type (see :func:`kredenc.fields.validate_where`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from kredenc.checks import check_scope_id
+from kredenc.fields import WhereValue, validate_tag_filter, validate_where
 
 
 @dataclass(frozen=True)
@@ -21,6 +32,30 @@ class Filters:
     pages: tuple[int, int] | None = None
     created_after: float | None = None
     created_before: float | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    tags: tuple[str, ...] = ()
+    where: tuple[tuple[str, WhereValue], ...] = ()
+
+
+def scope_filters(
+    *,
+    user_id: object = None,
+    agent_id: object = None,
+    run_id: object = None,
+    tags: Sequence[str] | None = (),
+    where: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The scope, tag and meta fields of :class:`Filters` from a caller's options,
+    checked (one line per bad value): ``Filters(**scope_filters(...), ...)``."""
+    return {
+        "user_id": check_scope_id("user_id", user_id),
+        "agent_id": check_scope_id("agent_id", agent_id),
+        "run_id": check_scope_id("run_id", run_id),
+        "tags": validate_tag_filter(tags or ()),
+        "where": validate_where(where),
+    }
 
 
 def record_conditions(filters: Filters) -> tuple[str, list[Any]]:
@@ -63,7 +98,39 @@ def record_conditions(filters: Filters) -> tuple[str, list[Any]]:
             " AND (r.valid_to IS NULL OR r.valid_to > ?)"
         )
         args.extend([filters.as_of] * 3)
+    for column in ("user_id", "agent_id", "run_id"):
+        value = getattr(filters, column)
+        if value is not None:
+            where += f" AND r.{column} = ?"
+            args.append(value)
+    for tag in filters.tags:
+        where += " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = ?)"
+        args.append(tag)
+    for key, value in filters.where:
+        sql, more = _meta_equals(key, value)
+        where += sql
+        args.extend(more)
     return where, args
+
+
+def _meta_equals(key: str, value: WhereValue) -> tuple[str, list[Any]]:
+    """``meta.key`` equals ``value`` with the same JSON type (``"1"`` is not ``1``,
+    ``true`` is not ``1``, ``1`` is ``1.0``); a record without meta or the key fails."""
+    path = f'$."{key}"'  # (keys hold no '"': fields.validate_where)
+    if value is None:
+        return " AND json_type(r.meta, ?) = 'null'", [path]
+    if isinstance(value, bool):
+        return " AND json_type(r.meta, ?) = ?", [path, "true" if value else "false"]
+    if isinstance(value, str):
+        return " AND json_type(r.meta, ?) = 'text' AND json_extract(r.meta, ?) = ?", [
+            path,
+            path,
+            value,
+        ]
+    return (
+        " AND json_type(r.meta, ?) IN ('integer', 'real') AND json_extract(r.meta, ?) = ?",
+        [path, path, value],
+    )
 
 
 def _in(column: str, values: tuple[object, ...]) -> str:

@@ -10,6 +10,7 @@ from the adds and removes collected here.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -170,8 +171,8 @@ def put(
     cur = conn.execute(
         "INSERT INTO records(id, ns, drawer, type, kind, seq, offset, created_at, valid_from,"
         " valid_to, status, importance, confidence, stability, source, doc_id, episode_id,"
-        " task_status, read_only, origin, loader, page, session)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " task_status, read_only, origin, loader, page, session, user_id, agent_id, run_id,"
+        " tags, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             p["id"],
             p["ns"],
@@ -196,6 +197,11 @@ def put(
             p.get("loader"),
             p.get("page"),
             session_of(p),
+            p.get("user_id"),
+            p.get("agent_id"),
+            p.get("run_id"),
+            _json_or_null(p.get("tags")),
+            _json_or_null(p.get("meta")),
         ),
     )
     rowid = int(cur.lastrowid or 0)
@@ -229,6 +235,14 @@ def put(
     ids, vecs = shard_adds.setdefault(key, ([], []))
     ids.append(rowid)
     vecs.append(vec)
+
+
+def _json_or_null(value: Any) -> str | None:
+    """``tags`` or ``meta`` as the JSON the filters read (``json_each``,
+    ``json_extract``); NULL when empty, so records without any cost nothing."""
+    if not value:
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def session_of(p: dict[str, Any]) -> str | None:

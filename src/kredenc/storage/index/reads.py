@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kredenc.storage.index.filters import Filters, record_conditions
-from kredenc.storage.index.schema import STATE_COLUMNS
+from kredenc.storage.index.schema import STATE_COLUMNS, shard_key
 from kredenc.storage.index.vectors import F32, I64
 
 
@@ -208,6 +208,24 @@ def keep(
     return [(r, s) for r, s in found if r in ok][:k]
 
 
+def passing_rowids(
+    conn: sqlite3.Connection, ns: str, filters: Filters, limit: int
+) -> dict[str, list[int]]:
+    """The searchable records of ``ns`` that pass ``filters``, per shard key
+    (``schema.shard_key``), at most ``limit`` in all (the caller asks for one more than
+    it will take, to tell a small set from a cut one)."""
+    where, args = record_conditions(filters)
+    rows = conn.execute(
+        "SELECT r.rowid, r.drawer FROM records r WHERE r.ns = ?"
+        " AND r.type IN ('memory', 'chunk', 'turn')" + where + " LIMIT ?",
+        (ns, *args, max(0, int(limit))),
+    )
+    out: dict[str, list[int]] = {}
+    for rowid, drawer in rows:
+        out.setdefault(shard_key(ns, str(drawer)), []).append(int(rowid))
+    return out
+
+
 def resolve(conn: sqlite3.Connection, ns: str, rowids: Sequence[int]) -> dict[int, tuple[str, int]]:
     """rowid -> (id, offset) for live records of ``ns``."""
     if not rowids:
@@ -380,6 +398,10 @@ class RecordQuery:
     since: float | None = None
     until: float | None = None
     session: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    tags: tuple[str, ...] = ()
 
 
 def listing_filters(query: RecordQuery) -> Filters:
@@ -394,6 +416,10 @@ def listing_filters(query: RecordQuery) -> Filters:
         origin_glob=query.origin_glob,
         created_after=None if query.since is None else float(query.since),
         created_before=None if query.until is None else float(query.until),
+        user_id=query.user_id,
+        agent_id=query.agent_id,
+        run_id=query.run_id,
+        tags=tuple(query.tags),
     )
 
 

@@ -16,7 +16,9 @@ from kredenc.errors import IndexOutdated, StoreError
 from kredenc.storage.index import lexical
 
 # 3: records.session (the session of a turn), for a session's history.
-SCHEMA_VERSION = 3
+# 4: records.user_id, agent_id, run_id (indexed), tags and meta (JSON), for the
+#    scope, tag and meta filters of every leg and listing.
+SCHEMA_VERSION = 4
 INDEXED_TYPES = frozenset({"memory", "chunk", "turn"})
 
 SCHEMA = f"""
@@ -46,12 +48,20 @@ CREATE TABLE IF NOT EXISTS records(
   loader TEXT,
   page INTEGER,
   session TEXT,
+  user_id TEXT,
+  agent_id TEXT,
+  run_id TEXT,
+  tags TEXT,
+  meta TEXT,
   deleted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS records_scope ON records(ns, drawer, deleted);
 CREATE INDEX IF NOT EXISTS records_doc ON records(doc_id);
 CREATE INDEX IF NOT EXISTS records_origin ON records(ns, origin);
 CREATE INDEX IF NOT EXISTS records_session ON records(ns, session, seq) WHERE session IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_user ON records(ns, user_id, seq) WHERE user_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_agent ON records(ns, agent_id, seq) WHERE agent_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_run ON records(ns, run_id, seq) WHERE run_id IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS cards USING fts5(
   card, context, scope, tokenize = '{lexical.TOKENIZE}'
 );

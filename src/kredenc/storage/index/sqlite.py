@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 #: has grown by ``COMPACT_GROWTH`` since it was last merged (see ``compaction_due``).
 COMPACT_MIN = 10_000
 COMPACT_GROWTH = 1.25
+#: A dense search with a scope id reads the records that pass first and scores them
+#: exactly when they are at most this many (else it fetches deeper, as unscoped).
+SCOPED_EXACT_MAX = 20_000
 
 
 class SqliteIndex:
@@ -444,7 +447,13 @@ class SqliteIndex:
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by cosine within the namespace (and drawer) that pass
-        ``filters``: shards are searched deeper until ``k`` survive or none are left."""
+        ``filters``: shards are searched deeper until ``k`` survive or none are left.
+        With a scope id (``user_id``, ``agent_id``, ``run_id``: indexed, and usually
+        a small share of the namespace) the records that pass are read first and, when
+        there are at most :data:`SCOPED_EXACT_MAX`, searched exactly among themselves."""
+        scoped = self._dense_scoped(ns, query, k, filters)
+        if scoped is not None:
+            return scoped
         prefix = shard_key(ns, filters.drawer) if filters.drawer is not None else ns + "\x1f"
         shards = [
             shard
@@ -462,6 +471,26 @@ class SqliteIndex:
             if len(kept) >= k or fetch >= total:
                 return kept
             fetch = min(total, fetch * 4)
+
+    def _dense_scoped(
+        self, ns: str, query: F32, k: int, filters: Filters
+    ) -> list[tuple[int, float]] | None:
+        """The exact top ``k`` among the records a scope id lets through, or None when
+        no scope id is given or more than :data:`SCOPED_EXACT_MAX` pass."""
+        if k <= 0 or not (filters.user_id or filters.agent_id or filters.run_id):
+            return None
+        passing = reads.passing_rowids(self.reader(), ns, filters, SCOPED_EXACT_MAX + 1)
+        if sum(map(len, passing.values())) > SCOPED_EXACT_MAX:
+            return None
+        shards = self.shards()
+        found = [
+            hit
+            for key, rowids in passing.items()
+            if key in shards
+            for hit in shards[key].search_among(query, rowids, k)
+        ]
+        found.sort(key=lambda t: (-t[1], t[0]))  # ties by rowid, across shards
+        return found[:k]
 
     def _keep(
         self, ns: str, found: list[tuple[int, float]], k: int, filters: Filters
@@ -481,7 +510,8 @@ class SqliteIndex:
         conn = self.reader()
         recs = conn.execute(
             "SELECT id, ns, drawer, type, kind, seq, offset, status, importance, confidence,"
-            " stability, deleted FROM records ORDER BY seq"
+            " stability, user_id, agent_id, run_id, tags, meta, deleted FROM records"
+            " ORDER BY seq"
         ).fetchall()
         edges = conn.execute(
             "SELECT src, dst, rel, weight FROM edges ORDER BY src, dst, rel"

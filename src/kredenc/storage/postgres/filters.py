@@ -7,6 +7,7 @@ meaning (``*``, ``?``, ``[...]``, case-sensitive) as an anchored POSIX regex.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kredenc.storage.index.filters import Filters
@@ -84,4 +85,17 @@ def record_conditions(filters: Filters, alias: str = "r") -> tuple[str, list[Any
             f" AND ({r}.valid_to IS NULL OR {r}.valid_to > %s)"
         )
         args.extend([filters.as_of] * 3)
+    for column in ("user_id", "agent_id", "run_id"):
+        value = getattr(filters, column)
+        if value is not None:
+            where += f" AND {r}.{column} = %s"
+            args.append(value)
+    for tag in filters.tags:
+        where += f" AND {r}.tags @> %s::jsonb"
+        args.append(json.dumps([tag], ensure_ascii=False))
+    for key, value in filters.where:
+        # jsonb equality is SQLite's json_type + json_extract rule: the same JSON type
+        # (numbers are one: 1 equals 1.0), and a missing key (SQL NULL) never passes.
+        where += f" AND {r}.meta -> %s = %s::jsonb"
+        args.extend([key, json.dumps(value, ensure_ascii=False)])
     return where, args

@@ -8,6 +8,7 @@ marks it deleted and drops its card, vector and edges, ``edge``/``unedge``,
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -124,9 +125,10 @@ def put(
     conn.execute(
         "INSERT INTO records(rowid, id, ns, drawer, type, kind, seq, address, created_at,"
         " valid_from, valid_to, status, importance, confidence, stability, source, doc_id,"
-        " episode_id, task_status, read_only, origin, loader, page, session) VALUES (%s, %s,"
-        " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-        " %s)",
+        " episode_id, task_status, read_only, origin, loader, page, session, user_id,"
+        " agent_id, run_id, tags, meta) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+        " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb,"
+        " %s::jsonb)",
         [
             rowid,
             p["id"],
@@ -152,6 +154,11 @@ def put(
             p.get("loader"),
             p.get("page"),
             session_of(p),
+            p.get("user_id"),
+            p.get("agent_id"),
+            p.get("run_id"),
+            _json_or_null(p.get("tags")),
+            _json_or_null(p.get("meta")),
         ],
     )
     if p["type"] == "document":
@@ -188,6 +195,14 @@ def put(
         [rowid, p["ns"], shard_key(p["ns"], p["drawer"]), vec],
     )
     counts.vector(p["ns"], 1)
+
+
+def _json_or_null(value: Any) -> str | None:
+    """``tags`` or ``meta`` as JSON text for a ``jsonb`` column; NULL when empty (as the
+    SQLite projector keeps them)."""
+    if not value:
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def tombstone(conn: psycopg.Connection, rid: str, ns: str, counts: Counts) -> str | None:

@@ -84,13 +84,18 @@ def steps(dim: int) -> tuple[Step, ...]:
                 " stability double precision NOT NULL DEFAULT 0.5,"
                 " source text, doc_id text, episode_id text, task_status text,"
                 " read_only boolean NOT NULL DEFAULT false, origin text, loader text,"
-                " page integer, session text, deleted boolean NOT NULL DEFAULT false)",
+                " page integer, session text, user_id text, agent_id text, run_id text,"
+                " tags jsonb, meta jsonb, deleted boolean NOT NULL DEFAULT false)",
                 "CREATE INDEX records_scope ON records(ns, drawer, deleted)",
                 "CREATE INDEX records_seq ON records(ns, seq)",
                 "CREATE INDEX records_doc ON records(doc_id)",
                 "CREATE INDEX records_origin ON records(ns, origin)",
                 "CREATE INDEX records_session ON records(ns, session, seq)"
                 " WHERE session IS NOT NULL",
+                "CREATE INDEX records_user ON records(ns, user_id, seq) WHERE user_id IS NOT NULL",
+                "CREATE INDEX records_agent ON records(ns, agent_id, seq)"
+                " WHERE agent_id IS NOT NULL",
+                "CREATE INDEX records_run ON records(ns, run_id, seq) WHERE run_id IS NOT NULL",
                 "CREATE TABLE cards(rowid bigint PRIMARY KEY, ns text NOT NULL,"
                 " tsv tsvector NOT NULL, len integer NOT NULL)",
                 "CREATE INDEX cards_tsv ON cards USING gin(tsv)",

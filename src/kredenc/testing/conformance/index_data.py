@@ -15,6 +15,7 @@ from kredenc.storage.index.filters import Filters
 __all__ = [
     "FILTERED",
     "FILTERS",
+    "SCOPED",
     "SEARCHABLE",
     "Records",
     "edge",
@@ -87,7 +88,17 @@ def tombstone(ns: str, rid: str) -> dict[str, Any]:
 
 # The records of the filter test (namespace "a"): every card holds "marker".
 FILTERED: list[dict[str, Any]] = [
-    put("a", "m1", "marker alpha", kind="fact", ts=100.0),
+    put(
+        "a",
+        "m1",
+        "marker alpha",
+        kind="fact",
+        ts=100.0,
+        user_id="u1",
+        agent_id="ag1",
+        tags=["red", "blue"],
+        meta={"project": "apollo", "n": 1, "flag": True},
+    ),
     put(
         "a",
         "m2",
@@ -97,8 +108,22 @@ FILTERED: list[dict[str, Any]] = [
         ts=200.0,
         valid_from=150.0,
         valid_to=250.0,
+        user_id="u2",
+        run_id="r1",
+        tags=["red"],
+        meta={"project": "gemini", "n": "1", "flag": False, "none": None},
     ),
-    put("a", "m3", "marker gamma", kind="preference", ts=300.0, status="deprecated"),
+    put(
+        "a",
+        "m3",
+        "marker gamma",
+        kind="preference",
+        ts=300.0,
+        status="deprecated",
+        user_id="u1",
+        tags=["red"],
+        meta={"project": "apollo"},
+    ),
     put(
         "a",
         "c4",
@@ -111,6 +136,9 @@ FILTERED: list[dict[str, Any]] = [
         origin="docs/a.md",
         page=1,
         doc_id="d1",
+        user_id="u1",
+        tags=["blue"],
+        meta={"n": 1.0},
     ),
     put(
         "a",
@@ -137,8 +165,28 @@ FILTERED: list[dict[str, Any]] = [
         origin="notes/c.pdf",
         page=7,
     ),
-    put("a", "t7", "marker eta", type="turn", drawer="chat", kind="", ts=700.0, valid_to=800.0),
-    put("a", "m8", "marker theta", ts=800.0, valid_from=900.0),
+    put(
+        "a",
+        "t7",
+        "marker eta",
+        type="turn",
+        drawer="chat",
+        kind="",
+        ts=700.0,
+        valid_to=800.0,
+        user_id="u1",
+        agent_id="ag2",
+        run_id="r1",
+        meta={"session": "s7", "project": "apollo"},
+    ),
+    put(
+        "a",
+        "m8",
+        "marker theta",
+        ts=800.0,
+        valid_from=900.0,
+        meta={"none": None, "nested": {"project": "apollo"}, "n": [1]},
+    ),
     put(
         "a",
         "d1",
@@ -151,6 +199,27 @@ FILTERED: list[dict[str, Any]] = [
         content_hash="h1",
         version=1,
     ),
+]
+
+# The scope, tag and meta filters (also compared between an index and its rebuild).
+SCOPED: list[Filters] = [
+    Filters(user_id="u1"),
+    Filters(user_id="u1", include_deprecated=True),
+    Filters(user_id="nobody"),
+    Filters(agent_id="ag1"),
+    Filters(run_id="r1"),
+    Filters(user_id="u1", run_id="r1"),
+    Filters(tags=("red",)),
+    Filters(tags=("red", "blue")),
+    Filters(tags=("blue",), types=("chunk",)),
+    Filters(where=(("project", "apollo"),)),
+    Filters(where=(("n", 1),)),
+    Filters(where=(("n", "1"),)),
+    Filters(where=(("flag", True),)),
+    Filters(where=(("flag", False),)),
+    Filters(where=(("none", None),)),
+    Filters(where=(("n", 1), ("project", "apollo"))),
+    Filters(user_id="u1", tags=("blue",), where=(("n", 1),)),
 ]
 
 FILTERS: list[Filters] = [
@@ -172,6 +241,7 @@ FILTERS: list[Filters] = [
     Filters(created_after=500.0),
     Filters(created_before=500.0),
     Filters(drawer="docs", loaders=("pdf", "markdown"), pages=(1, 3), created_after=450.0),
+    *SCOPED,
 ]
 
 
@@ -211,5 +281,21 @@ def passes(p: dict[str, Any], f: Filters) -> bool:
             and (p.get("valid_from") is None or p["valid_from"] <= f.as_of)
             and (p.get("valid_to") is None or p["valid_to"] > f.as_of)
         ),
+        f.user_id is None or p.get("user_id") == f.user_id,
+        f.agent_id is None or p.get("agent_id") == f.agent_id,
+        f.run_id is None or p.get("run_id") == f.run_id,
+        all(tag in (p.get("tags") or ()) for tag in f.tags),
+        all(_same_json(p.get("meta") or {}, key, value) for key, value in f.where),
     ]
     return all(checks)
+
+
+def _same_json(meta: dict[str, Any], key: str, value: Any) -> bool:
+    """``meta[key]`` is ``value`` as JSON: the same type (numbers are one type) and
+    equal; a missing key never is."""
+    if key not in meta:
+        return False
+    have = meta[key]
+    if value is None or isinstance(value, bool | str):
+        return type(have) is type(value) and have == value
+    return type(have) in (int, float) and have == value

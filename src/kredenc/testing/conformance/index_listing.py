@@ -28,8 +28,20 @@ class IndexListingConformance(IndexRecordConformance):
     def _filled(self, index: Index, embedder: HashEmbedder) -> Records:
         log = Records()
         payloads = [
-            put("a", "m1", "first fact", kind="fact", ts=100.0),
-            put("a", "m2", "a task", kind="task", ts=200.0, status="validated", drawer="work"),
+            put("a", "m1", "first fact", kind="fact", ts=100.0, user_id="u1", tags=["x", "y"]),
+            put(
+                "a",
+                "m2",
+                "a task",
+                kind="task",
+                ts=200.0,
+                status="validated",
+                drawer="work",
+                user_id="u2",
+                agent_id="ag",
+                run_id="r1",
+                tags=["x"],
+            ),
             put(
                 "a",
                 "d1",
@@ -53,12 +65,12 @@ class IndexListingConformance(IndexRecordConformance):
                 doc_id="d1",
                 page=2,
             ),
-            put("a", "m3", "second fact", kind="fact", ts=300.0),
-            put("a", "m4", "forgotten fact", kind="fact", ts=400.0),
+            put("a", "m3", "second fact", kind="fact", ts=300.0, user_id="u1", run_id="r1"),
+            put("a", "m4", "forgotten fact", kind="fact", ts=400.0, user_id="u1", tags=["x"]),
             _turn("a", "t1", "s1", 500.0),
             _turn("a", "t2", "s2", 600.0),
             _turn("a", "t3", "s1", 700.0),
-            put("b", "m9", "other namespace", kind="fact", ts=150.0),
+            put("b", "m9", "other namespace", kind="fact", ts=150.0, user_id="u1", tags=["x"]),
             edge("a", "m3", "m1", "related_to", 0.5),
             edge("a", "m1", "m4", "derived_from"),
             edge("a", "c1", "d1", "part_of"),
@@ -96,6 +108,16 @@ class IndexListingConformance(IndexRecordConformance):
             assert ids(RecordQuery(origin_glob="docs/*.pdf")) == ["d1", "c1"]
             assert ids(RecordQuery(origin_glob="*.md")) == []
             assert ids(RecordQuery(session="s1")) == ["t1", "t3"]
+            # The scope ids and tags, inside the namespace (m9 of "b" has them too).
+            assert ids(RecordQuery(user_id="u1")) == ["m1", "m3"]  # m4 is forgotten
+            assert ids(RecordQuery(user_id="u1"), limit=1, offset=1) == ["m3"]
+            assert ids(RecordQuery(agent_id="ag")) == ["m2"]
+            assert ids(RecordQuery(run_id="r1")) == ["m2", "m3"]
+            assert ids(RecordQuery(user_id="u1", run_id="r1")) == ["m3"]
+            assert ids(RecordQuery(user_id="nobody")) == []
+            assert ids(RecordQuery(tags=("x",))) == ["m1", "m2"]
+            assert ids(RecordQuery(tags=("x", "y"))) == ["m1"]
+            assert ids(RecordQuery(tags=("x",), user_id="u2")) == ["m2"]
             assert [i for i, _ in index.list_records("b", RecordQuery())] == ["m9"]
             assert index.list_records("nowhere", RecordQuery()) == []
 

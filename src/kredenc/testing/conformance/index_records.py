@@ -20,7 +20,15 @@ from kredenc.storage.base import Index
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import Phrase
 from kredenc.storage.index.vectors import F32
-from kredenc.testing.conformance.index_data import FILTERED, Records, edge, put, tombstone
+from kredenc.testing.conformance.index_data import (
+    FILTERED,
+    SCOPED,
+    Records,
+    edge,
+    label,
+    put,
+    tombstone,
+)
 from kredenc.testing.embedders import HashEmbedder
 
 __all__ = ["IndexRecordConformance"]
@@ -105,6 +113,7 @@ class IndexRecordConformance:
             for v in info.values()
         )
         out["neighbours"] = sorted(index.neighbours(ns, every))
+        out["scoped"] = {label(f): sorted(index.rowids_for(ns, every, f)) for f in SCOPED}
         out["stats"] = index.stats(ns)
         out["document"] = index.document(ns, "docs/a.md")
         return out
