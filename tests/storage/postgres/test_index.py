@@ -13,6 +13,7 @@ from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import Phrase
 from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import AnnParams
+from kredenc.testing import postgres as postgres_testing
 from kredenc.testing.conformance.index_data import Records, put
 from kredenc.testing.embedders import HashEmbedder
 from kredenc.testing.postgres import require
@@ -139,3 +140,22 @@ def test_drop_keeps_the_embedding_cache(postgres_dsn: str, schema: str) -> None:
         assert index.lookup("a", "a2") is not None
     finally:
         index.close()
+
+
+def test_the_first_open_creates_the_vector_extension(
+    postgres_server: postgres_testing.PostgresServer,
+) -> None:
+    with psycopg.connect(postgres_server.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE bare")
+    dsn = postgres_server.dsn("bare")  # a superuser's: allowed to create it
+    index = PostgresIndex(dsn, "s", dim=DIM, model_id="t")
+    try:
+        index.apply(Records().add(put("a", "m", "hello")), None, HashEmbedder(dim=DIM).embed, 1)
+        assert index.lookup("a", "m") is not None
+    finally:
+        index.close()
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
+    assert row == ("public",)

@@ -49,6 +49,9 @@ def _walls() -> tuple[str, ...]:
 def steps(dim: int) -> tuple[Step, ...]:
     """Every step, in order, for vectors of ``dim`` dimensions."""
     return (
+        # pgvector in public (where every store's search_path finds it). Needs a role
+        # allowed to create it the first time; once there, any role passes this step.
+        Step("ext/001 vector", ("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public",)),
         Step(
             "text/001 kredenc text search configuration",
             (
