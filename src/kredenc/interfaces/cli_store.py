@@ -80,6 +80,7 @@ def check(full: bool) -> None:
         cache=repair.cache_path_of(home, settings.embed_cache),
         full=full,
         embed=embed,
+        settings=settings,
     )
     c.emit(report, lambda: click.echo("\n".join(report["findings"])))
     if not report["sound"]:

@@ -4,6 +4,7 @@ and answers as the same store on the file backend does."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from kredenc.testing.postgres import require
 pytestmark = pytest.mark.postgres
 
 require()
+
+from kredenc.storage.postgres import migrate  # noqa: E402
 
 FACTS = [
     ("The office coffee machine is broken", "fact"),
@@ -106,3 +109,96 @@ def test_the_same_answers_as_the_file_backend(tmp_path: Path, pg: dict[str, Any]
 def test_postgres_without_a_dsn_is_refused(tmp_path: Path) -> None:
     with pytest.raises((InvalidInput, ValueError), match="postgres_dsn"):
         Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), backend="postgres")
+
+
+def test_the_cli_on_postgres_remembers_searches_and_checks(
+    tmp_path: Path,
+    pg: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kredenc.interfaces.cli import main
+
+    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: HashEmbedder())
+    for key, value in pg.items():
+        monkeypatch.setenv(f"KREDENC_{key.upper()}", str(value))
+    home = str(tmp_path / "cli")
+
+    def run(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        try:
+            main(["--store", home, *args])
+        except SystemExit as exc:
+            return int(exc.code or 0), capsys.readouterr().out
+        return 0, capsys.readouterr().out
+
+    assert run("remember", "Deploys happen on Tuesdays", "--kind", "fact")[0] == 0
+    code, out = run("search", "when do we deploy", "--json")
+    assert code == 0 and "Deploys happen on Tuesdays" in out
+    code, out = run("check")
+    assert code == 0, out
+    assert "postgresql schema" in out.lower() and "sound" in out
+    assert pg["postgres_dsn"] not in out  # the DSN is a secret
+    # A damaged record is found and named.
+    with migrate.connect(pg["postgres_dsn"], pg["postgres_schema"]) as conn:
+        conn.execute("UPDATE log_records SET crc = crc + 1 WHERE seq = 1")
+    code, out = run("check")
+    assert code == 1
+    assert "damaged record" in out and "NOT sound" in out
+
+
+GUIDE = """# Tea guide
+
+Green tea is steeped at eighty degrees for two minutes.
+
+## Coffee
+
+Espresso needs finely ground beans and nine bars of pressure.
+"""
+
+
+def _export(kb: Kredenc) -> list[str]:
+    out = io.StringIO()
+    kb.export(out)
+    return out.getvalue().splitlines()
+
+
+def test_export_and_import_move_a_store_between_backends(
+    tmp_path: Path, pg: dict[str, Any]
+) -> None:
+    """SQLite -> PostgreSQL -> SQLite: the same lines out, the same hits, scores and all."""
+    src = tmp_path / "guide.md"
+    src.write_text(GUIDE, encoding="utf-8")
+    query = "oolong tea morning espresso"
+
+    def answers(kb: Kredenc) -> list[tuple[str, float]]:
+        return [(h.id, round(h.score, 6)) for h in kb.search(query, k=8)]
+
+    with Kredenc.open(tmp_path / "a", embedder=HashEmbedder(), durability="none") as a:
+        a.ingest([src])
+        tea = a.remember(
+            "The user drinks oolong every morning",
+            kind="preference",
+            tags=["drink"],
+            importance=0.9,
+            meta={"origin": "chat"},
+        )
+        job = a.remember("Renew the passport", kind="task", task_status="pending")
+        a.score(job.id, importance=0.2, status="disputed", reason="later")
+        gone = a.remember("An old phone number", kind="fact")
+        a.relate(tea.id, job.id, "related_to", weight=0.5)
+        a.forget(gone.id)
+        a.file_turns("s1", [{"role": "user", "content": "I like oolong"}])
+        a.scoped("other").remember("Espresso in another namespace", kind="note")
+        first, hits_a = _export(a), answers(a)
+    with Kredenc.open(tmp_path / "b", embedder=HashEmbedder(), **pg) as b:
+        b.import_lines(first)
+        second, hits_b = _export(b), answers(b)
+        assert b.session_history("s1") == [{"role": "user", "content": "I like oolong"}]
+        assert b.get(job.id).importance == 0.2
+    with Kredenc.open(tmp_path / "c", embedder=HashEmbedder(), durability="none") as c:
+        c.import_lines(second)
+        third, hits_c = _export(c), answers(c)
+    assert second[0] == first[0] == third[0]
+    assert sorted(second[1:]) == sorted(first[1:]) == sorted(third[1:])
+    assert hits_a and hits_b == hits_a and hits_c == hits_a
