@@ -50,6 +50,13 @@ ANALYZE_MIN = 500
 _ALL = "*"  # the namespace of a transaction that may see every namespace
 
 
+def _ranked(rows: Sequence[Any], k: int) -> list[tuple[int, float]]:
+    """(rowid, score) best first, ties by rowid, at most ``k``."""
+    found = [(int(r), float(sc)) for r, sc in rows]
+    found.sort(key=lambda t: (-t[1], t[0]))
+    return found[:k]
+
+
 def _error(exc: psycopg.Error) -> StoreError:
     return StoreError(f"PostgreSQL index: {exc}".strip(), "check the database server")
 
@@ -252,40 +259,75 @@ class PostgresIndex:
             raise _error(exc) from None
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
-        """Top ``k`` rowids by inner product (cosine: unit vectors), ties by rowid."""
+        """Top ``k`` rowids by inner product (cosine: unit vectors), ties by rowid.
+
+        Exact below ``ann.threshold`` vectors in the namespace (the SQLite index's own
+        switch to its graph), HNSW from there. Filters that name a scope id, tags or
+        meta values are selective by design: the records that pass are found first and
+        ranked among themselves. Otherwise the nearest vectors are fetched and checked
+        against the filters, deeper (4x) until ``k`` pass or none are left, as the
+        SQLite index does: the join would score every vector of the namespace."""
         if k <= 0:
             return []
-        where, args = record_conditions(filters)
-        shard = ""
-        shard_args: list[Any] = []
-        if filters.drawer is not None:
-            shard = " AND v.shard = %s"
-            shard_args = [shard_key(ns, filters.drawer)]
         q = np.asarray(query, dtype=np.float32)
+        shard, shard_args = "", []
+        if filters.drawer is not None:
+            shard, shard_args = " AND v.shard = %s", [shard_key(ns, filters.drawer)]
         with self._tx(ns) as conn:
             size = conn.execute(
                 "SELECT value FROM meta WHERE key = %s", [f"vectors\x1f{ns}"]
             ).fetchone()
-            exact = size is None or int(size[0]) <= self.ann.threshold
-            base = (
-                "SELECT v.rowid, -(v.vec <#> %s) AS score FROM vectors v JOIN records r"
-                " ON r.rowid = v.rowid WHERE v.ns = %s AND r.ns = %s" + shard + where
-            )
-            params: list[Any] = [q, ns, ns, *shard_args, *args]
-            if exact:
-                # An expression the HNSW index cannot serve: an exact scan and sort.
+            total = int(size[0]) if size is not None else 0
+            exact = total < self.ann.threshold
+            # An expression the HNSW index cannot serve: an exact scan and sort.
+            order = "(v.vec <#> %s) + 0, v.rowid" if exact else "v.vec <#> %s"
+            if not exact:
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            where, args = record_conditions(filters)
+            if (
+                filters.user_id
+                or filters.agent_id
+                or filters.run_id
+                or filters.tags
+                or filters.where
+            ):
+                if not exact:
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.ann.expansion_search, k)}")
                 rows = conn.execute(
-                    base + " ORDER BY (v.vec <#> %s) + 0, v.rowid LIMIT %s", [*params, q, k]
+                    "SELECT v.rowid, -(v.vec <#> %s) FROM vectors v JOIN records r"
+                    " ON r.rowid = v.rowid WHERE v.ns = %s AND r.ns = %s"
+                    + shard
+                    + where
+                    + f" ORDER BY {order} LIMIT %s",
+                    [q, ns, ns, *shard_args, *args, q, k],
                 ).fetchall()
-            else:
-                conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.ann.expansion_search, k)}")
-                rows = conn.execute(
-                    base + " ORDER BY v.vec <#> %s LIMIT %s", [*params, q, k]
-                ).fetchall()
-        found = [(int(r), float(s)) for r, s in rows]
-        found.sort(key=lambda t: (-t[1], t[0]))
-        return found
+                return _ranked(rows, k)
+            fetch = k if exact else 4 * k
+            while True:
+                if not exact:  # pgvector's ef_search is at most 1000
+                    ef = min(1000, max(self.ann.expansion_search, fetch))
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                found = _ranked(
+                    conn.execute(
+                        "SELECT v.rowid, -(v.vec <#> %s) FROM vectors v WHERE v.ns = %s"
+                        + shard
+                        + f" ORDER BY {order} LIMIT %s",
+                        [q, ns, *shard_args, q, fetch],
+                    ).fetchall(),
+                    fetch,
+                )
+                passed = {
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT r.rowid FROM records r WHERE r.rowid = ANY(%s::bigint[])"
+                        " AND r.ns = %s" + where,
+                        [[r for r, _ in found], ns, *args],
+                    ).fetchall()
+                }
+                kept = [(r, sc) for r, sc in found if r in passed]
+                if len(kept) >= k or len(found) < fetch or fetch >= total:
+                    return kept[:k]
+                fetch = min(max(total, 1), fetch * 4)
 
     # -- records and documents -----------------------------------------------------------
     def lookup(self, ns: str, rid: str) -> IndexedRecord | None:

@@ -34,6 +34,7 @@ import re
 import threading
 import time
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,33 +174,47 @@ def _search(
     weights = [idf(cards, hits[i - 1]) if i in live else 0.0 for i in range(1, len(hits) + 1)]
     kept = [p for p in parts if p[0] in live]
     where, args = record_conditions(filters)
+    # Per card, each query word's occurrences (weight A: its own words; B: context) from
+    # the card's tsvector: exact words by a hash join, prefixes by starts_with; a word of
+    # a multi-word phrase counts only in a card that holds the whole phrase.
+    tf = (
+        " SELECT cand.rowid, q.i, q.lex, sum(cardinality(u.positions)"
+        " - cardinality(array_positions(u.weights, 'B'))"
+        " + %s * cardinality(array_positions(u.weights, 'B'))) AS f"
+        " FROM cand CROSS JOIN LATERAL unnest(cand.tsv) AS u JOIN q ON {join}"
+        " WHERE NOT q.multi OR cand.tsv @@ (%s::tsquery[])[q.i]"
+        " GROUP BY cand.rowid, q.i, q.lex"
+    )
     sql = (
-        "WITH q AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::bool[]) AS q(i, lex, pre)),"
+        "WITH q AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::bool[], %s::bool[])"
+        " AS q(i, lex, pre, multi)),"
         " cand AS (SELECT c.rowid, c.len, c.tsv FROM cards c JOIN records r"
         " ON r.rowid = c.rowid WHERE c.ns = %s AND r.ns = %s AND c.tsv @@ %s::tsquery"
         + where
         + "),"
-        " tf AS (SELECT cand.rowid, q.i, q.lex, sum(cardinality(u.positions)"
-        " - cardinality(array_positions(u.weights, 'B'))"
-        " + %s * cardinality(array_positions(u.weights, 'B'))) AS f"
-        " FROM cand CROSS JOIN LATERAL unnest(cand.tsv) AS u"
-        " JOIN q ON u.lexeme = q.lex OR (q.pre AND starts_with(u.lexeme, q.lex))"
-        " WHERE cand.tsv @@ (%s::text[])[q.i]::tsquery"
-        " GROUP BY cand.rowid, q.i, q.lex),"
+        " tf AS ("
+        + tf.format(join="u.lexeme = q.lex AND NOT q.pre")
+        + " UNION ALL"
+        + tf.format(join="q.pre AND starts_with(u.lexeme, q.lex)")
+        + "),"
         " phrase AS (SELECT rowid, i, min(f) AS f FROM tf GROUP BY rowid, i)"
         " SELECT p.rowid, sum((%s::float8[])[p.i] * p.f * %s"
         " / (p.f + %s * (1 - %s + %s * c.len / %s))) AS score"
         " FROM phrase p JOIN cand c USING (rowid) GROUP BY p.rowid"
         " ORDER BY score DESC, p.rowid LIMIT %s"
     )
+    words_of = Counter(p[0] for p in kept)
     params: list[Any] = [
         [p[0] for p in kept],
         [p[1] for p in kept],
         [p[2] for p in kept],
+        [words_of[p[0]] > 1 for p in kept],
         ns,
         ns,
         " | ".join(f"({queries[i - 1]})" for i in live),
         *args,
+        float(context_weight),
+        queries,
         float(context_weight),
         queries,
         weights,
