@@ -233,9 +233,8 @@ class PostgresIndex:
         max_scored: int = MAX_SCORED,
         deadline: float | None = None,
     ) -> list[tuple[int, float]]:
-        """Top ``k`` rowids by BM25 (``lexical.search``); ``max_scored`` is the SQLite
-        index's bound and means nothing here (every match is scored)."""
-        del max_scored
+        """Top ``k`` rowids by BM25 (``lexical.search``), past ``max_scored`` matching
+        cards ranked by the SQLite leg's plan (the rarest phrases required)."""
         if not phrases or k <= 0:
             return []
         try:
@@ -253,6 +252,7 @@ class PostgresIndex:
                     k,
                     filters,
                     context_weight=context_weight,
+                    max_scored=max_scored,
                     deadline=deadline,
                 )
         except psycopg.Error as exc:

@@ -21,10 +21,11 @@ them with Snowball's English stemmer (FTS5 uses the original Porter stemmer: a f
 words stem differently, e.g. ``generously``). A prefix phrase matches every lexeme
 that starts with the stem of its text.
 
-The namespace and the filters are bound in SQL (a join with ``records``); the whole
-match set of a namespace is scored (no ``max_scored`` plan: PostgreSQL scores with a
-pass over the matching cards' vectors, bounded by ``k`` only at the sort). Past a
-deadline, ``statement_timeout`` stops the query and ``DeadlineExceeded`` is raised.
+The namespace and the filters are bound in SQL (a join with ``records``). Which cards
+are ranked follows the SQLite leg's plan (``storage/index/lexical.plan``: past
+``max_scored`` matching cards, those holding the rarest phrases; its rowid windows are
+not used). Past a deadline, ``statement_timeout`` stops the query and
+``DeadlineExceeded`` is raised.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import psycopg
 
 from kredenc.errors import DeadlineExceeded
 from kredenc.storage.index.filters import Filters
-from kredenc.storage.index.lexical import Phrase
+from kredenc.storage.index.lexical import MAX_SCORED, Phrase, Plan, plan
 from kredenc.storage.postgres.filters import record_conditions
 
 K1 = 1.2
@@ -111,6 +112,7 @@ def search(
     filters: Filters,
     *,
     context_weight: float = 0.5,
+    max_scored: int = MAX_SCORED,
     deadline: float | None = None,
 ) -> list[tuple[int, float]]:
     """Top ``k`` (rowid, BM25) of the cards of ``ns`` that pass ``filters``, best first
@@ -138,7 +140,7 @@ def search(
             )
         conn.execute(f"SET LOCAL statement_timeout = {max(1, int(left * 1000))}")
     try:
-        return _search(conn, ns, queries, parts, k, filters, context_weight)
+        return _search(conn, ns, queries, parts, k, filters, context_weight, max_scored)
     except psycopg.errors.QueryCanceled:
         raise DeadlineExceeded(
             "the lexical search was stopped at its deadline", "allow it more time"
@@ -153,6 +155,7 @@ def _search(
     k: int,
     filters: Filters,
     context_weight: float,
+    max_scored: int,
 ) -> list[tuple[int, float]]:
     any_query = " | ".join(f"({q})" for q in queries)
     counts = ", ".join("count(*) FILTER (WHERE tsv @@ %s::tsquery)" for _ in queries)
@@ -160,13 +163,14 @@ def _search(
     row = conn.execute(
         f"SELECT {counts},"
         " (SELECT value FROM meta WHERE key = 'cards'),"
-        " (SELECT value FROM meta WHERE key = 'tokens')"
+        " (SELECT value FROM meta WHERE key = 'tokens'),"
+        " (SELECT value FROM meta WHERE key = %s)"
         " FROM cards WHERE tsv @@ %s::tsquery",
-        [*queries, any_query],
+        [*queries, f"vectors\x1f{ns}", any_query],
     ).fetchone()
     assert row is not None
     hits = [int(n) for n in row[: len(queries)]]
-    cards, tokens = (int(v or 0) for v in row[len(queries) :])
+    cards, tokens, inside = (int(v or 0) for v in row[len(queries) :])
     live = [i for i, n in enumerate(hits, start=1) if n > 0]
     if not live or cards <= 0:
         return []
@@ -225,5 +229,24 @@ def _search(
         avgdl,
         k,
     ]
-    rows = conn.execute(sql, params).fetchall()
-    return [(int(r), float(s)) for r, s in rows if s is not None and float(s) > 0]
+    # The SQLite leg's plan (``index.lexical.plan``): past ``max_scored`` matching cards,
+    # only cards holding the rarest phrases are ranked (scored with every phrase),
+    # relaxed until ``k`` are found. A namespace of at most ``max_scored`` cards is
+    # ranked exactly. Phrases stand in as their numbers.
+    if 0 < inside <= max_scored:
+        max_scored = 0
+    current: Plan | None = plan(
+        [Phrase(str(i)) for i in live], [hits[i - 1] for i in live], max_scored
+    )
+    held = 6  # the position of the candidate tsquery in ``params``
+    assert params[held] == " | ".join(f"({queries[i - 1]})" for i in live)
+    ranked: list[tuple[int, float]] = []
+    while current is not None and current.required:
+        joiner = " & " if current.all_of else " | "
+        params[held] = joiner.join(f"({queries[int(p.text) - 1]})" for p in current.required)
+        rows = conn.execute(sql, params).fetchall()
+        ranked = [(int(r), float(s)) for r, s in rows if s is not None and float(s) > 0]
+        if len(ranked) >= k:
+            return ranked
+        current = current.relaxed()
+    return ranked
