@@ -45,6 +45,9 @@ from kredenc.storage.postgres.filters import record_conditions
 log = logging.getLogger(__name__)
 
 _SEARCHABLE = ["memory", "chunk", "turn"]
+#: Past this many nearest vectors fetched, a filtered ANN search ranks exactly among
+#: the records that pass instead (the scoping branch's rule for the SQLite index).
+DEEPEST_FETCH = 2560
 #: Cards from which the housekeeper refreshes the planner's statistics (compaction_due).
 ANALYZE_MIN = 500
 _ALL = "*"  # the namespace of a transaction that may see every namespace
@@ -284,26 +287,27 @@ class PostgresIndex:
             if not exact:
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             where, args = record_conditions(filters)
-            if (
-                filters.user_id
-                or filters.agent_id
-                or filters.run_id
-                or filters.tags
-                or filters.where
-            ):
-                if not exact:
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.ann.expansion_search, k)}")
+
+            def among_passing() -> list[tuple[int, float]]:
+                # Exact among the records that pass (the planner reads them first).
                 rows = conn.execute(
                     "SELECT v.rowid, -(v.vec <#> %s) FROM vectors v JOIN records r"
                     " ON r.rowid = v.rowid WHERE v.ns = %s AND r.ns = %s"
                     + shard
                     + where
-                    + f" ORDER BY {order} LIMIT %s",
+                    + " ORDER BY (v.vec <#> %s) + 0, v.rowid LIMIT %s",
                     [q, ns, ns, *shard_args, *args, q, k],
                 ).fetchall()
                 return _ranked(rows, k)
+
+            narrow = (filters.user_id, filters.agent_id, filters.run_id, filters.tags)
+            if any(narrow) or filters.where:
+                return among_passing()
             fetch = k if exact else 4 * k
             while True:
+                if not exact and fetch > DEEPEST_FETCH:
+                    # Few records pass: walking the graph deeper would visit all of it.
+                    return among_passing()
                 if not exact:  # pgvector's ef_search is at most 1000
                     ef = min(1000, max(self.ann.expansion_search, fetch))
                     conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
