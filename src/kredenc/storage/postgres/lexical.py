@@ -242,6 +242,11 @@ def _search(
     assert params[held] == " | ".join(f"({queries[i - 1]})" for i in live)
     ranked: list[tuple[int, float]] = []
     while current is not None and current.required:
+        # A plan that holds fewer than k cards at most cannot fill k: skip its query.
+        relaxed = current.relaxed()
+        if current.held_estimate() < k and relaxed is not None and relaxed.required:
+            current = relaxed
+            continue
         joiner = " & " if current.all_of else " | "
         params[held] = joiner.join(f"({queries[int(p.text) - 1]})" for p in current.required)
         rows = conn.execute(sql, params).fetchall()
