@@ -202,3 +202,15 @@ def test_export_and_import_move_a_store_between_backends(
     assert second[0] == first[0] == third[0]
     assert sorted(second[1:]) == sorted(first[1:]) == sorted(third[1:])
     assert hits_a and hits_b == hits_a and hits_c == hits_a
+
+
+def test_a_reader_beside_the_writer_sees_its_writes(tmp_path: Path, pg: dict[str, Any]) -> None:
+    path = tmp_path / "shared"
+    with Kredenc.open(path, embedder=HashEmbedder(), **pg) as writer:
+        first = writer.remember("The first note about gardens")
+        with Kredenc.open(path, embedder=HashEmbedder(), read_only=True, **pg) as reader:
+            assert [h.id for h in reader.search("gardens", k=5)] == [first.id]
+            second = writer.remember("A second note about gardens and roses")
+            assert {h.id for h in reader.search("gardens", k=5)} == {first.id, second.id}
+            assert reader.get(second.id).text == "A second note about gardens and roses"
+            assert reader.stats()["records"] == 2
