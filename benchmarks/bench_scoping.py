@@ -51,7 +51,7 @@ def build(kb: Kredenc, n: int, rng: random.Random) -> float:
                     "user_id": f"u{i % 100}",
                     "agent_id": f"a{i % 5}",
                     "tags": [f"t{tag}", f"t{(tag + 1) % 20}"],
-                    "meta": {"project": f"p{i % 10}", "priority": i % 5},
+                    "meta": {"project": f"p{i % 10}", "priority": (i // 10) % 5},
                 }
             )
         kb.remember_many(items)

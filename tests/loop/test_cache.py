@@ -130,7 +130,7 @@ def test_a_hit_survives_json_field_by_field() -> None:
         legs={"lexical": LegScore(1, 3.5), "dense": LegScore(2, 0.7)}, fused=0.9,
         rerank=0.1, meta={"x": {"y": [1, 2]}}, tags=("a", "b"), seq=7, offset=99,
         created_at=1.5, title="T", origin="/p.pdf", page=3, start_s=1.25, doc_id="d1",
-        graph="related_to of r0",
+        graph="related_to of r0", user_id="u1", agent_id="a1", run_id="r9",
     )  # fmt: skip
     back = hit_from_json(hit_to_json(hit))
     assert back == hit

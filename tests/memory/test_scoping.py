@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ def test_bad_ids_write_nothing(kb: Kredenc) -> None:
         with pytest.raises(InvalidInput, match="user_id"):
             kb.remember("text", user_id=bad)
     with pytest.raises(InvalidInput, match="run_id"):
-        kb.remember("text", run_id=3)  # type: ignore[arg-type]
+        kb.remember("text", run_id=3)
     assert kb.haystack.last_seq == seq
 
 
@@ -61,7 +62,7 @@ def test_the_ids_are_fixed_once_filed(kb: Kredenc) -> None:
 
 
 def test_list_memories_filters_on_the_ids_and_tags_in_sql(kb: Kredenc) -> None:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"text": "a", "user_id": "u1", "agent_id": "bot", "tags": ["x", "y"]},
         {"text": "b", "user_id": "u2", "agent_id": "bot", "run_id": "r1", "tags": ["x"]},
         {"text": "c", "user_id": "u1", "run_id": "r1"},
@@ -70,7 +71,7 @@ def test_list_memories_filters_on_the_ids_and_tags_in_sql(kb: Kredenc) -> None:
     ids = [m.id for m in kb.remember_many(rows)]
     kb.scoped("elsewhere").remember("e", user_id="u1", tags=["x"])
 
-    def listed(**filters: object) -> list[str]:
+    def listed(**filters: object) -> list[int]:
         return [ids.index(m.id) for m in kb.list_memories(**filters)]  # type: ignore[arg-type]
 
     assert listed(user_id="u1") == [0, 2]

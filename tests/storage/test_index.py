@@ -186,8 +186,42 @@ def test_a_scoped_dense_search_is_exact_among_what_passes(
     exact = [kb.index.dense(kb.namespace, query, 10, f) for f in cases]
     assert [len(e) for e in exact] == [10, 10, 0, 0, 0]
     assert rowid_of(kb, filed[0].id) not in {r for r, _ in exact[0]}
-    monkeypatch.setattr(sqlite_index, "SCOPED_EXACT_MAX", 0)  # the deeper fetch instead
+    monkeypatch.setattr(sqlite_index, "EXACT_AMONG_MAX", 0)  # the deeper fetch instead
     assert [kb.index.dense(kb.namespace, query, 10, f) for f in cases] == exact
+
+
+def test_a_dense_search_whose_filter_passes_little_goes_exact(
+    kb: Kredenc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``EXACT_AFTER_FETCH`` a filtered dense search reads what passes and scores
+    it exactly (the same answer as walking the whole shard), and a filter that passes
+    nothing stops there instead of fetching every vector."""
+    from kredenc.storage.index import sqlite as sqlite_index
+
+    monkeypatch.setattr(sqlite_index, "EXACT_AFTER_FETCH", 40)
+    kb.remember_many(
+        [{"text": f"kestrel {i % 7} river", "meta": {"n": i % 50}} for i in range(300)]
+    )
+    query = kb.embedder.embed(["kestrel 3 river"])[0]
+    cases = [Filters(where=(("n", 3),)), Filters(where=(("n", 99),)), Filters(kinds=("task",))]
+    walked: list[int] = []
+    real = VectorShard.search
+
+    def counting(self: VectorShard, q: np.ndarray, fetch: int) -> list[tuple[int, float]]:
+        walked.append(fetch)
+        return real(self, q, fetch)
+
+    monkeypatch.setattr(VectorShard, "search", counting)
+    exact = [kb.index.dense(kb.namespace, query, 5, f) for f in cases]
+    assert [len(e) for e in exact] == [5, 0, 0]
+    assert max(walked) <= 40  # never the whole shard
+    walked.clear()
+    assert kb.index.dense(kb.namespace, query, 60, cases[1]) == []  # k past the bound too
+    assert walked == [60]
+    monkeypatch.setattr(sqlite_index, "EXACT_AMONG_MAX", 0)
+    walked.clear()
+    assert [kb.index.dense(kb.namespace, query, 5, f) for f in cases] == exact
+    assert max(walked) == 300
 
 
 # -- the lexical leg -----------------------------------------------------------------

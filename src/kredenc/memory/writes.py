@@ -74,22 +74,17 @@ def remember(
     drawer: str = "memories",
     tags: Sequence[str] = (),
     meta: Mapping[str, Any] | None = None,
-    user_id: str | None = None,
-    agent_id: str | None = None,
-    run_id: str | None = None,
     **fields: Any,
 ) -> Memory:
     """File one memory; returns it once it is durable and searchable.
 
-    ``user_id``, ``agent_id`` and ``run_id`` say whose memory it is inside the
-    namespace (search, recall, the context graph and listing filter on them).
     ``fields`` are the memory's scores and state: importance, confidence,
     stability (in [0, 1]), status, source, read_only, episode_id, task_status,
-    valid_from, valid_to. Invalid values are rejected; nothing is written.
+    valid_from, valid_to; and ``user_id``, ``agent_id`` and ``run_id``, whose memory
+    it is inside the namespace (search, recall, the context graph and listing filter
+    on them; fixed once filed). Invalid values are rejected; nothing is written.
     """
     store.check_writable()
-    scope = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
-    fields = {**fields, **{k: v for k, v in scope.items() if v is not None}}
     payload = memory_payload(store, ns, text, kind, drawer, tags, meta, fields, strict=True)
     vectors = store.vectors_for([payload])
     (placed,) = store.write([payload], vectors=vectors)

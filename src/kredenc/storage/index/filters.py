@@ -9,6 +9,7 @@ exactly and by JSON type (see :func:`kredenc.fields.validate_where`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,8 +105,13 @@ def record_conditions(filters: Filters) -> tuple[str, list[Any]]:
             where += f" AND r.{column} = ?"
             args.append(value)
     for tag in filters.tags:
-        where += " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = ?)"
-        args.append(tag)
+        # instr() on the JSON text first (cheap; most records fail it), json_each to be
+        # exact (the projector writes tags as json.dumps(..., ensure_ascii=False)).
+        where += (
+            " AND instr(r.tags, ?) > 0"
+            " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = ?)"
+        )
+        args.extend([json.dumps(tag, ensure_ascii=False), tag])
     for key, value in filters.where:
         sql, more = _meta_equals(key, value)
         where += sql
@@ -121,15 +127,19 @@ def _meta_equals(key: str, value: WhereValue) -> tuple[str, list[Any]]:
         return " AND json_type(r.meta, ?) = 'null'", [path]
     if isinstance(value, bool):
         return " AND json_type(r.meta, ?) = ?", [path, "true" if value else "false"]
+    # The value first (one parse; most records fail it), then its JSON type: an object
+    # reads back as its JSON text, and true as 1. A string is looked for in the JSON
+    # text first (instr: about half the time of a parse at 100,000 records), as the
+    # projector wrote it (json.dumps(..., ensure_ascii=False) encodes it the same).
     if isinstance(value, str):
-        return " AND json_type(r.meta, ?) = 'text' AND json_extract(r.meta, ?) = ?", [
-            path,
-            path,
-            value,
-        ]
+        return (
+            " AND instr(r.meta, ?) > 0 AND json_extract(r.meta, ?) = ?"
+            " AND json_type(r.meta, ?) = 'text'",
+            [json.dumps(value, ensure_ascii=False), path, value, path],
+        )
     return (
-        " AND json_type(r.meta, ?) IN ('integer', 'real') AND json_extract(r.meta, ?) = ?",
-        [path, path, value],
+        " AND json_extract(r.meta, ?) = ? AND json_type(r.meta, ?) IN ('integer', 'real')",
+        [path, value, path],
     )
 
 

@@ -73,8 +73,10 @@ log = logging.getLogger(__name__)
 COMPACT_MIN = 10_000
 COMPACT_GROWTH = 1.25
 #: A dense search with a scope id reads the records that pass first and scores them
-#: exactly when they are at most this many (else it fetches deeper, as unscoped).
-SCOPED_EXACT_MAX = 20_000
+#: exactly when they are at most this many (else it fetches deeper, as unscoped); so
+#: does any filtered dense search whose fetch would grow past ``EXACT_AFTER_FETCH``.
+EXACT_AMONG_MAX = 5_000
+EXACT_AFTER_FETCH = 2_560
 
 
 class SqliteIndex:
@@ -448,12 +450,16 @@ class SqliteIndex:
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by cosine within the namespace (and drawer) that pass
         ``filters``: shards are searched deeper until ``k`` survive or none are left.
-        With a scope id (``user_id``, ``agent_id``, ``run_id``: indexed, and usually
-        a small share of the namespace) the records that pass are read first and, when
-        there are at most :data:`SCOPED_EXACT_MAX`, searched exactly among themselves."""
-        scoped = self._dense_scoped(ns, query, k, filters)
-        if scoped is not None:
-            return scoped
+        A filter that passes few records is searched exactly among them instead
+        (:meth:`_dense_among`, when at most :data:`EXACT_AMONG_MAX` pass): at once with
+        a scope id (``user_id``, ``agent_id``, ``run_id``: indexed, and usually a small
+        share of the namespace), and for any other filter once the fetch would pass
+        :data:`EXACT_AFTER_FETCH` (a filter that matches little or nothing would
+        otherwise walk the whole shard through the ANN graph)."""
+        if k > 0 and (filters.user_id or filters.agent_id or filters.run_id):
+            among = self._dense_among(ns, query, k, filters)
+            if among is not None:
+                return among
         prefix = shard_key(ns, filters.drawer) if filters.drawer is not None else ns + "\x1f"
         shards = [
             shard
@@ -462,6 +468,7 @@ class SqliteIndex:
         ]
         total = sum(len(s) for s in shards)
         fetch = k * 4 if any(s.uses_ann for s in shards) else k
+        tried_among = False
         while True:
             found: list[tuple[int, float]] = []
             for shard in shards:
@@ -470,17 +477,20 @@ class SqliteIndex:
             kept = self._keep(ns, found, k, filters)
             if len(kept) >= k or fetch >= total:
                 return kept
+            if fetch * 4 > EXACT_AFTER_FETCH and not tried_among:
+                tried_among = True
+                among = self._dense_among(ns, query, k, filters)
+                if among is not None:
+                    return among
             fetch = min(total, fetch * 4)
 
-    def _dense_scoped(
+    def _dense_among(
         self, ns: str, query: F32, k: int, filters: Filters
     ) -> list[tuple[int, float]] | None:
-        """The exact top ``k`` among the records a scope id lets through, or None when
-        no scope id is given or more than :data:`SCOPED_EXACT_MAX` pass."""
-        if k <= 0 or not (filters.user_id or filters.agent_id or filters.run_id):
-            return None
-        passing = reads.passing_rowids(self.reader(), ns, filters, SCOPED_EXACT_MAX + 1)
-        if sum(map(len, passing.values())) > SCOPED_EXACT_MAX:
+        """The exact top ``k`` among the records of ``ns`` that pass ``filters`` (read
+        in SQL first), or None when more than :data:`EXACT_AMONG_MAX` pass."""
+        passing = reads.passing_rowids(self.reader(), ns, filters, EXACT_AMONG_MAX + 1)
+        if sum(map(len, passing.values())) > EXACT_AMONG_MAX:
             return None
         shards = self.shards()
         found = [

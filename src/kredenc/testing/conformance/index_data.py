@@ -96,8 +96,8 @@ FILTERED: list[dict[str, Any]] = [
         ts=100.0,
         user_id="u1",
         agent_id="ag1",
-        tags=["red", "blue"],
-        meta={"project": "apollo", "n": 1, "flag": True},
+        tags=["red", "blue", "ñandú"],
+        meta={"project": "apollo", "n": 1, "flag": True, "who": 'Ålex "the" \\ one'},
     ),
     put(
         "a",
@@ -220,6 +220,10 @@ SCOPED: list[Filters] = [
     Filters(where=(("none", None),)),
     Filters(where=(("n", 1), ("project", "apollo"))),
     Filters(user_id="u1", tags=("blue",), where=(("n", 1),)),
+    # Text beyond ASCII, quotes and backslashes match as filed.
+    Filters(tags=("ñandú",)),
+    Filters(where=(("who", 'Ålex "the" \\ one'),)),
+    Filters(where=(("who", "Ålex"),)),
 ]
 
 FILTERS: list[Filters] = [
