@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.errors import InvalidInput, NotFound
+from kredenc.errors import InvalidInput, NotFound, StoreError
 from kredenc.records import GraphEdge
 from kredenc.storage import layout
 from kredenc.testing.embedders import HashEmbedder
@@ -214,3 +214,13 @@ def test_a_reader_beside_the_writer_sees_its_writes(tmp_path: Path, pg: dict[str
             assert {h.id for h in reader.search("gardens", k=5)} == {first.id, second.id}
             assert reader.get(second.id).text == "A second note about gardens and roses"
             assert reader.stats()["records"] == 2
+
+
+def test_a_server_that_is_not_there_is_one_line_without_the_password(tmp_path: Path) -> None:
+    dsn = "host=127.0.0.1 port=1 user=kredenc password=s3cret-pw dbname=kredenc connect_timeout=2"
+    with pytest.raises(StoreError) as err:
+        Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), backend="postgres", postgres_dsn=dsn)
+    text = f"{err.value.message} {err.value.hint}"
+    assert "s3cret-pw" not in text
+    assert "postgres_dsn" in err.value.hint
+    assert "\n" not in err.value.message
