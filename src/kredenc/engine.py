@@ -24,8 +24,7 @@ from kredenc.memory.turns import TurnFiler
 from kredenc.providers.embed.base import Embedder
 from kredenc.retrieve import query as queries
 from kredenc.storage import layout
-from kredenc.storage.base import Index
-from kredenc.storage.haystack import Haystack
+from kredenc.storage.base import Index, Log
 from kredenc.storage.store import Store
 
 if TYPE_CHECKING:
@@ -176,7 +175,7 @@ class Kredenc:
         return self.store.index
 
     @property
-    def haystack(self) -> Haystack:
+    def haystack(self) -> Log:
         return self.store.haystack
 
     def rebuild(self, *, fresh_cache: bool = False) -> dict[str, int]:
@@ -238,6 +237,7 @@ class Kredenc:
                 full=full,
                 embed=self.embedder.embed,
                 live=True,
+                settings=self.settings,
             )
 
     def export(self, out: TextIO, namespaces: Sequence[str] | None = None) -> int:

@@ -79,6 +79,7 @@ def check(full: bool) -> None:
         cache=repair.cache_path_of(home, settings.embed_cache),
         full=full,
         embed=embed,
+        settings=settings,
     )
     _emit_check(c, report)
 

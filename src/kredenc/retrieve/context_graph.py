@@ -25,8 +25,7 @@ import numpy as np
 from kredenc.errors import InvalidInput
 from kredenc.records import ContextGraph, GraphEdge, GraphNode
 from kredenc.retrieve.graph import expand
-from kredenc.storage.base import Index
-from kredenc.storage.haystack import Haystack
+from kredenc.storage.base import Index, Log
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.vectors import F32
 
@@ -69,7 +68,7 @@ class Blend:
 
 def build(
     index: Index,
-    haystack: Haystack,
+    haystack: Log,
     ns: str,
     query: str,
     *,

@@ -23,8 +23,7 @@ from kredenc.retrieve.graph import expand, merge
 from kredenc.retrieve.relevance import WINDOW, features, relevance, unit_vectors
 from kredenc.retrieve.rerank import rerank
 from kredenc.retrieve.terms import phrases, query_terms, tokens
-from kredenc.storage.base import Index
-from kredenc.storage.haystack import Haystack
+from kredenc.storage.base import Index, Log
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import MAX_SCORED, Phrase
 from kredenc.storage.index.vectors import F32
@@ -275,7 +274,7 @@ def _best_per_document(
 
 def search(
     index: Index,
-    haystack: Haystack,
+    haystack: Log,
     ns: str,
     query: str,
     params: SearchParams,

@@ -13,7 +13,6 @@ import fcntl
 import logging
 import os
 import queue
-import sqlite3
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -22,8 +21,8 @@ from typing import Any
 
 from kredenc.errors import KredencError, StoreError, StoreLocked
 from kredenc.records import Appended
-from kredenc.storage.haystack import HEADER_SIZE, Haystack
-from kredenc.storage.index.sqlite import EmbedFn, SqliteIndex
+from kredenc.storage.base import Index, Log
+from kredenc.storage.index.projector import EmbedFn
 from kredenc.storage.index.vectors import F32
 
 log = logging.getLogger(__name__)
@@ -73,7 +72,7 @@ _STOP = object()
 class Housekeeper:
     """Serialises every write to the haystack and the index."""
 
-    def __init__(self, haystack: Haystack, index: SqliteIndex, embed: EmbedFn | None) -> None:
+    def __init__(self, haystack: Log, index: Index, embed: EmbedFn | None) -> None:
         self.haystack = haystack
         self.index = index
         self.embed = embed
@@ -147,11 +146,12 @@ class Housekeeper:
     def _maintain(self) -> None:
         """Index upkeep between writes, when none is waiting: merge the card index once
         it has grown enough (``SqliteIndex.compaction_due``). A failure only delays it."""
+        failures: tuple[type[Exception], ...] = (KredencError, *self.index.errors)
         try:
             if self.index.compaction_due():
                 seconds = self.index.compact()
                 log.info("housekeeper: merged the card index in %.2f s", seconds)
-        except (KredencError, sqlite3.Error) as exc:
+        except failures as exc:
             log.warning("housekeeper: could not merge the card index (%s); will retry", exc)
 
     def _write_group(self, group: list[_Request]) -> None:
@@ -181,14 +181,20 @@ class Housekeeper:
             entries.extend((off, p) for (_, off), p in zip(placed, req.payloads, strict=True))
             if req.vectors:
                 vectors.update(req.vectors)
+        failures: tuple[type[Exception], ...] = (
+            KredencError,
+            OSError,
+            ValueError,
+            *self.index.errors,
+        )
         try:
             if self._index_behind:
                 _, applied_end = self.index.applied()
-                start = max(applied_end, HEADER_SIZE)
-                entries = [(rec.offset, rec.payload) for rec in hay.iter_from(start)]
+                records = hay.iter_from(applied_end) if applied_end > 0 else hay.iter_from()
+                entries = [(rec.offset, rec.payload) for rec in records]
             self.index.apply(entries, vectors, self.embed, hay.end, hay.last_seq)
             self._index_behind = False
-        except (KredencError, OSError, ValueError, sqlite3.Error) as exc:
+        except failures as exc:
             # The log has the records (it is the truth); only the index lags.
             self._index_behind = True
             log.error("index update failed after append (run 'kredenc rebuild'): %s", exc)

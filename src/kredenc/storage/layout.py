@@ -73,20 +73,22 @@ def require_store(home: Path) -> None:
         raise StoreError(f"no store at {home}", "run 'kredenc init' first")
 
 
-def init_store(home: Path, model_id: str, dim: int) -> StoreMeta:
+def init_store(home: Path, model_id: str, dim: int, log_id: bytes | None = None) -> StoreMeta:
     """Create a new store directory (or an empty existing one), private to its owner:
-    folders 0700, files 0600 (whatever the umask)."""
+    folders 0700, files 0600 (whatever the umask). ``log_id``: the id of a log another
+    backend keeps (PostgreSQL); without one, an empty haystack file is created."""
     check_directory(home)
     if is_store(home):
         return read_meta(home)
     home.mkdir(parents=True, exist_ok=True)
     os.chmod(home, 0o700)
-    log_path = home / LOG_FILE
-    if log_path.exists():
-        if log_path.stat().st_size > HEADER_SIZE:
-            raise StoreError(f"{home} has a haystack but no {META_FILE}", "restore store.json")
-        log_path.unlink()  # an init that crashed before store.json: nothing was filed
-    log_id = Haystack.create(log_path)
+    if log_id is None:
+        log_path = home / LOG_FILE
+        if log_path.exists():
+            if log_path.stat().st_size > HEADER_SIZE:
+                raise StoreError(f"{home} has a haystack but no {META_FILE}", "restore store.json")
+            log_path.unlink()  # an init that crashed before store.json: nothing was filed
+        log_id = Haystack.create(log_path)
     meta = StoreMeta(STORE_FORMAT, log_id.hex(), model_id, dim, time.time())
     write_meta(home, meta.to_json())
     return meta

@@ -25,14 +25,14 @@ from kredenc.config import Settings
 from kredenc.errors import StoreError
 from kredenc.records import Appended
 from kredenc.records import now as wall_clock
-from kredenc.storage import layout, repair
+from kredenc.storage import backends, layout, repair
 from kredenc.storage import purge as purging
-from kredenc.storage.base import CacheTier, Index
+from kredenc.storage.base import CacheTier, Index, Log
 from kredenc.storage.gate import CallGate
-from kredenc.storage.haystack import HEADER_SIZE, Haystack
+from kredenc.storage.haystack import Haystack, LogRecord
 from kredenc.storage.housekeeper import Housekeeper, StoreLock
-from kredenc.storage.index.sqlite import IndexOutdated, SqliteIndex, embed_text_of, text_hash
-from kredenc.storage.index.vectors import F32, AnnParams
+from kredenc.storage.index.sqlite import IndexOutdated, embed_text_of, text_hash
+from kredenc.storage.index.vectors import F32
 from kredenc.storage.opcache_chain import tiers_for_store
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,13 @@ class TextEmbedder(Protocol):
     def embed_query(self, text: str) -> F32: ...
 
     def describe(self) -> str: ...
+
+
+def records_after(log: Log, applied_end: int) -> Iterable[LogRecord]:
+    """The log's records from the address an index's position ends at (0: the first).
+    Addresses are the log's own: past the file header in a haystack, seqs in
+    PostgreSQL."""
+    return log.iter_from(applied_end) if applied_end > 0 else log.iter_from()
 
 
 class Store:
@@ -82,20 +89,18 @@ class Store:
         if not layout.is_store(self.home):
             if read_only:
                 layout.require_store(self.home)
-            layout.init_store(self.home, embedder.model_id, embedder.dim)
+            log_id = backends.create_log(settings)
+            layout.init_store(self.home, embedder.model_id, embedder.dim, log_id)
         self.meta = layout.read_meta(self.home)
         layout.check_model(self.meta, embedder.model_id, embedder.dim)
         self._lock = None if read_only else StoreLock(self.home / layout.LOCK_FILE)
         self._housekeeper: Housekeeper | None = None
         try:
-            self.haystack = Haystack(
-                self.home / layout.LOG_FILE,
-                durability=settings.durability,
-                writable=not read_only,  # only a writer cuts a torn tail
-            )
+            # Only a writer cuts a torn tail.
+            self.haystack: Log = backends.open_log(settings, self.home, read_only=read_only)
             if self.haystack.log_id.hex() != self.meta.log_id:
                 raise StoreError(
-                    f"{self.home}: haystack log id does not match store.json",
+                    f"{self.home}: log id does not match store.json",
                     "the log and store.json belong to different stores",
                 )
             self.index: Index = self._open_index()
@@ -175,8 +180,9 @@ class Store:
         return self._closed
 
     # -- the index --------------------------------------------------------------
-    def _open_index(self) -> SqliteIndex:
-        if self.read_only and not (self.home / layout.INDEX_FILE).exists():
+    def _open_index(self) -> Index:
+        postgres = backends.is_postgres(self.settings)
+        if self.read_only and not postgres and not (self.home / layout.INDEX_FILE).exists():
             # A reader creates nothing: the index is built by a writer (or rebuild).
             raise StoreError(
                 f"{self.home / layout.INDEX_FILE} is missing",
@@ -188,29 +194,23 @@ class Store:
             if self.read_only:
                 raise
             log.warning("%s: dropping the index; it is rebuilt from the log", exc.message)
-            layout.drop_index(self.home)
+            backends.drop_index(self.settings, self.home)
             return self._new_index()
         except StoreError as exc:  # name the derived file at fault (index or cache)
+            if postgres:
+                raise
             raise repair.blame(self.home, self._cache_path()) or exc from exc
 
     def _cache_path(self) -> Path:
         return repair.cache_path_of(self.home, self.settings.embed_cache)
 
-    def _new_index(self) -> SqliteIndex:
-        s = self.settings
-        return SqliteIndex(
-            self.home / layout.INDEX_FILE,
+    def _new_index(self) -> Index:
+        return backends.new_index(
+            self.settings,
+            self.home,
             dim=self.embedder.dim,
             model_id=self.embedder.model_id,
-            cache_path=s.embed_cache,
             read_only=self.read_only,
-            ann=AnnParams(
-                threshold=s.ann_threshold,
-                dtype=s.ann_dtype,
-                connectivity=s.ann_connectivity,
-                expansion_add=s.ann_expansion_add,
-                expansion_search=s.ann_expansion_search,
-            ),
         )
 
     def _catch_up(self) -> None:
@@ -222,14 +222,13 @@ class Store:
                 "index is ahead of the log (seq %d > %d): rebuilding", applied_seq, hay.last_seq
             )
             self.index.close()
-            layout.drop_index(self.home)
+            backends.drop_index(self.settings, self.home)
             self.index = self._open_index()
             applied_seq, applied_end = 0, 0
         if applied_seq == hay.last_seq:
             return
         chunk: list[tuple[int, dict[str, Any]]] = []
-        start = applied_end if applied_end >= HEADER_SIZE else HEADER_SIZE
-        for rec in hay.iter_from(start):
+        for rec in records_after(hay, applied_end):
             chunk.append((rec.offset, rec.payload))
             if len(chunk) >= _REPLAY_CHUNK:
                 self.index.apply(chunk, None, self.embed_many, rec.end)
@@ -252,10 +251,11 @@ class Store:
         self._housekeeper.close()
         self.index.close()
         self._clear_opcache()
-        repair.set_aside_bad_files(
-            self.home, self._cache_path(), dim=self.embedder.dim, fresh_cache=fresh_cache
-        )
-        layout.drop_index(self.home)
+        if not backends.is_postgres(self.settings):
+            repair.set_aside_bad_files(
+                self.home, self._cache_path(), dim=self.embedder.dim, fresh_cache=fresh_cache
+            )
+        backends.drop_index(self.settings, self.home)
         self.index = self._open_index()
         self._catch_up()
         self.index.compact()  # one FTS5 segment: what the replay wrote in many
@@ -277,6 +277,11 @@ class Store:
         hk = self._writable()
         if not purge:
             return {"purged": 0, "seconds": round(self.index.compact(), 3)}
+        if backends.is_postgres(self.settings):
+            raise StoreError(
+                "purge rewrites the log file, and this store's log is in PostgreSQL",
+                "forget records instead; purging a PostgreSQL log is not supported yet",
+            )
         self._flush_access()
         hk.close()
         self.index.close()
@@ -297,7 +302,7 @@ class Store:
     def stats(self, ns: str) -> dict[str, Any]:
         """What ``ns`` holds (records per drawer and type, edges) and the store's size."""
         with self.gate:
-            if self.read_only:
+            if self.read_only and isinstance(self.haystack, Haystack):
                 self.haystack.follow()  # the log's size now, not when this handle opened
             out = self.index.stats(ns)
         out.update(

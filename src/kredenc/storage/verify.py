@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from kredenc.config import Settings
 from kredenc.errors import KredencError
 from kredenc.storage import layout
 from kredenc.storage.haystack import (
@@ -53,10 +54,13 @@ def verify_store(
     full: bool = False,
     embed: EmbedFn | None = None,
     live: bool = False,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Check the directory, store.json, the haystack, the index and the cache. Read-only.
     ``live``: the store is held open by this process (its SQLite write-ahead logs are
-    read too; see ``repair.connect_readonly``)."""
+    read too; see ``repair.connect_readonly``). With ``settings`` naming the PostgreSQL
+    backend, its log and index are checked instead of the files
+    (``storage/postgres/verify.py``)."""
     findings: list[str] = []
     faults: list[str] = []
     rebuild = f"run 'kredenc --store {shlex.quote(str(home))} rebuild'"
@@ -77,6 +81,14 @@ def verify_store(
             f"store.json: model {meta.model_id} ({meta.dim}-d) is not the configured "
             f"{model_id} ({dim}-d) (configure embed_provider/embed_model to the store's model)"
         )
+    if settings is not None and settings.backend == "postgres":
+        try:
+            from kredenc.storage.postgres.verify import check_postgres
+        except ImportError:
+            findings.append("backend = 'postgres' needs pip install 'kredenc[postgres]'")
+            return _report(findings, ["log"])
+        check_postgres(home, meta, settings, findings, faults)
+        return _report(findings, faults)
     log_path = home / layout.LOG_FILE
     if not log_path.is_file():
         faults.append("haystack.log")

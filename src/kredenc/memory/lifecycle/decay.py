@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from kredenc.errors import InvalidInput
 from kredenc.memory.lifecycle import JobReport, live_memories, score_payload, write_groups
 from kredenc.records import now as wall_clock
-from kredenc.storage.haystack import HEADER_SIZE, Haystack
+from kredenc.storage.base import Log
+from kredenc.storage.store import records_after
 
 if TYPE_CHECKING:
     from kredenc.storage.store import Store
@@ -38,13 +39,13 @@ _FLOOR = 1e-4  # below this importance there is nothing left worth a record
 class _Ledger:
     """When each memory's importance was last set, from the log's score records."""
 
-    end: int = HEADER_SIZE
+    end: int = 0  # the log's address to read on from (0: its first record)
     base: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def catch_up(self, haystack: Haystack) -> None:
+    def catch_up(self, haystack: Log) -> None:
         with self.lock:
-            for rec in haystack.iter_from(self.end):
+            for rec in records_after(haystack, self.end):
                 p = rec.payload
                 if p.get("op") == "score" and "importance" in p:
                     rid = str(p["id"])
@@ -53,11 +54,11 @@ class _Ledger:
                 self.end = rec.end
 
 
-_LEDGERS: weakref.WeakKeyDictionary[Haystack, _Ledger] = weakref.WeakKeyDictionary()
+_LEDGERS: weakref.WeakKeyDictionary[Log, _Ledger] = weakref.WeakKeyDictionary()
 _LEDGERS_LOCK = threading.Lock()
 
 
-def _ledger(haystack: Haystack) -> _Ledger:
+def _ledger(haystack: Log) -> _Ledger:
     with _LEDGERS_LOCK:
         ledger = _LEDGERS.get(haystack)
         if ledger is None:

@@ -404,6 +404,25 @@ class RecordQuery:
     tags: tuple[str, ...] = ()
 
 
+def listing_filters(query: RecordQuery) -> Filters:
+    """The legs' filters a listing shares (every status included); ``statuses`` and
+    ``session`` are the listing's own (each backend adds them)."""
+    return Filters(
+        drawer=query.drawer,
+        types=tuple(query.types),
+        kinds=tuple(query.kinds),
+        include_deprecated=True,
+        loaders=tuple(query.loaders),
+        origin_glob=query.origin_glob,
+        created_after=None if query.since is None else float(query.since),
+        created_before=None if query.until is None else float(query.until),
+        user_id=query.user_id,
+        agent_id=query.agent_id,
+        run_id=query.run_id,
+        tags=tuple(query.tags),
+    )
+
+
 def list_records(
     conn: sqlite3.Connection, ns: str, query: RecordQuery, limit: int | None, offset: int
 ) -> list[tuple[str, int]]:
@@ -411,22 +430,7 @@ def list_records(
     (seq), ``offset`` skipped and at most ``limit`` (all when None)."""
     # The conditions every leg applies (filters.py), every status included; then the
     # two only a listing asks for.
-    common, common_args = record_conditions(
-        Filters(
-            drawer=query.drawer,
-            types=tuple(query.types),
-            kinds=tuple(query.kinds),
-            include_deprecated=True,
-            loaders=tuple(query.loaders),
-            origin_glob=query.origin_glob,
-            created_after=None if query.since is None else float(query.since),
-            created_before=None if query.until is None else float(query.until),
-            user_id=query.user_id,
-            agent_id=query.agent_id,
-            run_id=query.run_id,
-            tags=tuple(query.tags),
-        )
-    )
+    common, common_args = record_conditions(listing_filters(query))
     where = "r.ns=?" + common
     args: list[Any] = [ns, *common_args]
     if query.statuses:

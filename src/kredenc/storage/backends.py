@@ -1,0 +1,111 @@
+"""Which log and index a store opens: ``backend = "sqlite"`` (the haystack file and
+the SQLite index in the store directory) or ``"postgres"`` (both as tables in the
+``postgres_schema`` of the ``postgres_dsn`` database; ``storage/postgres``).
+
+The store directory exists either way: it holds ``store.json`` (the log id, the
+model), the writer's lock, settings and the operation cache's file. The PostgreSQL
+modules are imported only when that backend is chosen (they need psycopg).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kredenc.config import Settings
+from kredenc.errors import MissingExtra
+from kredenc.storage import layout
+from kredenc.storage.base import Index, Log
+from kredenc.storage.haystack import Haystack
+from kredenc.storage.index.sqlite import SqliteIndex
+from kredenc.storage.index.vectors import AnnParams
+
+if TYPE_CHECKING:
+    from kredenc.storage.postgres.index import PostgresIndex
+    from kredenc.storage.postgres.log import PostgresLog
+
+
+def is_postgres(settings: Settings) -> bool:
+    return settings.backend == "postgres"
+
+
+def ann_params(settings: Settings) -> AnnParams:
+    s = settings
+    return AnnParams(
+        threshold=s.ann_threshold,
+        dtype=s.ann_dtype,
+        connectivity=s.ann_connectivity,
+        expansion_add=s.ann_expansion_add,
+        expansion_search=s.ann_expansion_search,
+    )
+
+
+def _postgres_log() -> type[PostgresLog]:
+    try:
+        from kredenc.storage.postgres.log import PostgresLog
+    except ImportError:
+        raise MissingExtra("backend = 'postgres'", "postgres") from None
+    return PostgresLog
+
+
+def _postgres_index() -> type[PostgresIndex]:
+    try:
+        from kredenc.storage.postgres.index import PostgresIndex
+    except ImportError:
+        raise MissingExtra("backend = 'postgres'", "postgres") from None
+    return PostgresIndex
+
+
+def create_log(settings: Settings) -> bytes | None:
+    """For a new store: create the backend's empty log and return its id, or None for
+    the file backend (``layout.init_store`` writes the haystack file itself)."""
+    if not is_postgres(settings):
+        return None
+    log = open_log(settings, settings.home, read_only=False)
+    try:
+        return log.log_id
+    finally:
+        log.close()
+
+
+def open_log(settings: Settings, home: Path, *, read_only: bool) -> Log:
+    """The store's log, recovered (only a writer cuts anything)."""
+    if is_postgres(settings):
+        return _postgres_log()(
+            settings.postgres_dsn.get_secret_value(),
+            settings.postgres_schema,
+            durability=settings.durability,
+            writable=not read_only,
+        )
+    return Haystack(home / layout.LOG_FILE, durability=settings.durability, writable=not read_only)
+
+
+def new_index(settings: Settings, home: Path, *, dim: int, model_id: str, read_only: bool) -> Index:
+    """The store's index (created when missing, unless ``read_only``)."""
+    if is_postgres(settings):
+        return _postgres_index()(
+            settings.postgres_dsn.get_secret_value(),
+            settings.postgres_schema,
+            dim=dim,
+            model_id=model_id,
+            ann=ann_params(settings),
+            read_only=read_only,
+        )
+    return SqliteIndex(
+        home / layout.INDEX_FILE,
+        dim=dim,
+        model_id=model_id,
+        cache_path=settings.embed_cache,
+        read_only=read_only,
+        ann=ann_params(settings),
+    )
+
+
+def drop_index(settings: Settings, home: Path) -> None:
+    """Drop the derived index (never the log, never the embedding cache) and the
+    operation cache's file."""
+    if is_postgres(settings):
+        _postgres_index().drop(settings.postgres_dsn.get_secret_value(), settings.postgres_schema)
+        layout.drop_opcache(home)
+        return
+    layout.drop_index(home)

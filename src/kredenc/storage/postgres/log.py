@@ -1,0 +1,308 @@
+"""The log as a PostgreSQL table: the :class:`~kredenc.storage.base.Log` of a store
+whose ``backend`` is ``postgres``.
+
+A record is one row of ``log_records``: its ``seq`` (which is also its address), the
+CRC32C of its payload and the payload itself, the same JSON bytes the file haystack
+writes (``haystack.encode_payload``: ``seq`` and ``op`` first). The payload is kept
+as ``bytea`` so that the checksum covers exactly what was written; every read
+verifies it.
+
+Seqs come from ``log_head.last_seq``, a one-row counter moved by ``UPDATE ...
+RETURNING`` inside the append's own transaction: a batch (every append, in fact) is
+one transaction, so it lands whole or not at all, and the seqs have no gaps (a
+PostgreSQL ``SEQUENCE`` would leave one behind every rolled-back append). The row
+lock on the counter also serialises writers from any number of processes.
+
+Recovery: a database commits whole transactions, so no torn tail and no half batch
+can exist. What remains is damage (a payload that no longer matches its checksum):
+opening verifies every record, refuses (``CorruptLog``, the record's address) a log
+in which valid records follow a damaged one, and cuts a damaged last record (copied
+into ``log_cut`` first), as the file haystack does with a torn tail.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+
+from kredenc.errors import CorruptLog, InvalidInput, StoreError
+from kredenc.storage.haystack import (
+    DURABILITIES,
+    MAX_PAYLOAD,
+    Durability,
+    LogRecord,
+    Recovery,
+    _ordered,
+    crc32c,
+    encode_payload,
+)
+from kredenc.storage.postgres import migrate
+from kredenc.storage.postgres.migrate import Step
+
+log = logging.getLogger(__name__)
+
+#: Records read per round trip when iterating or verifying.
+_PAGE = 2000
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        "log/001 records and head",
+        (
+            "CREATE TABLE log_head("
+            " one boolean PRIMARY KEY DEFAULT true CHECK (one),"
+            " log_id uuid NOT NULL, last_seq bigint NOT NULL DEFAULT 0)",
+            "CREATE TABLE log_records("
+            " seq bigint PRIMARY KEY, crc bigint NOT NULL, payload bytea NOT NULL)",
+            "CREATE TABLE log_cut("
+            " seq bigint NOT NULL, crc bigint NOT NULL, payload bytea NOT NULL,"
+            " cut_at timestamptz NOT NULL DEFAULT now(), reason text NOT NULL)",
+        ),
+    ),
+)
+
+
+def _hint(schema: str) -> str:
+    return (
+        f"the log in PostgreSQL schema {schema} holds a damaged record: restore the "
+        "database from a backup (kredenc export reads around nothing here)"
+    )
+
+
+class PostgresLog:
+    """An open PostgreSQL log. Appends are serialised by the caller (the housekeeper)
+    and, across processes, by the row lock on ``log_head``."""
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        durability: Durability = "append",
+        writable: bool = True,
+    ) -> None:
+        if durability not in DURABILITIES:
+            raise InvalidInput(
+                f"unknown durability {durability!r}", f"use one of {', '.join(DURABILITIES)}"
+            )
+        self.schema = migrate.check_schema(schema)
+        self.durability: Durability = durability
+        self.writable = writable
+        if writable:
+            migrate.migrate(dsn, schema, STEPS)
+        self._conn = migrate.connect(dsn, schema)
+        self.recovery = Recovery(end=1)
+        try:
+            self._open()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- opening and recovery ---------------------------------------------------
+    def _open(self) -> None:
+        conn = self._conn
+        with conn.transaction():
+            row = conn.execute("SELECT log_id, last_seq FROM log_head").fetchone()
+            if row is None:
+                if not self.writable:
+                    raise StoreError(
+                        f"PostgreSQL schema {self.schema} holds no log",
+                        "open the store for writing once to create it",
+                    )
+                conn.execute("INSERT INTO log_head(log_id) VALUES (%s)", [uuid.uuid4()])
+                row = conn.execute("SELECT log_id, last_seq FROM log_head").fetchone()
+        assert row is not None
+        self.log_id: bytes = row[0].bytes
+        last_seq = int(row[1])
+        bad = self._verify(last_seq)
+        if bad:
+            first = bad[0]
+            if first != last_seq or len(bad) > 1:
+                raise CorruptLog(
+                    f"PostgreSQL log {self.schema}: damaged record at address {first} "
+                    f"(checksum mismatch); valid records follow",
+                    offset=first,
+                    hint=_hint(self.schema),
+                )
+            if self.writable:
+                self._cut(first)
+            self.recovery.problems.append(
+                f"tail at address {first}: checksum mismatch; the record was cut"
+                + (" (kept in log_cut)" if self.writable else " (not read)")
+            )
+            last_seq = first - 1
+        self.last_seq = last_seq
+        self.recovery.records = last_seq
+        self.recovery.last_seq = last_seq
+        self.recovery.end = self.end
+
+    def _verify(self, last_seq: int) -> list[int]:
+        """The seqs of records whose payload fails its checksum (or missing ones)."""
+        bad: list[int] = []
+        expected = 1
+        for seq, crc, payload in self._rows(1, last_seq + 1):
+            while expected < seq:  # a row that is gone: damage as much as a bad byte
+                bad.append(expected)
+                expected += 1
+            if crc32c(payload) != crc:
+                bad.append(seq)
+            expected = seq + 1
+        bad.extend(range(expected, last_seq + 1))
+        return bad
+
+    def _cut(self, seq: int) -> None:
+        conn = self._conn
+        with conn.transaction():
+            conn.execute(
+                "INSERT INTO log_cut(seq, crc, payload, reason) SELECT seq, crc, payload,"
+                " 'checksum mismatch' FROM log_records WHERE seq = %s",
+                [seq],
+            )
+            conn.execute("DELETE FROM log_records WHERE seq >= %s", [seq])
+            conn.execute("UPDATE log_head SET last_seq = %s", [seq - 1])
+        log.warning(
+            "postgres log %s: damaged last record %d cut (kept in log_cut)", self.schema, seq
+        )
+
+    # -- the protocol's properties -----------------------------------------------------
+    @property
+    def end(self) -> int:
+        """The address the next record gets (addresses are seqs)."""
+        return self.last_seq + 1
+
+    # -- appending ----------------------------------------------------------------------
+    def append(
+        self, payloads: Sequence[dict[str, Any]], *, batch: bool = False, sync: bool = True
+    ) -> list[tuple[int, int]]:
+        """Append payloads in one transaction; each gets ``seq`` (set in the payload, as
+        the file log does) and its address. ``batch`` changes nothing here: every
+        append is all or nothing."""
+        if not self.writable:
+            raise StoreError("the log is open read-only", "open the store for writing")
+        if not payloads:
+            return []
+        conn = self._conn
+        try:
+            with conn.transaction():
+                if not sync or self.durability == "none":
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                row = conn.execute(
+                    "UPDATE log_head SET last_seq = last_seq + %s RETURNING last_seq",
+                    [len(payloads)],
+                ).fetchone()
+                assert row is not None
+                first = int(row[0]) - len(payloads) + 1
+                rows: list[tuple[int, int, bytes]] = []
+                for n, payload in enumerate(payloads):
+                    body = encode_payload(_ordered(payload, first + n, None))
+                    if len(body) > MAX_PAYLOAD:
+                        raise InvalidInput(
+                            f"record of {len(body)} bytes exceeds the {MAX_PAYLOAD}-byte bound",
+                            "split the text into smaller pieces",
+                        )
+                    rows.append((first + n, crc32c(body), body))
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO log_records(seq, crc, payload) VALUES (%s, %s, %s)", rows
+                    )
+        except psycopg.Error as exc:
+            for payload in payloads:  # nothing landed: no seq was given out
+                payload.pop("seq", None)
+            raise StoreError(
+                f"append to the PostgreSQL log failed ({exc})", "check the database server"
+            ) from None
+        self.last_seq = first + len(payloads) - 1
+        return [(first + n, first + n) for n in range(len(payloads))]
+
+    def sync(self) -> None:
+        """Make appends committed without waiting for the WAL durable: a transaction
+        that commits synchronously flushes the WAL up to its own commit."""
+        if self.durability == "none":
+            return
+        with self._conn.transaction():
+            self._conn.execute("SET LOCAL synchronous_commit = on")
+            self._conn.execute("SELECT pg_current_xact_id()")
+
+    # -- reading ------------------------------------------------------------------------
+    def read(self, offset: int) -> dict[str, Any]:
+        """The payload at address ``offset`` (verified against its checksum)."""
+        if offset < 1 or offset >= self.end:
+            if not self.writable:
+                self.follow()
+            if offset < 1 or offset >= self.end:
+                raise StoreError(
+                    f"PostgreSQL log {self.schema}: no record at address {offset} "
+                    f"(the log ends at {self.end})",
+                    "run 'kredenc check' to find what is at fault",
+                )
+        row = self._conn.execute(
+            "SELECT crc, payload FROM log_records WHERE seq = %s", [offset]
+        ).fetchone()
+        self._conn.commit()
+        if row is None:
+            raise CorruptLog(
+                f"PostgreSQL log {self.schema}: record {offset} is missing",
+                offset,
+                _hint(self.schema),
+            )
+        return self._decode(offset, int(row[0]), bytes(row[1]))
+
+    def _decode(self, seq: int, crc: int, body: bytes) -> dict[str, Any]:
+        if crc32c(body) != crc:
+            raise CorruptLog(
+                f"PostgreSQL log {self.schema}: damaged record at address {seq}",
+                seq,
+                _hint(self.schema),
+            )
+        payload: dict[str, Any] = json.loads(body)
+        return payload
+
+    def _rows(self, start: int, stop: int) -> Iterator[tuple[int, int, bytes]]:
+        """Rows with ``start <= seq < stop`` in seq order, a page per round trip."""
+        pos = start
+        while pos < stop:
+            rows = self._conn.execute(
+                "SELECT seq, crc, payload FROM log_records WHERE seq >= %s AND seq < %s"
+                " ORDER BY seq LIMIT %s",
+                [pos, stop, _PAGE],
+            ).fetchall()
+            self._conn.commit()
+            if not rows:
+                return
+            for seq, crc, payload in rows:
+                yield int(seq), int(crc), bytes(payload)
+            pos = int(rows[-1][0]) + 1
+
+    def iter_from(self, offset: int = 1) -> Iterator[LogRecord]:
+        """Records from address ``offset`` up to the end at the call (a stable snapshot)."""
+        stop = self.end
+        for seq, crc, body in self._rows(max(1, offset), stop):
+            yield LogRecord(seq, self._decode(seq, crc, body), seq + 1)
+
+    def follow(self) -> bool:
+        """A read-only log takes in what another process appended since; whether the
+        end moved."""
+        row = self._conn.execute("SELECT last_seq FROM log_head").fetchone()
+        self._conn.commit()
+        if row is None or int(row[0]) <= self.last_seq:
+            return False
+        self.last_seq = int(row[0])
+        return True
+
+    def check(self) -> tuple[bool, list[str]]:
+        """Verify every record without changing anything: (sound, findings)."""
+        row = self._conn.execute("SELECT last_seq FROM log_head").fetchone()
+        self._conn.commit()
+        last_seq = int(row[0]) if row else 0
+        bad = self._verify(last_seq)
+        if bad:
+            shown = ", ".join(str(b) for b in bad[:10])
+            return False, [f"{len(bad)} damaged record(s) at address {shown}"]
+        return True, [f"{last_seq} committed records, last seq {last_seq}"]
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,161 @@
+"""The PostgreSQL index beyond the conformance suite: row-level security as the second
+wall behind the namespace in every statement, BM25 scores on FTS5's scale, the HNSW
+path of the dense leg, and a rebuild's drop that keeps the embedding cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.lexical import Phrase
+from kredenc.storage.index.sqlite import SqliteIndex
+from kredenc.storage.index.vectors import AnnParams
+from kredenc.testing import postgres as postgres_testing
+from kredenc.testing.conformance.index_data import Records, put
+from kredenc.testing.embedders import HashEmbedder
+from kredenc.testing.postgres import require
+
+pytestmark = pytest.mark.postgres
+
+require()
+
+import psycopg  # noqa: E402
+
+from kredenc.storage.postgres import migrate  # noqa: E402
+from kredenc.storage.postgres.index import PostgresIndex  # noqa: E402
+
+DIM = 32
+
+
+@pytest.fixture
+def schema(request: pytest.FixtureRequest) -> str:
+    return "t_ix_" + request.node.name.lower().replace("[", "_").replace("]", "")[:40]
+
+
+@pytest.fixture
+def index(postgres_dsn: str, schema: str) -> Iterator[PostgresIndex]:
+    ix = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")
+    try:
+        yield ix
+    finally:
+        ix.close()
+
+
+def fill(index: PostgresIndex | SqliteIndex, embedder: HashEmbedder) -> Records:
+    log = Records()
+    texts = {
+        "a1": "the river boat sails down the river",
+        "a2": "a boat on the lake",
+        "a3": "mountain trail in the snow",
+        "a4": "river fish and river birds by the river bank",
+        "a5": "boat boat boat",
+    }
+    payloads = [put("a", rid, text) for rid, text in texts.items()]
+    payloads += [put("b", "b1", "the secret river of namespace b")]
+    index.apply(log.add(*payloads), None, embedder.embed, log.end)
+    return log
+
+
+def test_row_level_security_shows_one_namespace_whatever_the_sql(
+    index: PostgresIndex, postgres_dsn: str, schema: str
+) -> None:
+    fill(index, HashEmbedder(dim=DIM))
+    with migrate.connect(postgres_dsn, schema) as conn:
+        # A statement that forgets to bind the namespace sees nothing without a setting...
+        assert conn.execute("SELECT id FROM records").fetchall() == []
+        assert conn.execute("SELECT count(*) FROM vectors").fetchone() == (0,)
+        # ...and only its own namespace's rows with one.
+        conn.execute("SELECT set_config('kredenc.ns', 'a', true)")
+        ids = {r[0] for r in conn.execute("SELECT id FROM records").fetchall()}
+        assert ids == {"a1", "a2", "a3", "a4", "a5"}
+        assert conn.execute("SELECT count(*) FROM vectors").fetchone() == (5,)
+        # Nor can it write into another namespace.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO edges(src, dst, rel, ns, seq) VALUES ('x', 'y', 'r', 'b', 1)")
+
+
+def test_bm25_scores_match_fts5s(index: PostgresIndex, tmp_path: Path) -> None:
+    """Words both stemmers agree on get the SQLite index's BM25 scores."""
+    embedder = HashEmbedder(dim=DIM)
+    sqlite = SqliteIndex(tmp_path / "index.db", dim=DIM, model_id="t", ann=AnnParams())
+    try:
+        fill(index, embedder)
+        fill(sqlite, embedder)
+        for phrases in (["river"], ["boat"], ["river", "boat"], ["snow", "lake", "fish"]):
+            query = [Phrase(p) for p in phrases]
+            want = sqlite.lexical("a", query, 10, Filters())
+            got = index.lexical("a", query, 10, Filters())
+            ids = {r: sqlite.resolve("a", [r])[r][0] for r, _ in want}
+            pg_ids = {r: index.resolve("a", [r])[r][0] for r, _ in got}
+            assert [pg_ids[r] for r, _ in got] == [ids[r] for r, _ in want], phrases
+            for (_, s_pg), (_, s_sq) in zip(got, want, strict=True):
+                assert s_pg == pytest.approx(s_sq, rel=1e-6), phrases
+    finally:
+        sqlite.close()
+
+
+def test_the_hnsw_path_finds_what_the_exact_scan_does(postgres_dsn: str, schema: str) -> None:
+    embedder = HashEmbedder(dim=DIM)
+    exact = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")
+    ann = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t", ann=AnnParams(threshold=2))
+    try:
+        log = Records()
+        words = ["river", "boat", "snow", "lake", "fish", "bird", "tree", "road"]
+        payloads = [
+            put("a", f"r{n}", f"{words[n % 8]} {words[(n * 3) % 8]} {words[(n * 5) % 8]} {n}")
+            for n in range(200)
+        ]
+        payloads.append(put("b", "other", "river boat snow"))
+        exact.apply(log.add(*payloads), None, embedder.embed, log.end)
+        query = embedder.embed(["river boat snow"])[0]
+        want = exact.dense("a", query, 10, Filters())
+        got = ann.dense("a", query, 10, Filters())
+        assert len(got) == 10
+        assert len({r for r, _ in got} & {r for r, _ in want}) >= 8
+        assert "other" not in {i for i, _ in ann.resolve("b", [r for r, _ in got]).values()}
+        kinds = ann.dense("a", query, 10, Filters(kinds=("nothing",)))
+        assert kinds == []
+    finally:
+        exact.close()
+        ann.close()
+
+
+def test_drop_keeps_the_embedding_cache(postgres_dsn: str, schema: str) -> None:
+    embedder = HashEmbedder(dim=DIM)
+    index = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")
+    fill(index, embedder)
+    index.close()
+    PostgresIndex.drop(postgres_dsn, schema)
+    index = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")
+    try:
+        assert index.applied() == (0, 0)
+        assert index.live_count() == 0
+        log = Records()
+        calls = embedder.calls
+        index.apply(log.add(put("a", "a2", "a boat on the lake")), None, None, log.end)
+        assert embedder.calls == calls  # the vector came from the kept cache
+        assert index.lookup("a", "a2") is not None
+    finally:
+        index.close()
+
+
+def test_the_first_open_creates_the_vector_extension(
+    postgres_server: postgres_testing.PostgresServer,
+) -> None:
+    with psycopg.connect(postgres_server.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE bare")
+    dsn = postgres_server.dsn("bare")  # a superuser's: allowed to create it
+    index = PostgresIndex(dsn, "s", dim=DIM, model_id="t")
+    try:
+        index.apply(Records().add(put("a", "m", "hello")), None, HashEmbedder(dim=DIM).embed, 1)
+        assert index.lookup("a", "m") is not None
+    finally:
+        index.close()
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
+    assert row == ("public",)
