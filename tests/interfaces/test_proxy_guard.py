@@ -202,3 +202,13 @@ def test_the_cli_refuses_to_bind_beyond_loopback_without_keys(tmp_path: object) 
     assert code.value.code == 2
     line = err.getvalue().decode()
     assert line.count("\n") == 1 and line.startswith("error:") and "kredenc keys add" in line
+
+
+def test_the_root_as_an_open_path_opens_only_itself() -> None:
+    """The web page is open at "/": as a prefix that would open every route."""
+    from kredenc.interfaces.guard import Guard
+
+    guard = Guard(app=None, gate=None, open_paths=frozenset({"/", "/static/", "/health"}))  # type: ignore[arg-type]
+    assert guard.is_open("/") and guard.is_open("/static/app.js") and guard.is_open("/health")
+    for keyed in ("/stats", "/memories", "/healthz", "/static", "//stats", "/v1/models"):
+        assert not guard.is_open(keyed), keyed

@@ -187,12 +187,16 @@ class Guard:
     def __init__(self, app: ASGIApp, gate: Gate, open_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.gate = gate
-        # Paths served without a key (``/health``, the page's static files): each ends
-        # in "/" for a prefix, else it is matched exactly.
+        # Paths served without a key (``/health``, the page's static files): each one
+        # longer than "/" that ends in "/" is a prefix, every other one (the root "/"
+        # included: as a prefix it would open every path) is matched exactly.
         self.open_paths = open_paths
 
     def is_open(self, path: str) -> bool:
-        return any(path.startswith(p) if p.endswith("/") else path == p for p in self.open_paths)
+        return any(
+            path == p or (len(p) > 1 and p.endswith("/") and path.startswith(p))
+            for p in self.open_paths
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
