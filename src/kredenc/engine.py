@@ -30,7 +30,8 @@ from kredenc.storage.store import Store
 
 if TYPE_CHECKING:
     from kredenc.ingest.pipeline import IngestReport
-    from kredenc.loop.answer import Answer
+    from kredenc.loop.answer import Answer, Step
+    from kredenc.memory.lifecycle import JobReport
     from kredenc.recall.budget import Budget
     from kredenc.recall.reflex import RecallResult
 
@@ -199,7 +200,36 @@ class Kredenc:
     list_memories = _in_namespace(listing.list_memories)
     list_documents = _in_namespace(listing.list_documents)
     list_sessions = _in_namespace(listing.list_sessions)
+    list_relationships = _in_namespace(listing.list_relationships)
+    relationships_of = _in_namespace(listing.relationships_of)
     provenance = _in_namespace(listing.provenance)
+
+    def run_jobs(self, names: Sequence[str] = (), *, now: float | None = None) -> list[JobReport]:
+        """Run the named lifecycle jobs (all when none are named) once on this
+        namespace, in ``memory.scheduler.JOBS`` order; their reports."""
+        from kredenc.memory.scheduler import run_jobs
+
+        with self.store.gate:
+            return run_jobs(self.store, self.namespace, names, now=now)
+
+    def check(self, *, full: bool = False) -> dict[str, Any]:
+        """``kredenc check``'s report on this open store (read-only: ``sound``,
+        ``findings``, ``faults``), the embedder checked against ``store.json``.
+        The CLI calls ``storage.verify`` itself: it must also judge a store that
+        cannot be opened."""
+        from kredenc.storage import repair
+        from kredenc.storage.verify import verify_store
+
+        with self.store.gate:
+            return verify_store(
+                self.home,
+                model_id=self.embedder.model_id,
+                dim=self.embedder.dim,
+                cache=repair.cache_path_of(self.home, self.settings.embed_cache),
+                full=full,
+                embed=self.embedder.embed,
+                live=True,
+            )
 
     def export(self, out: TextIO, namespaces: Sequence[str] | None = None) -> int:
         """Write the export of ``namespaces`` (every namespace with a live record when
@@ -330,6 +360,7 @@ class Kredenc:
         stream: bool = False,
         agent: str = "answer",
         on_delta: Callable[[str], None] | None = None,
+        on_step: Callable[[Step], None] | None = None,
         **options: Any,
     ) -> Answer:
         """Answer ``question`` from this namespace's documents and memories.
@@ -341,8 +372,9 @@ class Kredenc:
         retrieval mode and a trace. With ``session_id`` the session's last messages
         are the context, and the question and answer are filed as its next turns
         (:meth:`session_history`). ``stream`` hands the text to ``on_delta`` as it is
-        generated. Other options: ``context_k``, ``max_iterations``, ``mode``,
-        ``hops``, ``rerank``, ``drawer`` (``kredenc.loop.ask.OPTIONS``).
+        generated; ``on_step`` receives each step of the trace as it ends. Other
+        options: ``context_k``, ``max_iterations``, ``mode``, ``hops``, ``rerank``,
+        ``drawer`` (``kredenc.loop.ask.OPTIONS``).
         """
         from kredenc.loop.ask import ask
 
@@ -351,7 +383,7 @@ class Kredenc:
             return ask(
                 self.store, self.namespace, question, session_id=session_id, agent=agent,
                 llm=llm, cache=cache, tracer=tracer, turns=self._turns, on_delta=on_delta,
-                k=k, stream=stream or None, **options,
+                on_step=on_step, k=k, stream=stream or None, **options,
             )  # fmt: skip
 
     def session_history(self, session_id: str, *, limit: int | None = None) -> list[dict[str, str]]:

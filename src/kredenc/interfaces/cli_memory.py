@@ -19,7 +19,7 @@ from kredenc.interfaces.cli_common import (
     read_stdin_text,
     short,
 )
-from kredenc.memory.scheduler import JOBS, run_jobs
+from kredenc.memory.scheduler import JOBS
 
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +160,7 @@ def jobs_run(names: tuple[str, ...]) -> None:
     """Run lifecycle jobs now (all of them when none is named)."""
     c = context()
     with c.open(create=False) as kb:
-        reports = run_jobs(kb.store, kb.namespace, names)
+        reports = kb.run_jobs(names)
     data = {"jobs": [r.to_json() for r in reports]}
     c.emit(data, lambda: click.echo("\n".join(r.summary() for r in reports)))
 

@@ -5,8 +5,8 @@ must be a loopback address, ``localhost`` or an allowed name (DNS rebinding), an
 ``Origin`` must name one of those too (a web page the user visits cannot call in), an
 API key (``Authorization: Bearer``, :mod:`kredenc.interfaces.auth`) names the tenant
 when the store holds keys, and a declared body larger than the limit is refused before
-it is read. :func:`json_shape` bounds a parsed body's depth. The proxy uses it today;
-the REST API and MCP over HTTP are meant to share it (docs/security.md).
+it is read. :func:`json_shape` bounds a parsed body's depth. The proxy and the server
+(REST, MCP over HTTP, the page) share it, so its messages name "this server" (docs/security.md).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def check_bind(host: str, keys: KeyRing) -> None:
         return
     shown = host or "all addresses"
     raise InvalidInput(
-        f"the store has no API keys, so the proxy listens on loopback only, not on {shown}",
+        f"the store has no API keys, so this server listens on loopback only, not on {shown}",
         "add a key with 'kredenc keys add --namespace NAME', or use --host 127.0.0.1",
     )
 
@@ -102,7 +102,7 @@ class Gate:
     ) -> None:
         self.keys = keys
         self.namespace = namespace
-        # Bound beyond loopback, a proxy never serves without a key, even once every
+        # Bound beyond loopback, a server never serves without a key, even once every
         # key has been revoked.
         self.always_keyed = not is_loopback(bind_host)
         self.hosts = frozenset(h.strip().lower().rstrip(".") for h in hosts if h.strip())
@@ -122,7 +122,7 @@ class Gate:
             return error_response(
                 403,
                 "host_not_allowed",
-                f"this proxy does not answer to the host {host[:100]!r}",
+                f"this server does not answer to the host {host[:100]!r}",
                 "call it by a loopback address, or add the name to the proxy_allowed_hosts setting",
             )
         origin = headers.get("origin")
@@ -136,7 +136,7 @@ class Gate:
                     403,
                     "origin_not_allowed",
                     f"requests from the web page origin {origin[:100]!r} are refused",
-                    "call the proxy from a program, or from a page on a host in the"
+                    "call it from a program, or from a page on a host in the"
                     " proxy_allowed_hosts setting",
                 )
         try:

@@ -49,9 +49,11 @@ ways. uvicorn parses HTTP with httptools and runs on uvloop where they are insta
 else on h11 and asyncio. Install with ``pip install 'kredenc[proxy]'``.
 
 The front door (Host, Origin, keys, declared size) is :mod:`kredenc.interfaces.guard`.
-This module stays one file of about 600 lines because ``create_app``'s routes share
-one closure of per-app state (the tenants' views and filers, the upstream client, the
-session clocks); splitting it would mean passing that state through every route.
+This module stays one file of about 650 lines because :func:`proxy_parts`'s routes
+share one closure of per-app state (the tenants' views and filers, the upstream client,
+the session clocks); splitting it would mean passing that state through every route.
+:func:`create_app` serves those routes behind its own guard; ``kredenc serve`` mounts
+the same routes at ``/v1`` of its app (``interfaces/server/proxy_mount.py``).
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -159,21 +161,26 @@ class ProxyConfig:
         self.upstream = str(url).rstrip("/")
 
 
-def create_app(
-    kb: Kredenc,
-    config: ProxyConfig,
-    *,
-    freeze_heap: bool = False,
-    bind_host: str = "127.0.0.1",
-) -> Starlette:
-    """The proxy as an ASGI app (served by :func:`serve` or :class:`ProxyServer`).
+@dataclass
+class ProxyParts:
+    """The proxy without an app of its own: its ``routes`` (which read the caller's
+    tenant from the scope, so a guard must run first) and ``running()``, the context
+    manager that holds the upstream client for their life and files what is still
+    waiting when it ends. :func:`create_app` serves them behind its own guard; the
+    server (``kredenc serve``) mounts them at ``/v1`` behind its guard."""
 
-    ``freeze_heap``: after the warm-up, move everything alive to the garbage
-    collector's permanent generation (``gc.freeze``): the model, the index and the
-    libraries are never scanned again, so a full collection during a request costs
-    well under a millisecond instead of ~15 ms. For a process that is only the proxy.
-    ``bind_host``: the address it listens on; beyond loopback every request needs a
-    key, whatever the key file holds.
+    routes: list[Route]
+    running: Callable[[], AbstractAsyncContextManager[None]]
+
+
+def proxy_parts(
+    kb: Kredenc, config: ProxyConfig, *, view_of: Callable[[str], Kredenc] | None = None
+) -> ProxyParts:
+    """The proxy's routes and their lifetime over the open handle ``kb``.
+
+    ``view_of(namespace)``: the tenant's view of the store (default: one ``kb.scoped``
+    view per namespace, made here); a server passes its own, so the proxy and the REST
+    routes share one view (and one turn context) per tenant.
     """
     s = kb.settings
     max_body = config.max_body_bytes or s.proxy_max_body_bytes
@@ -183,24 +190,22 @@ def create_app(
         if config.upstream_api_key is not None
         else s.proxy_upstream_api_key.get_secret_value()
     )
-    gate = Gate(
-        KeyRing(kb.home),
-        kb.namespace,
-        bind_host,
-        [*s.proxy_allowed_hosts, *config.allowed_hosts],
-        max_body,
-    )
     state: dict[str, httpx.AsyncClient] = {}
     views: dict[str, Kredenc] = {kb.namespace: kb}
     filers: dict[str, TurnFiler] = {}
     sessions = SessionClock()
 
+    def own_view(namespace: str) -> Kredenc:
+        view = views.get(namespace)
+        if view is None:
+            view = views[namespace] = kb.scoped(namespace)
+        return view
+
+    find_view = view_of or own_view
+
     def tenant_of(request: Request) -> tuple[Tenant, Kredenc]:
         tenant: Tenant = request.scope[TENANT_KEY]
-        view = views.get(tenant.namespace)
-        if view is None:
-            view = views[tenant.namespace] = kb.scoped(tenant.namespace)
-        return tenant, view
+        return tenant, find_view(tenant.namespace)
 
     def filer_for(view: Kredenc) -> TurnFiler:
         filer = filers.get(view.namespace)
@@ -216,29 +221,7 @@ def create_app(
                 view.flush_access()  # the access counts a view holds (kb flushes its own)
 
     @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        seconds = await anyio.to_thread.run_sync(warm_up, kb.store)
-        log.info("recall warm-up took %.2f s", seconds)
-        if freeze_heap:
-            gc.collect()
-            gc.freeze()
-        announce(
-            kb.store,
-            kb.namespace,
-            budget=config.budget,
-            dry_run=config.dry_run,
-            time_budget_ms=config.time_budget_ms,
-        )
-        log.info(
-            "kredenc proxy forwards to %s (http=%s, loop=%s)", config.upstream, *server_stack()
-        )
-        keys = len(gate.keys.active())
-        log.info(
-            "%s",
-            f"{keys} API key(s): every request needs one"
-            if keys or gate.always_keyed
-            else f"no API keys: loopback clients are served in namespace {kb.namespace}",
-        )
+    async def running() -> AsyncIterator[None]:
         async with httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=min(10.0, config.timeout_s)),
             transport=config.transport,
@@ -424,11 +407,70 @@ def create_app(
         return await relay(request, "/" + request.path_params["path"])
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-    return Starlette(
+    return ProxyParts(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/{path:path}", passthrough, methods=methods),
         ],
+        running=running,
+    )
+
+
+def create_app(
+    kb: Kredenc,
+    config: ProxyConfig,
+    *,
+    freeze_heap: bool = False,
+    bind_host: str = "127.0.0.1",
+) -> Starlette:
+    """The proxy as an ASGI app (served by :func:`serve` or :class:`ProxyServer`).
+
+    ``freeze_heap``: after the warm-up, move everything alive to the garbage
+    collector's permanent generation (``gc.freeze``): the model, the index and the
+    libraries are never scanned again, so a full collection during a request costs
+    well under a millisecond instead of ~15 ms. For a process that is only the proxy.
+    ``bind_host``: the address it listens on; beyond loopback every request needs a
+    key, whatever the key file holds.
+    """
+    s = kb.settings
+    gate = Gate(
+        KeyRing(kb.home),
+        kb.namespace,
+        bind_host,
+        [*s.proxy_allowed_hosts, *config.allowed_hosts],
+        config.max_body_bytes or s.proxy_max_body_bytes,
+    )
+    parts = proxy_parts(kb, config)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        seconds = await anyio.to_thread.run_sync(warm_up, kb.store)
+        log.info("recall warm-up took %.2f s", seconds)
+        if freeze_heap:
+            gc.collect()
+            gc.freeze()
+        announce(
+            kb.store,
+            kb.namespace,
+            budget=config.budget,
+            dry_run=config.dry_run,
+            time_budget_ms=config.time_budget_ms,
+        )
+        log.info(
+            "kredenc proxy forwards to %s (http=%s, loop=%s)", config.upstream, *server_stack()
+        )
+        keys = len(gate.keys.active())
+        log.info(
+            "%s",
+            f"{keys} API key(s): every request needs one"
+            if keys or gate.always_keyed
+            else f"no API keys: loopback clients are served in namespace {kb.namespace}",
+        )
+        async with parts.running():
+            yield
+
+    return Starlette(
+        routes=list(parts.routes),
         middleware=[Middleware(Guard, gate=gate)],
         lifespan=lifespan,
     )

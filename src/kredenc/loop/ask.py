@@ -22,7 +22,7 @@ from kredenc.memory.turns import TurnFiler
 
 if TYPE_CHECKING:
     from kredenc.loop.agents import Agent
-    from kredenc.loop.answer import Answer
+    from kredenc.loop.answer import Answer, Step
     from kredenc.loop.tool import Tool
     from kredenc.storage.store import Store
 
@@ -116,6 +116,7 @@ def ask(
     tracer: Any = None,
     turns: TurnFiler | None = None,
     on_delta: Callable[[str], None] | None = None,
+    on_step: Callable[[Step], None] | None = None,
     file: bool = True,
     **options: Any,
 ) -> Answer:
@@ -127,7 +128,8 @@ def ask(
     them as history). ``file=False`` (or a read-only store) files nothing. ``turns``
     is the caller's :class:`TurnFiler` (the facade's, so filed turns carry the
     preceding ones as context). ``on_delta`` receives the answer's text as it is
-    generated when a streaming generator supports it (``stream=True``). The other
+    generated when a streaming generator supports it (``stream=True``); ``on_step``
+    each step of the trace as it ends (a live view of the run). The other
     ``options`` are :data:`OPTIONS`.
     """
     settings = store.settings
@@ -151,6 +153,8 @@ def ask(
     service_options: dict[str, Any] = dict(opts)
     if on_delta is not None:
         service_options["on_delta"] = on_delta
+    if on_step is not None:
+        service_options["on_step"] = on_step
     services = Services(
         store=store,
         ns=ns,

@@ -166,8 +166,10 @@ def execute(
     *,
     max_iterations: int,
 ) -> Run:
-    """Run the pipeline on ``mind``, iterating as the module describes."""
+    """Run the pipeline on ``mind``, iterating as the module describes; the caller's
+    ``on_step`` (``Services.options``, set by ``ask``) sees each step as it ends."""
     run = Run(mind)
+    on_step = services.options.get("on_step")
     start = 0
     chunks: set[str] = set()
     confidence: int | None = None
@@ -178,6 +180,8 @@ def execute(
         for tool in tools[start:]:
             step, wrote = _run_tool(tool, mind, services, iteration)
             run.steps.append(step)
+            if on_step is not None:
+                on_step(step)
             written |= wrote
             if step.status == "failed":
                 run.failures.append(f"{tool.name}: {step.note}")

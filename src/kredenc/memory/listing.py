@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kredenc.errors import InvalidInput
 from kredenc.fields import parse_time
 from kredenc.memory.writes import live_record
-from kredenc.records import MEMORY_KINDS, STATUSES, Memory
+from kredenc.records import MEMORY_KINDS, STATUSES, GraphEdge, Memory
 from kredenc.storage.index.reads import RecordQuery
 
 if TYPE_CHECKING:
@@ -159,6 +159,27 @@ def list_sessions(
     """Sessions with live turns in ``ns``, the most recently active first."""
     _page(limit, offset)
     return [SessionEntry(*row) for row in store.index.sessions(ns, limit, offset)]
+
+
+def list_relationships(
+    store: Store, ns: str, /, *, limit: int = 50, offset: int = 0
+) -> list[GraphEdge]:
+    """The edges of ``ns`` in the order they were written, ``offset`` skipped and at
+    most ``limit`` (the memory graph of the Neuro Core design, page by page)."""
+    _page(limit, offset)
+    edges = store.index.edges_of(ns)[offset : offset + limit]
+    return [GraphEdge(src, dst, rel, weight) for src, dst, rel, weight in edges]
+
+
+def relationships_of(store: Store, ns: str, /, record_id: str) -> list[GraphEdge]:
+    """The edges from or to the live record ``record_id`` of ``ns``, in the order
+    written (NotFound for a missing or foreign id, like any read)."""
+    live_record(store, ns, record_id)
+    return [
+        GraphEdge(src, dst, rel, weight)
+        for src, dst, rel, weight in store.index.edges_of(ns)
+        if record_id in (src, dst)
+    ]
 
 
 def provenance(store: Store, ns: str, /, record_id: str) -> dict[str, Any] | None:

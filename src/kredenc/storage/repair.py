@@ -25,16 +25,24 @@ INDEX_TABLES = frozenset({"meta", "records", "cards", "vectors", "edges", "docum
 CACHE_TABLES = frozenset({"embeddings"})
 
 
-def sqlite_problem(path: Path, tables: frozenset[str]) -> str | None:
+def connect_readonly(path: Path, *, live: bool = False) -> sqlite3.Connection:
+    """The SQLite file at ``path`` opened read-only: ``immutable`` (no lock, no -shm,
+    nothing written) for a store no process holds; ``live``: ``mode=ro``, which also
+    reads the write-ahead log of the process that holds it open (the server's check)."""
+    mode = "mode=ro" if live else "immutable=1"
+    return sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True)
+
+
+def sqlite_problem(path: Path, tables: frozenset[str], *, live: bool = False) -> str | None:
     """Why the SQLite file at ``path`` is unusable, or None when it is sound (or absent).
 
-    Opens it read-only (``immutable``: no lock, no -shm, nothing written), then
-    ``quick_check`` and the expected tables.
+    Opens it read-only (:func:`connect_readonly`), then ``quick_check`` and the
+    expected tables.
     """
     if not path.exists():
         return None
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+        conn = connect_readonly(path, live=live)
         try:
             rows = conn.execute("PRAGMA quick_check").fetchall()
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}

@@ -7,7 +7,9 @@ by id and offset, every record with ``full``) and the embedding cache (it opens,
 its table, and a sample of live records has a vector of the right dimension, which
 matches a fresh embedding when an embedder is given). Every finding that is a fault
 names the file at fault and a command that fixes it. SQLite files are opened
-``immutable`` (nothing is written, not even a lock).
+``immutable`` (nothing is written, not even a lock), or ``mode=ro`` when the calling
+process holds the store open (``live``: the server's ``/check``, which must read the
+write-ahead logs of its own connections).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from kredenc.storage.haystack import (
 )
 from kredenc.storage.index.cards import embed_text_of, text_hash
 from kredenc.storage.index.schema import INDEXED_TYPES
-from kredenc.storage.repair import CACHE_TABLES, INDEX_TABLES, sqlite_problem
+from kredenc.storage.repair import CACHE_TABLES, INDEX_TABLES, connect_readonly, sqlite_problem
 
 SAMPLE = 50
 EMBED_SAMPLE = 4
@@ -50,8 +52,11 @@ def verify_store(
     cache: Path | None = None,
     full: bool = False,
     embed: EmbedFn | None = None,
+    live: bool = False,
 ) -> dict[str, Any]:
-    """Check the directory, store.json, the haystack, the index and the cache. Read-only."""
+    """Check the directory, store.json, the haystack, the index and the cache. Read-only.
+    ``live``: the store is held open by this process (its SQLite write-ahead logs are
+    read too; see ``repair.connect_readonly``)."""
     findings: list[str] = []
     faults: list[str] = []
     rebuild = f"run 'kredenc --store {shlex.quote(str(home))} rebuild'"
@@ -94,9 +99,11 @@ def verify_store(
     if not log_ok:
         faults.append("haystack.log")
         findings.append(f"haystack: {salvage_hint(home)}")
-    live = _live_puts(data)
-    _check_index(home, live, full, findings, faults, rebuild, log_ok)
-    _check_cache(cache or home / "embeddings.db", meta, live, embed, findings, faults, fresh)
+    records, opened = _live_puts(data), live
+    _check_index(home, records, full, findings, faults, rebuild, log_ok, opened)
+    _check_cache(
+        cache or home / "embeddings.db", meta, records, embed, findings, faults, fresh, opened
+    )
     return _report(findings, faults)
 
 
@@ -126,17 +133,18 @@ def _check_index(
     faults: list[str],
     rebuild: str,
     log_ok: bool,
+    opened: bool,
 ) -> None:
     path = home / layout.INDEX_FILE
     if not path.exists():
         findings.append("index: missing (it is built from the log when the store is opened)")
         return
-    problem = sqlite_problem(path, INDEX_TABLES)
+    problem = sqlite_problem(path, INDEX_TABLES, live=opened)
     if problem is not None:
         faults.append("index.db")
         findings.append(f"index: {path.name} {problem} ({rebuild})")
         return
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    conn = connect_readonly(path, live=opened)
     try:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         counts = dict(
@@ -203,11 +211,12 @@ def _check_cache(
     findings: list[str],
     faults: list[str],
     rebuild: str,
+    opened: bool,
 ) -> None:
     if not path.exists():
         findings.append("embedding cache: missing (vectors are embedded again when needed)")
         return
-    problem = sqlite_problem(path, CACHE_TABLES)
+    problem = sqlite_problem(path, CACHE_TABLES, live=opened)
     if problem is not None:
         faults.append(path.name)
         findings.append(f"embedding cache: {path.name} {problem} ({rebuild})")
@@ -215,7 +224,7 @@ def _check_cache(
     indexed = [p for _, _, p in live.values() if p.get("type") in INDEXED_TYPES]
     step = max(1, len(indexed) // SAMPLE)
     sample = indexed[::step][:SAMPLE]
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    conn = connect_readonly(path, live=opened)
     bad: list[str] = []
     checked = 0
     try:

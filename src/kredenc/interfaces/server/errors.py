@@ -71,6 +71,10 @@ def kredenc_error(exc: e.KredencError, headers: dict[str, str] | None = None) ->
     return error_response(status_of(exc), exc.code, exc.message, exc.hint, headers)
 
 
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+_HTTP_HINTS = {413: "send less, or raise the proxy_max_body_bytes setting"}
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every error into the one shape."""
 
@@ -92,9 +96,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def on_http(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
         detail = exc.detail if isinstance(exc.detail, str) else "request refused"
-        hint = "see the API reference at /docs"
+        hint = _HTTP_HINTS.get(exc.status_code, "see the API reference at /docs")
         return error_response(exc.status_code, code, detail, hint, exc.headers)
 
     @app.exception_handler(Exception)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,20 @@ class ServerState:
         self.upstream = config.upstream if config.upstream is not None else s.server_upstream
         self._views: dict[str, Kredenc] = {kb.namespace: kb}
         self._lock = threading.Lock()
+        # The last run of each lifecycle job per namespace: (finished at, report).
+        self._job_runs: dict[str, dict[str, tuple[float, dict[str, Any]]]] = {}
+
+    def note_jobs(self, namespace: str, reports: list[dict[str, Any]]) -> None:
+        """Keep the reports of jobs just run for the namespace (``GET /jobs``)."""
+        at = time.time()
+        with self._lock:
+            runs = self._job_runs.setdefault(namespace, {})
+            for report in reports:
+                runs[str(report["job"])] = (at, report)
+
+    def job_runs(self, namespace: str) -> dict[str, tuple[float, dict[str, Any]]]:
+        with self._lock:
+            return dict(self._job_runs.get(namespace, {}))
 
     def view(self, namespace: str) -> Kredenc:
         """The tenant's view of the store (made once, kept for the server's life)."""

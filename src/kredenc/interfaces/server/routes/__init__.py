@@ -5,6 +5,24 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from kredenc.interfaces.server.routes import memories, system
+from kredenc.interfaces.server.routes import (
+    ask,
+    memories,
+    recall,
+    records,
+    relationships,
+    search,
+    sessions,
+    system,
+)
 
-ROUTERS: list[APIRouter] = [system.router, memories.router]
+ROUTERS: list[APIRouter] = [
+    system.router,
+    memories.router,
+    records.router,
+    relationships.router,
+    search.router,
+    recall.router,
+    ask.router,
+    sessions.router,
+]

@@ -1,14 +1,16 @@
-"""``/health`` (open, reveals nothing about data) and ``/stats``."""
+"""``/health`` (open, reveals nothing about data), ``/stats``, ``/check`` and the
+lifecycle jobs (``GET /jobs``, ``POST /jobs/run``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from kredenc import __version__
-from kredenc.interfaces.server.deps import KB
+from kredenc.interfaces.server.deps import KB, State
+from kredenc.memory.scheduler import DEFAULT_INTERVALS, JOBS
 
 router = APIRouter(tags=["system"])
 
@@ -16,6 +18,31 @@ router = APIRouter(tags=["system"])
 class Health(BaseModel):
     status: str
     version: str
+
+
+class CheckReport(BaseModel):
+    sound: bool
+    findings: list[str]
+    faults: list[str]
+
+
+class JobStatus(BaseModel):
+    name: str
+    interval_s: float
+    last_run: float | None = Field(description="Unix seconds of the last run by this server")
+    last_result: dict[str, Any] | None
+
+
+class JobList(BaseModel):
+    items: list[JobStatus]
+
+
+class JobsToRun(BaseModel):
+    names: list[str] = Field(default_factory=list, description="none: every job")
+
+
+class JobReports(BaseModel):
+    reports: list[dict[str, Any]]
 
 
 @router.get("/health", response_model=Health)
@@ -28,3 +55,34 @@ def health() -> Health:
 def stats(kb: KB) -> dict[str, Any]:
     """The caller's namespace: counts, sizes, model."""
     return kb.stats()
+
+
+@router.get("/check", response_model=CheckReport)
+def check(kb: KB, full: bool = False) -> CheckReport:
+    """``kredenc check`` on the served store (read-only): sound, findings, faults."""
+    return CheckReport(**kb.check(full=full))
+
+
+@router.get("/jobs", response_model=JobList)
+def jobs(kb: KB, state: State) -> JobList:
+    """The lifecycle jobs, each with its interval and its last run on this server."""
+    runs = state.job_runs(kb.namespace)
+    return JobList(
+        items=[
+            JobStatus(
+                name=name,
+                interval_s=DEFAULT_INTERVALS[name],
+                last_run=runs[name][0] if name in runs else None,
+                last_result=runs[name][1] if name in runs else None,
+            )
+            for name in JOBS
+        ]
+    )
+
+
+@router.post("/jobs/run", response_model=JobReports)
+def run_jobs(body: JobsToRun, kb: KB, state: State) -> JobReports:
+    """Run the named jobs (every job when none is named) now, in order; their reports."""
+    reports = [r.to_json() for r in kb.run_jobs(body.names)]
+    state.note_jobs(kb.namespace, reports)
+    return JobReports(reports=reports)

@@ -1,0 +1,35 @@
+"""``POST /recall``: the recall reflex over a conversation (the messages with one
+message of memories appended; never an error for what it could not recall: the
+result's ``skipped`` says why)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from kredenc.interfaces.server.deps import KB
+from kredenc.recall.result import RecallResult
+
+router = APIRouter(tags=["recall"])
+
+
+class RecallRequest(BaseModel):
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
+    session_id: str = Field(min_length=1, max_length=200)
+    budget: dict[str, Any] | None = None
+    dry_run: bool | None = None
+    mode: str | None = None
+
+
+@router.post("/recall", response_model=RecallResult)
+def recall(body: RecallRequest, kb: KB) -> RecallResult:
+    """What to send the model: the messages, memories appended; and what was recalled."""
+    return kb.recall(
+        body.messages,
+        session_id=body.session_id,
+        budget=body.budget,
+        dry_run=body.dry_run,
+        mode=body.mode,
+    )
