@@ -36,6 +36,8 @@ ARGS = [
 ROOT = Path(__file__).resolve().parents[3]
 PAPER = ROOT.parent / "shared/data/documents/pdf/attention_is_all_you_need_1706.03762v7.pdf"
 SHOTS = ROOT / "tests/artifacts/screenshots"
+# The answer is in (or failed): the page's CSP forbids the eval a string predicate needs.
+ASKED = "#ask-result[data-state=done], #ask-result[data-state=failed]"
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 
 
@@ -44,7 +46,7 @@ class Served:
     url: str
     key: str
     kb: Kredenc
-    routes: set[tuple[str, str]]  # (method, path) the running app serves
+    routes: set[tuple[str, str]]  # (method, path) of the app's REST routes
 
     def client(self) -> httpx.Client:
         return httpx.Client(
@@ -63,11 +65,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     try:
         key, _ = KeyRing(kb.home).add(kb.namespace, "page-test")
         thread = ServerThread(kb)
-        routes = {
-            (m, r.path)
-            for r in thread.app.routes
-            for m in getattr(r, "methods", None) or ()
-            if hasattr(r, "path")
+        routes = {  # from the OpenAPI document: what the REST routes promise
+            (method.upper(), path)
+            for path, ops in thread.app.openapi()["paths"].items()
+            for method in ops
         }
         with thread as url:
             yield Served(url, key, kb, routes)
@@ -256,9 +257,8 @@ def test_the_tour_ingest_ask_memories_store(tab: Tab, served: Served) -> None:
         page.set_input_files("#file-input", str(PAPER))
         job = page.locator("#jobs .job").first
         job.wait_for()
-        page.wait_for_function(
-            "document.querySelector('#jobs .job')?.dataset.state in {done: 1, failed: 1}",
-            timeout=180_000,
+        page.locator("#jobs .job[data-state=done], #jobs .job[data-state=failed]").first.wait_for(
+            timeout=180_000
         )
         assert job.get_attribute("data-state") == "done", job.text_content()
         assert "1 document(s)" in job.locator(".job-summary").text_content()
@@ -272,9 +272,10 @@ def test_the_tour_ingest_ask_memories_store(tab: Tab, served: Served) -> None:
     if served.has("POST", "/ask"):
         page.fill("#ask-question", "How many attention heads does the Transformer use?")
         page.click("#ask-submit")
-        page.wait_for_function("document.querySelector('#ask-result').dataset.state !== 'running'")
+        page.locator(ASKED).wait_for()
         result = page.locator("#ask-result")
         assert result.get_attribute("data-state") == "done", result.text_content()
+        assert result.get_attribute("data-streamed") == "true"  # POST /ask as SSE
         assert "8" in page.locator(".answer .answer-text").text_content()
         assert page.locator(".answer button.cite").count() >= 1
         places = page.locator("ol.sources .source-place").all_text_contents()
@@ -301,7 +302,7 @@ def test_the_tour_ingest_ask_memories_store(tab: Tab, served: Served) -> None:
         # Nothing in the store says who won in 2026: no made-up answer, a red card.
         page.fill("#ask-question", "Who won the FIFA World Cup 2026?")
         page.click("#ask-submit")
-        page.wait_for_function("document.querySelector('#ask-result').dataset.state !== 'running'")
+        page.locator(ASKED).wait_for()
         assert result.get_attribute("data-state") == "done", result.text_content()
         assert page.locator(".confidence").get_attribute("data-band") == "red"
         assert page.locator("ol.sources li").count() == 0

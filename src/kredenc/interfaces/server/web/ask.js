@@ -48,6 +48,7 @@ async function ask(button) {
   const steps = h("ol", { class: "live-steps" });
   fill(out, h("section", { class: "card" }, h("h3", {}, "Answer"), live, steps));
   out.dataset.state = "running";
+  delete out.dataset.streamed;
   await busy(button, box, async () => {
     try {
       const response = await send("/ask", {
@@ -60,6 +61,7 @@ async function ask(button) {
         return;
       }
       let finished = false;
+      out.dataset.streamed = "true";
       await readEvents(response, (name, data) => {
         if (name === "delta") live.append(document.createTextNode(data.text || ""));
         else if (name === "step") steps.append(h("li", {}, `${data.tool} ${data.status} ${num(data.ms, 0)} ms`));

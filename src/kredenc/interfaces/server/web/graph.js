@@ -41,9 +41,13 @@ export function drawGraph(graph, onOpen) {
   const at = layout(nodes);
   const xs = Object.values(at).map((p) => p[0]);
   const ys = Object.values(at).map((p) => p[1]);
-  const pad = 120;
-  const minX = Math.min(0, ...xs) - pad, maxX = Math.max(0, ...xs) + pad;
-  const minY = Math.min(0, ...ys) - pad / 2, maxY = Math.max(0, ...ys) + pad / 2;
+  // The drawing's box: the nodes plus room for their labels, never smaller than a
+  // usual card (a graph of two nodes is not blown up to fill the screen).
+  const pad = 140;
+  const cx = (Math.min(...xs) + Math.max(...xs)) / 2, cy = (Math.min(...ys) + Math.max(...ys)) / 2;
+  const width = Math.max(760, Math.max(...xs) - Math.min(...xs) + 2 * pad);
+  const height = Math.max(420, Math.max(...ys) - Math.min(...ys) + pad);
+  const minX = cx - width / 2, minY = cy - height / 2, maxX = minX + width, maxY = minY + height;
   const svg = s("svg", {
     class: "graph", role: "img", "aria-label": `context graph for ${graph.query || "the seeds"}`,
     viewBox: `${minX} ${minY} ${maxX - minX} ${maxY - minY}`,

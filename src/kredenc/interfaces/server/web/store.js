@@ -19,8 +19,20 @@ export function show() {
 function value(v) {
   if (v === null || v === undefined) return "–";
   if (typeof v !== "object") return String(v);
-  if (Array.isArray(v)) return v.map((x) => (typeof x === "object" ? JSON.stringify(x) : String(x))).join(", ");
+  if (Array.isArray(v)) {
+    if (!v.length) return "–";
+    if (v.every((x) => x && typeof x === "object" && !Array.isArray(x))) return table(v);
+    return v.map((x) => (typeof x === "object" ? JSON.stringify(x) : String(x))).join(", ");
+  }
   return facts(Object.entries(v).map(([k, x]) => [k, value(x)]));
+}
+
+/** Rows of objects (e.g. the drawers' counts) as a small table. */
+function table(rows) {
+  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  return h("table", { class: "mini" },
+    h("thead", {}, h("tr", {}, cols.map((c) => h("th", {}, c)))),
+    h("tbody", {}, rows.map((r) => h("tr", {}, cols.map((c) => h("td", {}, value(r[c])))))));
 }
 
 async function stats() {
