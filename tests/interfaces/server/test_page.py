@@ -202,12 +202,17 @@ def test_a_hostile_memory_shows_as_text_and_runs_nothing(tab: Tab, served: Serve
     text = page.locator("#detail-body .mem-full-text")
     text.wait_for()
     assert text.text_content() == HOSTILE
-    assert page.locator("#mem-detail img, #mem-detail script, #mem-detail b").count() == 0
+    if served.has("GET", "/context_graph"):  # its node label is the same text, in SVG
+        page.locator(f"#graph-box g.node[data-id='{rid}'] text").wait_for()
+        label = page.locator(f"#graph-box g.node[data-id='{rid}'] text").text_content()
+        assert HOSTILE.startswith(label.rstrip("…"))
+    # The page itself has no image and no inline script: any found came from the data.
+    assert page.locator("img, script:not([src]), b").count() == 0
     if served.has("GET", "/memories"):
         row = page.locator(f"#mem-rows tr[data-id='{rid}'] .mem-text")
         row.wait_for()
         assert row.text_content() == HOSTILE
-        assert page.locator("#mem-rows img, #mem-rows script").count() == 0
+        assert page.locator("img, script:not([src]), b").count() == 0
     page.wait_for_timeout(300)  # an onerror would have fired by now
     assert page.evaluate("window.__pwned") is None
     assert tab.errors == [] or all("Failed to load resource" in e for e in tab.errors)
@@ -298,6 +303,13 @@ def test_the_tour_ingest_ask_memories_store(tab: Tab, served: Served) -> None:
         else:
             missing.append("GET /sessions/{id} (the session's history)")
         tab.shot("ask")
+        if served.has("DELETE", "/sessions/{session_id}"):
+            page.click("#history-clear")
+            page.locator("#history li", has_text="Cleared").wait_for()
+            page.click("#history-reload")
+            page.locator("#history li", has_text="No messages").wait_for()
+        else:
+            missing.append("DELETE /sessions/{id}")
 
         # Nothing in the store says who won in 2026: no made-up answer, a red card.
         page.fill("#ask-question", "Who won the FIFA World Cup 2026?")
@@ -336,6 +348,26 @@ def test_the_tour_ingest_ask_memories_store(tab: Tab, served: Served) -> None:
     else:
         missing.append("GET /context_graph")
     tab.shot("memories")
+
+    # Edit its scores, then forget the other one (the page confirms first).
+    if served.has("PATCH", "/memories/{record_id}"):
+        page.fill("#s-importance", "0.9")
+        page.fill("#s-reason", "checked against the paper")
+        page.click("#score-form button[type=submit]")
+        page.locator("#detail-body dd", has_text="0.90").wait_for()
+        assert served.kb.get(ids[0]).importance == pytest.approx(0.9)
+    else:
+        missing.append("PATCH /memories/{id}")
+    if served.has("DELETE", "/memories/{record_id}"):
+        page.goto(f"{served.url}/#memories/{ids[1]}")
+        page.locator("#mem-detail[data-id='%s'] .mem-full-text" % ids[1]).wait_for()
+        page.once("dialog", lambda d: d.accept())
+        page.click("#forget")
+        page.locator("#mem-detail").wait_for(state="hidden")
+        with served.client() as api:
+            assert api.get(f"/memories/{ids[1]}").status_code == 404
+    else:
+        missing.append("DELETE /memories/{id}")
 
     # Store: stats, jobs, check.
     page.goto(served.url + "/#store")
