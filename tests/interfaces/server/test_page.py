@@ -34,7 +34,8 @@ ARGS = [
     "--disable-sync",
 ]
 ROOT = Path(__file__).resolve().parents[3]
-PAPER = ROOT.parent / "shared/data/documents/pdf/attention_is_all_you_need_1706.03762v7.pdf"
+DATA = Path(os.environ.get("KREDENC_DATA") or ROOT.parent / "shared" / "data")  # as tests/eval
+PAPER = DATA / "documents/pdf/attention_is_all_you_need_1706.03762v7.pdf"
 SHOTS = ROOT / "tests/artifacts/screenshots"
 # The answer is in (or failed): the page's CSP forbids the eval a string predicate needs.
 ASKED = "#ask-result[data-state=done], #ask-result[data-state=failed]"
@@ -360,7 +361,7 @@ def test_the_tour_ingest_ask_memories_store(tab: Tab, served: Served) -> None:
         missing.append("PATCH /memories/{id}")
     if served.has("DELETE", "/memories/{record_id}"):
         page.goto(f"{served.url}/#memories/{ids[1]}")
-        page.locator("#mem-detail[data-id='%s'] .mem-full-text" % ids[1]).wait_for()
+        page.locator(".mem-full-text", has_text="Multi-head attention").wait_for()
         page.once("dialog", lambda d: d.accept())
         page.click("#forget")
         page.locator("#mem-detail").wait_for(state="hidden")

@@ -99,6 +99,12 @@ export async function open(id) {
   const box = $("#detail-error");
   card.hidden = false;
   card.dataset.id = id;
+  // Nothing of the memory shown before stays actionable while this one loads.
+  fill($("#detail-body"), h("p", { class: "muted" }, "loading…"));
+  fill($("#relations"));
+  $("#score-form").onsubmit = (e) => e.preventDefault();
+  $("#relate-form").onsubmit = (e) => e.preventDefault();
+  $("#forget").onclick = null;
   if (location.hash !== `#memories/${id}`) history.replaceState(null, "", `#memories/${encodeURIComponent(id)}`);
   try {
     const m = await api(`/memories/${encodeURIComponent(id)}`);
