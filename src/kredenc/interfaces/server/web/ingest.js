@@ -86,6 +86,7 @@ function outcome(card, file) {
   const tr = row(card, file.source);
   const bar = tr.querySelector("progress");
   bar.value = bar.max;
+  if (bar.max > 1) tr.querySelector(".pages").textContent = ` ${bar.max} pages`;
   fill(tr.querySelector(".outcome"),
     h("span", { class: `badge outcome-${file.status}` }, file.status),
     file.chunks ? ` ${file.chunks} chunks` : "",
