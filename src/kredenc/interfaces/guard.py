@@ -187,14 +187,14 @@ class Guard:
     def __init__(self, app: ASGIApp, gate: Gate, open_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.gate = gate
-        # Paths served without a key (``/health``, the page's static files): each one
-        # longer than "/" that ends in "/" is a prefix, every other one (the root "/"
-        # included: as a prefix it would open every path) is matched exactly.
+        # Paths served without a key (``/health``, the page's static files): each ends
+        # in "/" for a prefix, else it is matched exactly; "/" itself is the root
+        # only (as a prefix it would open every path).
         self.open_paths = open_paths
 
     def is_open(self, path: str) -> bool:
         return any(
-            path == p or (len(p) > 1 and p.endswith("/") and path.startswith(p))
+            path == p or (p.endswith("/") and p != "/" and path.startswith(p))
             for p in self.open_paths
         )
 

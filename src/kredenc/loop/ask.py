@@ -81,6 +81,18 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_ask(
+    settings: Any, question: object, session_id: object, agent: str
+) -> tuple[str, str | None, Agent]:
+    """The question, session id and agent of an ask, checked (InvalidInput naming
+    what is wrong): what a streaming caller checks before its stream starts."""
+    if not isinstance(question, str) or not question.strip():
+        raise InvalidInput("the question is empty", "ask something")
+    question = check_text(question, settings.max_text_chars)
+    session = None if session_id is None else sessions.check_session(session_id)
+    return question, session, library_for(settings.agents_dir).get(agent)
+
+
 _PLANS: dict[tuple[int, int, int], tuple[Any, Any, Any, list[Tool]]] = {}
 _PLANS_MAX = 64
 
@@ -133,13 +145,8 @@ def ask(
     ``options`` are :data:`OPTIONS`.
     """
     settings = store.settings
-    if not isinstance(question, str) or not question.strip():
-        raise InvalidInput("the question is empty", "ask something")
-    question = check_text(question, settings.max_text_chars)
-    if session_id is not None:
-        session_id = sessions.check_session(session_id)
+    question, session_id, found = check_ask(settings, question, session_id, agent)
     opts = check_options(options)
-    found = library_for(settings.agents_dir).get(agent)
     tools = _planned(found, settings)
     history = (
         sessions.history(store, ns, session_id, settings.ask_session_turns)
@@ -183,4 +190,4 @@ def ask(
     return answer
 
 
-__all__ = ["DEFAULT_TYPES", "OPTIONS", "ask", "check_options"]
+__all__ = ["DEFAULT_TYPES", "OPTIONS", "ask", "check_ask", "check_options"]

@@ -4,8 +4,8 @@ With ``stream: true`` or ``Accept: text/event-stream`` the answer comes as
 server-sent events, in this order: ``step`` (each step of the trace as it ends, a
 ``Step``), ``delta`` (``{"text": ...}``, the answer's text as it is generated; one
 event with the whole text when the generator does not stream), then ``answer`` (the
-``Answer``) or ``error`` (the one error shape), and the stream ends. The question is
-checked before the stream starts, so a bad one is a plain 422.
+``Answer``) or ``error`` (the one error shape), and the stream ends. The question,
+session and agent are checked before the stream starts, so a bad one is a plain 422.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from kredenc.errors import KredencError
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.limits import check_request
 from kredenc.loop.answer import Answer, Step
+from kredenc.loop.ask import check_ask
 from kredenc.wire import to_wire
 
 log = logging.getLogger("kredenc.server")
@@ -117,6 +118,7 @@ def ask(body: AskRequest, request: Request, kb: KB, state: State) -> Answer | Re
     """Answer a question from the caller's documents and memories, with citations."""
     check_request(state.limits, text=body.question, what="question")
     if body.stream or SSE in request.headers.get("accept", ""):
+        check_ask(kb.settings, body.question, body.session_id, body.agent)  # before the stream
         return StreamingResponse(
             stream_answer(kb, body),
             media_type=SSE,

@@ -1,0 +1,105 @@
+"""Search, the context graph and recall over HTTP: GET and POST search agree, the
+server's limits (k, query length, hops, neighbours) are 422 with the one shape, and
+a chunk's record carries its provenance."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from kredenc.engine import Kredenc
+
+ErrorCheck = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def served(start_server: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    folder = tmp_path_factory.mktemp("notes")
+    note = folder / "harbour.md"
+    note.write_text("# Harbour\n\nThe harbour crane lifts forty tonnes.\n")
+
+    def setup(kb: Kredenc) -> None:
+        kb.ingest([note])
+        kb.remember("The user sails a blue sloop called Petrel.", kind="fact")
+
+    return start_server(
+        setup=setup, server_max_k=20, server_max_query_chars=100, server_max_hops=2,
+        server_max_fanout=50,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def client(served: Any) -> Iterator[httpx.Client]:
+    with served.client() as c:
+        yield c
+
+
+def test_get_and_post_search_agree(client: httpx.Client) -> None:
+    got = client.get("/search", params={"q": "harbour crane", "k": 5, "mode": "lexical"}).json()
+    posted = client.post("/search", json={"query": "harbour crane", "k": 5, "mode": "lexical"})
+    assert posted.json() == got
+    assert got["hits"] and "crane" in got["hits"][0]["text"]
+
+
+def test_search_filters(client: httpx.Client) -> None:
+    chunks = client.get("/search", params={"q": "harbour sloop", "loader": "markdown"}).json()
+    assert chunks["hits"] and {h["type"] for h in chunks["hits"]} == {"chunk"}
+    facts = client.get("/search", params={"q": "harbour sloop", "kind": "fact"}).json()
+    assert [h["kind"] for h in facts["hits"]] == ["fact"]
+
+
+def test_chunk_record_has_provenance(client: httpx.Client) -> None:
+    hit = client.get("/search", params={"q": "crane tonnes", "loader": "markdown"}).json()["hits"][
+        0
+    ]
+    body = client.get(f"/records/{hit['id']}").json()
+    assert body["record"]["type"] == "chunk"
+    assert body["provenance"]["file"].endswith("harbour.md")
+    assert body["provenance"]["title"] == "Harbour" and body["provenance"]["loader"] == "markdown"
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "words"),
+    [
+        ("/search", {"q": "x", "k": 21}, "k must be at most 20"),
+        ("/search", {"q": "x" * 101}, "at most 100"),
+        ("/search", {"q": "x", "hops": 3}, "hops must be at most 2"),
+        ("/context_graph", {"query": "x", "k": 21}, "k must be at most 20"),
+        ("/context_graph", {"query": "x", "max_hops": 3}, "hops must be at most 2"),
+        ("/context_graph", {"query": "x", "neighbors_max": 51}, "neighbors_max"),
+        ("/context_graph", {"query": "x" * 101}, "at most 100"),
+    ],
+)
+def test_limits_are_422(
+    client: httpx.Client,
+    assert_error_shape: ErrorCheck,
+    path: str,
+    params: dict[str, Any],
+    words: str,
+) -> None:
+    detail = assert_error_shape(client.get(path, params=params), 422, "invalid_input")
+    assert words in detail["message"] and detail["hint"]
+
+
+def test_post_search_limits_too(client: httpx.Client, assert_error_shape: ErrorCheck) -> None:
+    assert_error_shape(client.post("/search", json={"query": "x", "k": 21}), 422, "invalid_input")
+
+
+def test_bad_pages_and_times_are_422(client: httpx.Client, assert_error_shape: ErrorCheck) -> None:
+    assert_error_shape(client.get("/search", params={"q": "x", "pages": "5-3"}), 422)
+    assert_error_shape(client.get("/search", params={"q": "x", "since": "yesterday"}), 422)
+
+
+def test_recall_appends_memories(client: httpx.Client) -> None:
+    messages = [{"role": "user", "content": "What is the name of my sloop Petrel?"}]
+    response = client.post("/recall", json={"messages": messages, "session_id": "r1"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["injected"] is True
+    assert body["messages"][0] == messages[0] and len(body["messages"]) == 2
+    assert any("Petrel" in item["text"] for item in body["items"])
+    dry = client.post("/recall", json={"messages": messages, "session_id": "r1", "dry_run": True})
+    assert dry.json()["dry_run"] is True and dry.json()["messages"] == messages

@@ -1,0 +1,73 @@
+"""/health (open, nothing about data), /stats, /check and the lifecycle jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from kredenc import __version__
+from kredenc.interfaces.auth import KeyRing
+
+ErrorCheck = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def served(start_server: Callable[..., Any]) -> Any:
+    return start_server(setup=lambda kb: kb.remember("a memory for the counts"))
+
+
+@pytest.fixture(scope="module")
+def client(served: Any) -> Iterator[httpx.Client]:
+    with served.client() as c:
+        yield c
+
+
+def test_health_reveals_nothing(client: httpx.Client) -> None:
+    assert client.get("/health").json() == {"status": "ok", "version": __version__}
+
+
+def test_health_needs_no_key_when_the_store_holds_keys(
+    start_server: Callable[..., Any], assert_error_shape: ErrorCheck
+) -> None:
+    served = start_server()
+    KeyRing(served.kb.home).add("somebody")
+    assert httpx.get(served.url + "/health").status_code == 200
+    assert_error_shape(httpx.get(served.url + "/stats"), 401, "unauthorized")
+    assert_error_shape(httpx.get(served.url + "/health/x"), 401)
+
+
+def test_stats_count_the_namespace(client: httpx.Client) -> None:
+    stats = client.get("/stats").json()
+    assert stats["records"] >= 1 and stats["namespace"] == "default"
+
+
+def test_check_on_the_live_store_is_sound(client: httpx.Client) -> None:
+    client.post("/memories", json={"text": "written just before the check"})
+    report = client.get("/check").json()
+    assert report["sound"] is True, report["findings"]
+    assert report["faults"] == [] and report["findings"][-1] == "sound"
+    assert client.get("/check", params={"full": "true"}).json()["sound"] is True
+
+
+def test_jobs_run_and_their_last_run(client: httpx.Client, assert_error_shape: ErrorCheck) -> None:
+    before = {j["name"]: j for j in client.get("/jobs").json()["items"]}
+    assert set(before) == {"episodes", "contradictions", "reflect", "decay"}
+    assert before["decay"]["last_run"] is None and before["decay"]["interval_s"] > 0
+    ran = client.post("/jobs/run", json={"names": ["decay"]}).json()
+    assert [r["job"] for r in ran["reports"]] == ["decay"]
+    assert ran["reports"][0]["examined"] >= 1
+    after = {j["name"]: j for j in client.get("/jobs").json()["items"]}
+    assert after["decay"]["last_run"] is not None
+    assert after["decay"]["last_result"] == ran["reports"][0]
+    assert after["episodes"]["last_run"] is None
+    all_jobs = client.post("/jobs/run", json={}).json()
+    assert [r["job"] for r in all_jobs["reports"]] == [
+        "episodes",
+        "contradictions",
+        "reflect",
+        "decay",
+    ]
+    assert_error_shape(client.post("/jobs/run", json={"names": ["nope"]}), 422, "invalid_input")
