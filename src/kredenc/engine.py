@@ -191,6 +191,7 @@ class Kredenc:
     remember_many = _in_namespace(writes.remember_many)
     score = _in_namespace(writes.score)
     forget = _in_namespace(writes.forget)
+    delete_document = _in_namespace(writes.delete_document)
     relate = _in_namespace(writes.relate)
     get = _in_namespace(writes.get)
     add_passages = _in_namespace(passages.add_passages)
@@ -199,6 +200,7 @@ class Kredenc:
 
     list_memories = _in_namespace(listing.list_memories)
     list_documents = _in_namespace(listing.list_documents)
+    read_document = _in_namespace(listing.read_document)
     list_sessions = _in_namespace(listing.list_sessions)
     list_relationships = _in_namespace(listing.list_relationships)
     relationships_of = _in_namespace(listing.relationships_of)
@@ -243,14 +245,21 @@ class Kredenc:
         return n
 
     def import_lines(
-        self, lines: Iterable[str], *, skip_existing: bool = False, name: str = "input"
+        self,
+        lines: Iterable[str],
+        *,
+        skip_existing: bool = False,
+        name: str = "input",
+        own_namespace: bool = False,
     ) -> transfer.ImportReport:
         """File an export (``kredenc export`` lines) into this store, ids and
-        namespaces kept: every line is checked first (a bad one raises
+        namespaces kept (with ``own_namespace``, every record goes into this handle's
+        namespace instead): every line is checked first (a bad one raises
         ``InvalidInput`` naming it and nothing is written), then records go in
         all-or-nothing batches and are embedded with this store's model."""
         with self.store.gate:
-            header, items = transfer.parse_lines(lines, name=name)
+            into = self.namespace if own_namespace else None
+            header, items = transfer.parse_lines(lines, name=name, namespace=into)
             report = transfer.import_items(self.store, items, skip_existing=skip_existing)
             report.embedding_model = header.get("embedding_model")
             return report
@@ -285,13 +294,15 @@ class Kredenc:
         chunk_overlap: int | None = None,
         on_progress: Callable[[str, IngestReport], None] | None = None,
         follow_symlinks: bool = False,
+        names: Mapping[str, str] | None = None,
     ) -> IngestReport:
         """Load files, folders and URLs; file each document as one batch.
 
         One bad source never stops the rest: its error lands in ``report.failed``.
         Unchanged sources are skipped; changed ones replace their old version.
         A file in a folder whose symlink leads out of the folder lands in
-        ``report.skipped`` unless ``follow_symlinks``.
+        ``report.skipped`` unless ``follow_symlinks``. ``names`` files a source (its
+        resolved path) under another name: an upload saved under a generated one.
         """
         from kredenc.ingest.filing import ingest  # loads the loaders: only when used
 
@@ -299,7 +310,7 @@ class Kredenc:
             return ingest(
                 self.store, self.namespace, sources, drawer=drawer, include=include,
                 exclude=exclude, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                on_progress=on_progress, follow_symlinks=follow_symlinks,
+                on_progress=on_progress, follow_symlinks=follow_symlinks, names=names,
             )  # fmt: skip
 
     def recall(

@@ -343,6 +343,45 @@ def fetch(
             raise
 
 
+def check_url(url: str, *, allow_private: bool = False, allow_hosts: Collection[str] = ()) -> None:
+    """Refuse, before connecting, a URL that :func:`fetch` would refuse by its form: a
+    scheme other than http(s), no host, or a host that is a non-public IP literal
+    (``127.0.0.1``, ``10.0.0.1``, ``169.254.169.254``). A name is only checked when
+    fetched (it is resolved then, and every redirect is checked again), so passing
+    here is no promise that the fetch will connect."""
+    policy = AddressPolicy(
+        allow_private=allow_private, allow_hosts=frozenset(h.lower() for h in allow_hosts)
+    )
+    try:
+        target = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise FetchRefused(f"{redact_url(url)}: not a valid URL ({exc})") from exc
+    try:
+        _check_target(url, target, policy, 0)
+    except FetchRefused as exc:
+        exc.message = redact_url(exc.message)
+        exc.args = (exc.message,)
+        raise
+
+
+def _check_target(url: str, target: httpx.URL, policy: AddressPolicy, hop: int) -> None:
+    """The checks of one hop before connecting: scheme, host, literal address."""
+    where = "" if hop == 0 else f"redirected to {target}: "
+    if target.scheme not in ("http", "https"):
+        scheme = target.scheme or "no scheme"
+        raise FetchRefused(
+            f"{url}: {where}only http and https URLs are fetched, not {scheme}",
+            "give an http:// or https:// URL, or a local file path",
+        )
+    if not target.host:
+        raise FetchRefused(f"{url}: {where}the URL has no host")
+    try:
+        port = target.port or (443 if target.scheme == "https" else 80)
+        policy.check_literal(target.host, port)
+    except _Refused as exc:
+        raise FetchRefused(f"{url}: {where}{exc.reason}", _PRIVATE_HINT) from exc
+
+
 class _Hops:
     """One fetch: follows redirects one hop at a time, translating every failure."""
 
@@ -381,20 +420,7 @@ class _Hops:
         )
 
     def _request(self, target: httpx.URL, hop: int = 0) -> httpx.Request:
-        where = "" if hop == 0 else f"redirected to {target}: "
-        if target.scheme not in ("http", "https"):
-            scheme = target.scheme or "no scheme"
-            raise FetchRefused(
-                f"{self.url}: {where}only http and https URLs are fetched, not {scheme}",
-                "give an http:// or https:// URL, or a local file path",
-            )
-        if not target.host:
-            raise FetchRefused(f"{self.url}: {where}the URL has no host")
-        try:
-            port = target.port or (443 if target.scheme == "https" else 80)
-            self.policy.check_literal(target.host, port)
-        except _Refused as exc:
-            raise FetchRefused(f"{self.url}: {where}{exc.reason}", _PRIVATE_HINT) from exc
+        _check_target(self.url, target, self.policy, hop)
         return self.client.build_request("GET", target)
 
     def _redirect(self, request: httpx.Request, hop: int) -> httpx.Request:
@@ -469,6 +495,7 @@ __all__ = [
     "Fetched",
     "GuardedTransport",
     "Resolver",
+    "check_url",
     "fetch",
     "refusal_reason",
     "system_resolver",

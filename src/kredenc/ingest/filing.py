@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,11 +56,15 @@ def ingest(
     chunk_overlap: int | None = None,
     on_progress: Callable[[str, IngestReport], None] | None = None,
     follow_symlinks: bool = False,
+    names: Mapping[str, str] | None = None,
 ) -> IngestReport:
     """Load files, folders and URLs and file each document into ``ns`` as one batch.
 
     ``chunk_size`` and ``chunk_overlap`` default to the store's settings. One bad
-    source never stops the rest: its error lands in ``report.failed``.
+    source never stops the rest: its error lands in ``report.failed``. ``names`` maps
+    a source (its resolved path) to the name it is filed and reported under: a file
+    uploaded to a server is saved under a generated name, and filed as the name it was
+    uploaded with (see :func:`_rename`).
     """
     store.check_writable()
     check_name("drawer", drawer)
@@ -76,8 +80,11 @@ def ingest(
     excl = list(exclude) if exclude is not None else None
     with symlink_policy(follow=follow_symlinks, on_skip=lambda s, why: _skip(report, s, why)):
         for source in iter_sources([str(s) for s in items], inc, excl):
+            name = (names or {}).get(source)
             try:
                 for doc in _load(source, store.settings):
+                    if name is not None:
+                        _rename(doc, name)
                     chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
                     parts = file_document(store, ns, doc, chunks, drawer, report)
                     if parts:
@@ -85,12 +92,15 @@ def ingest(
                     links.extend((doc.source, target) for target in doc.links)
             except KredencError as exc:
                 reason = redact_url(str(exc))  # a URL's password is never reported
+                if name is not None:  # nor the path an upload was saved under
+                    reason = reason.replace(source, name)
                 # INFO, not WARNING: the report carries it, and the CLI prints it once.
                 log.info("ingest: %s", reason)
-                report.failed.append((redact_url(source), reason))
-                report.files.append(FileOutcome(redact_url(source), "failed", error=reason))
+                shown = redact_url(source if name is None else name)
+                report.failed.append((shown, reason))
+                report.files.append(FileOutcome(shown, "failed", error=reason))
             if on_progress is not None:
-                on_progress(source, report)
+                on_progress(source if name is None else name, report)
     file_links(store, ns, links, report)
     file_mentions(store, ns, filed, report)
     report.seconds = time.perf_counter() - started
@@ -107,6 +117,14 @@ def _load(source: str, settings: Settings) -> list[LoadedDocument]:
         docs = loader.load(source)
     limits.check_documents(docs)
     return docs
+
+
+def _rename(doc: LoadedDocument, name: str) -> None:
+    """File ``doc`` as ``name``: its origin (the key a later upload of the same name
+    replaces), and its title where the loader fell back to the file's stem."""
+    if doc.title == Path(doc.source).stem:
+        doc.title = Path(name).stem or name
+    doc.source = name
 
 
 def _skip(report: IngestReport, source: str, reason: str) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, NotFound
 from kredenc.fields import parse_time
 from kredenc.memory.writes import live_record
 from kredenc.records import MEMORY_KINDS, STATUSES, GraphEdge, Memory
@@ -135,22 +135,40 @@ def list_documents(
     query = RecordQuery(
         types=("document",), loaders=tuple(loaders), origin_glob=source, drawer=drawer
     )
-    out = []
-    for rid, off in store.index.list_records(ns, query, limit, offset):
-        p = store.haystack.read(off)
-        out.append(
-            DocumentEntry(
-                id=rid,
-                origin=str(p.get("origin", "")),
-                title=str(p.get("title", "")),
-                loader=str(p.get("loader", "")),
-                drawer=str(p.get("drawer", "")),
-                version=int(p.get("version", 1)),
-                chunks=len(store.index.parts_of(ns, rid)),
-                created_at=float(p.get("ts", 0.0)),
-            )
+    rows = store.index.list_records(ns, query, limit, offset)
+    return [_entry(store, ns, rid, store.haystack.read(off)) for rid, off in rows]
+
+
+def _entry(store: Store, ns: str, rid: str, p: dict[str, Any]) -> DocumentEntry:
+    return DocumentEntry(
+        id=rid,
+        origin=str(p.get("origin", "")),
+        title=str(p.get("title", "")),
+        loader=str(p.get("loader", "")),
+        drawer=str(p.get("drawer", "")),
+        version=int(p.get("version", 1)),
+        chunks=len(store.index.parts_of(ns, rid)),
+        created_at=float(p.get("ts", 0.0)),
+    )
+
+
+def read_document(store: Store, ns: str, /, doc_id: str) -> tuple[DocumentEntry, list[Memory]]:
+    """A live document of ``ns`` and its live chunks in order; a record that is not a
+    document is ``NotFound`` (as a missing one)."""
+    found = live_record(store, ns, doc_id)
+    if found.state["type"] != "document":
+        raise NotFound(
+            f"no document {doc_id!r} in namespace {ns!r}",
+            "give the id of a document (list them with 'kredenc list documents')",
         )
-    return out
+    entry = _entry(store, ns, doc_id, store.haystack.read(found.offset))
+    chunks = []
+    for cid in store.index.parts_of(ns, doc_id):
+        part = store.index.lookup(ns, cid)
+        if part is not None and not part.deleted:
+            payload = store.haystack.read(part.offset)
+            chunks.append(Memory.from_payload(payload, part.offset, part.state))
+    return entry, chunks
 
 
 def list_sessions(

@@ -96,10 +96,12 @@ class ImportReport:
 
 
 def parse_lines(
-    lines: Iterable[str], *, name: str = "input"
+    lines: Iterable[str], *, name: str = "input", namespace: str | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the records of an export, every line checked (nothing is
-    written): a bad line raises ``InvalidInput`` naming it."""
+    written): a bad line raises ``InvalidInput`` naming it. With ``namespace``, every
+    record and edge is taken into that namespace whatever its line names (a server's
+    tenant imports into its own namespace only)."""
     header: dict[str, Any] | None = None
     items: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -130,6 +132,8 @@ def parse_lines(
                 )
             header = obj
             continue
+        if namespace is not None:
+            obj["ns"] = namespace
         items.append(_checked(obj, where, seen))
     if header is None:
         raise InvalidInput(f"{name} is empty", "give a file written by 'kredenc export'")

@@ -1,4 +1,5 @@
-"""Filing and changing memories: remember, score, forget, relate (and reading one back).
+"""Filing and changing memories: remember, score, forget, relate, delete a document (and
+reading one back).
 
 Every function takes the open :class:`~kredenc.storage.store.Store` and the namespace
 ``ns``; the :class:`~kredenc.engine.Kredenc` facade calls them with its own. Input is
@@ -177,20 +178,55 @@ def forget(store: Store, ns: str, /, record_id: str) -> None:
     found = live_record(store, ns, record_id)
     if found.state["read_only"]:
         raise ReadOnlyRecord(f"memory {record_id} is read-only", "it cannot be forgotten")
-    ts = store.now()
-    payloads: list[dict[str, Any]] = [{"op": "tombstone", "ns": ns, "id": record_id, "ts": ts}]
-    for derived in store.index.sources_of(ns, record_id, "derived_from"):
-        payloads.append(
-            {
-                "op": "score",
-                "ns": ns,
-                "id": derived,
-                "status": "disputed",
-                "reason": f"derived from {record_id}, which was forgotten",
-                "ts": ts,
-            }
-        )
+    payloads = _tombstones(store, ns, [record_id])
     store.write(payloads, batch=len(payloads) > 1)
+
+
+def delete_document(store: Store, ns: str, /, doc_id: str) -> int:
+    """Forget a filed document and every chunk of it as one batch; how many records.
+
+    ``forget`` on a document id hides the document record only, and its chunks stay
+    searchable; this is the whole document gone from search, listing and recall at
+    once, as a re-ingest removes the version it replaces (``ingest.pipeline``), with
+    the memories ``derived_from`` any of them marked ``disputed``. A record that is not
+    a document is ``NotFound`` (as a missing one).
+    """
+    store.check_writable()
+    found = live_record(store, ns, doc_id)
+    if found.state["type"] != "document":
+        raise NotFound(
+            f"no document {doc_id!r} in namespace {ns!r}",
+            "give the id of a document (list them with 'kredenc list documents')",
+        )
+    ids = [*store.index.parts_of(ns, doc_id), doc_id]
+    payloads = _tombstones(store, ns, ids)
+    store.write(payloads, batch=len(payloads) > 1)
+    return len(ids)
+
+
+def _tombstones(store: Store, ns: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Tombstones of ``ids``, and the memories derived from any of them disputed."""
+    ts = store.now()
+    seen = set(ids)  # a derived memory is disputed once, and never one being forgotten
+    payloads: list[dict[str, Any]] = [
+        {"op": "tombstone", "ns": ns, "id": rid, "ts": ts} for rid in ids
+    ]
+    for rid in ids:
+        for derived in store.index.sources_of(ns, rid, "derived_from"):
+            if derived in seen:
+                continue
+            seen.add(derived)
+            payloads.append(
+                {
+                    "op": "score",
+                    "ns": ns,
+                    "id": derived,
+                    "status": "disputed",
+                    "reason": f"derived from {rid}, which was forgotten",
+                    "ts": ts,
+                }
+            )
+    return payloads
 
 
 def relate(

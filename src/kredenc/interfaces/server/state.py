@@ -11,6 +11,7 @@ from typing import Any
 from kredenc.engine import Kredenc
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.guard import Gate
+from kredenc.interfaces.server.jobs import IngestJobs
 
 
 @dataclass
@@ -74,6 +75,7 @@ class ServerState:
         roots = config.roots if config.roots is not None else [Path(r) for r in s.server_roots]
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         self.upstream = config.upstream if config.upstream is not None else s.server_upstream
+        self.jobs = IngestJobs()  # POST /ingest's queue and every tenant's jobs
         self._views: dict[str, Kredenc] = {kb.namespace: kb}
         self._lock = threading.Lock()
         # The last run of each lifecycle job per namespace: (finished at, report).
@@ -100,7 +102,9 @@ class ServerState:
             return found
 
     def close(self) -> None:
-        """Flush what the views hold (the owner handle is closed by whoever opened it)."""
+        """Stop the ingest jobs (the running one at its next page), then flush what the
+        views hold (the owner handle is closed by whoever opened it)."""
+        self.jobs.close()
         with self._lock:
             for view in self._views.values():
                 if view is not self.kb:

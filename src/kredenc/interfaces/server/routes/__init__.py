@@ -7,6 +7,8 @@ from fastapi import APIRouter
 
 from kredenc.interfaces.server.routes import (
     ask,
+    documents,
+    ingest,
     memories,
     recall,
     records,
@@ -14,6 +16,7 @@ from kredenc.interfaces.server.routes import (
     search,
     sessions,
     system,
+    transfer,
 )
 
 ROUTERS: list[APIRouter] = [
@@ -25,4 +28,7 @@ ROUTERS: list[APIRouter] = [
     recall.router,
     ask.router,
     sessions.router,
+    documents.router,
+    ingest.router,
+    transfer.router,
 ]
