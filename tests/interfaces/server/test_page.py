@@ -268,6 +268,10 @@ def test_the_tour_ingest_ask_memories_store(tab: Tab, served: Served) -> None:
         )
         assert job.get_attribute("data-state") == "done", job.text_content()
         assert "1 document(s)" in job.locator(".job-summary").text_content()
+        pages = job.locator("tr[data-source] .pages").text_content()
+        assert re.fullmatch(r" \d+ pages", pages), pages  # the page progress arrived
+        assert job.locator(".outcome .badge").text_content() == "filed"
+        page.locator("#job-list li", has_text=PAPER.name).wait_for()
         tab.shot("ingest")
     else:
         missing.append("POST /ingest (the paper was filed through the facade)")

@@ -108,6 +108,14 @@ function finish(card, job) {
 }
 
 async function follow(job) {
+  try {
+    await watch(job);
+  } finally {
+    listJobs();
+  }
+}
+
+async function watch(job) {
   const card = jobCard(job);
   if (job.state === "done" || job.state === "failed") return finish(card, job);
   try {
