@@ -21,6 +21,7 @@ import pytest
 from kredenc.engine import Kredenc
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.server.run import ServerThread
+from kredenc.interfaces.server.state import ServerConfig
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -65,7 +66,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     kb = Kredenc.open(tmp_path_factory.mktemp("page") / "store", durability="none")
     try:
         key, _ = KeyRing(kb.home).add(kb.namespace, "page-test")
-        thread = ServerThread(kb)
+        thread = ServerThread(kb, ServerConfig(mcp=False))
         routes = {  # from the OpenAPI document: what the REST routes promise
             (method.upper(), path)
             for path, ops in thread.app.openapi()["paths"].items()
@@ -247,6 +248,30 @@ def test_a_missing_memory_says_so(tab: Tab, served: Served) -> None:
     with served.client() as api:
         detail = api.get("/memories/m_0000000000000000").json()["error"]
     assert box.text_content() == detail["message"]
+
+
+def test_a_refused_url_says_why_on_the_ingest_screen(tab: Tab, served: Served) -> None:
+    """The fetcher's guard refuses a loopback URL; the page shows the refusal as sent."""
+    if not served.has("POST", "/ingest"):
+        pytest.skip("the server has no POST /ingest yet")
+    page = tab.page
+    page.goto(served.url + "/#ingest")
+    page.fill("#url-input", served.url + "/stats")
+    page.click("#url-submit")
+    box = page.locator("#ingest-error")
+    box.locator(".error-hint").wait_for()
+    assert "loopback" in box.locator(".error-message").text_content()
+    assert "fetch_allow_hosts" in box.locator(".error-hint").text_content()
+    assert page.locator("#jobs .job").count() == 0
+
+
+def test_the_band_colours_follow_the_judge(tab: Tab, served: Served) -> None:
+    """green ≥ 70, amber 40-69, red < 40: the page's own band(), at the edges."""
+    tab.page.goto(served.url + "/#ask")
+    colours = tab.page.evaluate(
+        "import('/static/ask.js').then((m) => [100, 70, 69, 40, 39, 0].map(m.band))"
+    )
+    assert colours == ["green", "green", "amber", "amber", "red", "red"]
 
 
 # -- the whole tour: ingest the paper, ask, browse, the store -------------------------
