@@ -148,6 +148,9 @@ def test_the_page_is_open_and_strict_while_the_api_needs_a_key(served: Served) -
         assert anon.get("/static/app.css").headers["content-type"].startswith("text/css")
         again = anon.get("/static/app.js", headers={"If-None-Match": js.headers["etag"]})
         assert again.status_code == 304 and again.content == b""
+        head = anon.head("/static/app.js")
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-length"] == str(len(js.content))
 
         assert anon.get("/stats").status_code == 401  # the data still needs the key
         for bad in ("/static/nothing.js", "/static/..%2Fpage.py", "/static/index.html"):
@@ -217,7 +220,22 @@ def test_a_hostile_memory_shows_as_text_and_runs_nothing(tab: Tab, served: Serve
         assert page.locator("img, script:not([src]), b").count() == 0
     page.wait_for_timeout(300)  # an onerror would have fired by now
     assert page.evaluate("window.__pwned") is None
-    assert tab.errors == [] or all("Failed to load resource" in e for e in tab.errors)
+    assert all("Failed to load resource" in e for e in tab.errors), tab.errors
+    # Behind the text-only rule, the policy: even markup put in by a bug would not run.
+    blocked = page.evaluate(
+        """() => {
+          const s = document.createElement("script");
+          s.textContent = "window.__pwned = 3";
+          document.body.append(s);
+          const d = document.createElement("div");
+          d.setAttribute("onclick", "window.__pwned = 4");
+          document.body.append(d);
+          d.click();
+          return window.__pwned === undefined;
+        }"""
+    )
+    assert blocked
+    assert sum("Content Security Policy" in e for e in tab.errors) == 2, tab.errors
 
 
 def test_an_error_shows_the_servers_message_and_hint(browser: Any, served: Served) -> None:
