@@ -59,7 +59,10 @@ async function browse() {
     clearError(box);
     const user = $("#f-user").value.trim().toLowerCase();
     const items = (page.items || []).filter((m) => !user || userOf(m).toLowerCase().includes(user));
-    fill(rows, items.length ? items.map((m) => h("tr", { dataset: { id: m.id }, onclick: () => open(m.id) },
+    fill(rows, items.length ? items.map((m) => h("tr", {
+      dataset: { id: m.id }, tabindex: 0, onclick: () => open(m.id),
+      onkeydown: (e) => { if (e.key === "Enter") open(m.id); },
+    },
       h("td", {}, h("span", { class: "badge kind", dataset: { kind: m.kind } }, m.kind)),
       h("td", { class: "mem-text" }, (m.text || "").slice(0, 160)),
       h("td", {}, m.status),
