@@ -316,3 +316,15 @@ def test_a_view_keeps_its_own_turn_context(kb: Kredenc) -> None:
     (fresh,) = view.file_turns("s1", [{"role": "user", "content": "It has a bell"}])
     assert "red bicycle" in _context(kb, seen)
     assert "red bicycle" not in _context(kb, fresh) and "session s1" in _context(kb, fresh)
+
+
+def test_check_judges_the_open_store(open_store: Callable[..., Kredenc]) -> None:
+    """The server's /check: the store is open and its index's writes sit in SQLite's
+    write-ahead log, which the check reads (an immutable open would see no tables)."""
+    with open_store() as kb:
+        for i in range(3):
+            kb.remember(f"checked memory {i}")
+        report = kb.check()
+        assert report["sound"] is True, report["findings"]
+        assert any("index: 3 live records" in line for line in report["findings"])
+        assert kb.check(full=True)["sound"] is True

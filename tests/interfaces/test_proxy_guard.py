@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,6 +22,8 @@ pytest.importorskip("uvicorn")
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
+from kredenc.interfaces.auth import KeyRing
+from kredenc.interfaces.guard import Gate, Guard
 from kredenc.interfaces.proxy import ProxyConfig, ProxyServer, running
 from kredenc.testing.chat_server import chat_route, models_route
 from kredenc.testing.openai_server import LoopbackServer
@@ -204,11 +207,16 @@ def test_the_cli_refuses_to_bind_beyond_loopback_without_keys(tmp_path: object) 
     assert line.count("\n") == 1 and line.startswith("error:") and "kredenc keys add" in line
 
 
-def test_the_root_as_an_open_path_opens_only_itself() -> None:
-    """The web page is open at "/": as a prefix that would open every route."""
-    from kredenc.interfaces.guard import Guard
+def test_the_root_as_an_open_path_opens_the_root_only() -> None:
+    """A "/" entry (the server's page) is the root alone, not a prefix of every path."""
+    guard = Guard(_no_app, Gate(KeyRing(Path("/nonexistent")), "ns", "127.0.0.1", [], 10), OPEN)
+    assert guard.is_open("/") and guard.is_open("/health") and guard.is_open("/static/app.js")
+    assert not guard.is_open("/stats") and not guard.is_open("/health/x")
+    assert not guard.is_open("/memories/") and not guard.is_open("/static")
 
-    guard = Guard(app=None, gate=None, open_paths=frozenset({"/", "/static/", "/health"}))  # type: ignore[arg-type]
-    assert guard.is_open("/") and guard.is_open("/static/app.js") and guard.is_open("/health")
-    for keyed in ("/stats", "/memories", "/healthz", "/static", "//stats", "/v1/models"):
-        assert not guard.is_open(keyed), keyed
+
+OPEN = frozenset({"/", "/health", "/static/"})
+
+
+async def _no_app(scope: object, receive: object, send: object) -> None:
+    raise AssertionError("not called")

@@ -12,6 +12,7 @@ import pytest
 
 from kredenc import plugins
 from kredenc.errors import InvalidInput
+from kredenc.loop.answer import Step
 from kredenc.testing.distributions import write_distribution
 
 from ._tools import SOURCE, agent_file
@@ -72,6 +73,13 @@ def test_stream_hands_the_text_to_on_delta(open_loop: Open) -> None:
             "where was the needle found", agent="finder", stream=True, on_delta=parts.append
         )
     assert parts and got.text.startswith("".join(parts))
+
+
+def test_on_step_sees_each_step_as_it_ends(open_loop: Open) -> None:
+    seen: list[Step] = []
+    with open_loop() as kb:
+        got = kb.ask("where was the needle found", agent="finder", on_step=seen.append)
+    assert seen and tuple(seen) == got.trace  # every step, in order, as it ended
 
 
 def test_a_read_only_handle_answers_and_files_nothing(open_loop: Open, store_dir: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, NotFound
 
 OpenStore = Callable[..., Kredenc]
 
@@ -64,3 +64,29 @@ def test_documents_and_sessions(open_store: OpenStore, tmp_path: Path) -> None:
         assert where is not None and where["document"] == md[0].id
         assert Path(where["file"]).name == "a.md" and where["title"] == "Alpha"
         assert kb.provenance(kb.remember("plain").id) is None
+
+
+def test_relationships_listed_and_per_record(open_store: OpenStore) -> None:
+    with open_store() as kb:
+        a, b, c = (kb.remember(f"node {i}") for i in range(3))
+        kb.relate(a.id, b.id, "supports")
+        kb.relate(c.id, a.id, "contradicts", weight=0.5)
+        kb.relate(b.id, c.id, "precedes")
+        other = kb.scoped("elsewhere")
+        x, y = other.remember("x"), other.remember("y")
+        other.relate(x.id, y.id, "supports")
+        edges = [(e.src, e.dst, e.rel) for e in kb.list_relationships()]
+        assert edges == [
+            (a.id, b.id, "supports"),
+            (c.id, a.id, "contradicts"),
+            (b.id, c.id, "precedes"),
+        ]
+        assert [(e.src, e.dst) for e in kb.list_relationships(limit=1, offset=1)] == [(c.id, a.id)]
+        assert [(e.src, e.dst, e.weight) for e in kb.relationships_of(a.id)] == [
+            (a.id, b.id, 1.0),
+            (c.id, a.id, 0.5),
+        ]
+        with pytest.raises(NotFound):
+            kb.relationships_of(x.id)  # another namespace's record: not found, like a missing one
+        kb.forget(b.id)
+        assert [(e.src, e.dst) for e in kb.list_relationships()] == [(c.id, a.id)]

@@ -103,6 +103,15 @@ def test_not_json_is_422(client: httpx.Client, assert_error_shape: ErrorCheck) -
     assert_error_shape(response, 422, "invalid_request")
 
 
+def test_json_too_deep_to_parse_is_400(
+    client: httpx.Client, assert_error_shape: ErrorCheck
+) -> None:
+    depth = 1500  # past the JSON parser's recursion limit, within the body limit
+    body = '{"text": "x", "tags": ' + "[" * depth + "]" * depth + "}"
+    response = client.post("/memories", content=body, headers={"Content-Type": "application/json"})
+    assert_error_shape(response, 400, "bad_request")
+
+
 def test_invalid_input_is_422(client: httpx.Client, assert_error_shape: ErrorCheck) -> None:
     detail = assert_error_shape(
         client.post("/memories", json={"text": "x", "kind": "bogus"}), 422, "invalid_input"

@@ -103,3 +103,15 @@ def test_recall_appends_memories(client: httpx.Client) -> None:
     assert any("Petrel" in item["text"] for item in body["items"])
     dry = client.post("/recall", json={"messages": messages, "session_id": "r1", "dry_run": True})
     assert dry.json()["dry_run"] is True and dry.json()["messages"] == messages
+
+
+def test_a_reranker_is_not_the_clients_choice(
+    client: httpx.Client, assert_error_shape: ErrorCheck
+) -> None:
+    """Any other name would be a model path the server loads from disk or the network."""
+    for name in ("/etc/passwd", "cross-encoder:some/model", "evil-org/model"):
+        response = client.get("/search", params={"q": "harbour", "rerank": name})
+        assert (
+            "rerank must be 'none'" in assert_error_shape(response, 422, "invalid_input")["message"]
+        )
+    assert client.get("/search", params={"q": "harbour", "rerank": "none"}).status_code == 200

@@ -71,8 +71,16 @@ def kredenc_error(exc: e.KredencError, headers: dict[str, str] | None = None) ->
     return error_response(status_of(exc), exc.code, exc.message, exc.hint, headers)
 
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
-_HTTP_HINTS = {413: "send less, or raise the proxy_max_body_bytes setting"}
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+}
+_HTTP_HINTS = {
+    400: "send the body as JSON no deeper than a few hundred levels",
+    413: "send less, or raise the proxy_max_body_bytes setting",
+}
 
 
 def install(app: FastAPI) -> None:

@@ -34,6 +34,16 @@ log = logging.getLogger("kredenc.server")
 router = APIRouter(tags=["ask"])
 
 SSE = "text/event-stream"
+#: One event of the stream, as the OpenAPI document describes it (its data is JSON:
+#: a Step, {"text"}, the Answer or the error shape, by event).
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["step", "delta", "answer", "error"]},
+        "data": {"type": "string", "description": "the event's JSON"},
+    },
+    "required": ["event", "data"],
+}
 
 
 class AskRequest(BaseModel):
@@ -110,13 +120,13 @@ async def stream_answer(kb: Kredenc, body: AskRequest) -> AsyncIterator[bytes]:
     responses={
         200: {
             "description": "the Answer, or with stream=true the events step, delta, answer | error",
-            "content": {SSE: {"schema": {"type": "string"}}},
+            "content": {SSE: {"schema": EVENT_SCHEMA}},
         }
     },
 )
 def ask(body: AskRequest, request: Request, kb: KB, state: State) -> Answer | Response:
     """Answer a question from the caller's documents and memories, with citations."""
-    check_request(state.limits, text=body.question, what="question")
+    check_request(state.limits, k=body.k, text=body.question, what="question")
     if body.stream or SSE in request.headers.get("accept", ""):
         check_ask(kb.settings, body.question, body.session_id, body.agent)  # before the stream
         return StreamingResponse(

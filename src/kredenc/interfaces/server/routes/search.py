@@ -2,8 +2,9 @@
 ``query`` for ``q``) and the context graph (``GET /context_graph``).
 
 Both are checked against the server's limits (``k``, query length, hops, neighbours
-per node; 422 beyond) before the facade runs, which checks the rest (mode, drawer,
-loaders, times) with one line each.
+per node; 422 beyond) and a search may name no reranker but ``none`` or the server's
+own (:func:`served_reranker`) before the facade runs, which checks the rest (mode,
+drawer, loaders, times) with one line each.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from kredenc.errors import InvalidInput
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.limits import check_request
 from kredenc.interfaces.server.routes.paging import pages_value, time_value
@@ -47,11 +49,28 @@ class SearchResult(BaseModel):
     hits: list[Hit]
 
 
+def served_reranker(kb: KB, name: str | None) -> str | None:
+    """The reranker a request may name: ``none``, or the one this server is configured
+    with. Any other name would be a model path the server loads (from disk, or the
+    network): not a client's choice."""
+    if name is None:
+        return None
+    configured = kb.settings.rerank
+    if name.strip().lower() in ("", "none"):
+        return "none"
+    if name == configured:
+        return name
+    raise InvalidInput(
+        f"rerank must be 'none' or this server's reranker ({configured!r}), not {name[:60]!r}",
+        "leave rerank out to use the server's (the rerank setting)",
+    )
+
+
 def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
     check_request(state.limits, k=r.k, text=r.query, hops=r.hops)
     hits = kb.search(
         r.query, k=r.k, mode=r.mode, kinds=r.kind, drawer=r.drawer or None, hops=r.hops,
-        rerank=r.rerank, loaders=r.loader, source=r.source or None,
+        rerank=served_reranker(kb, r.rerank), loaders=r.loader, source=r.source or None,
         pages=pages_value(r.pages), per_document=r.per_document, since=time_value(r.since),
         until=time_value(r.until), include_deprecated=r.include_deprecated,
     )  # fmt: skip
