@@ -152,3 +152,18 @@ def test_record_of_a_memory_has_no_provenance(client: httpx.Client) -> None:
     made = file(client, "Not from a document")
     body = client.get(f"/records/{made['id']}").json()
     assert body["record"]["id"] == made["id"] and body["provenance"] is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"text": "x", "confidence": False},  # not a number
+        {"text": "x", "importance": "0.5"},  # text, not a number
+        {"text": 5},
+        {"text": "x", "tags": "one"},
+    ],
+)
+def test_bodies_take_the_documented_types_only(
+    client: httpx.Client, assert_error_shape: ErrorCheck, body: dict[str, Any]
+) -> None:
+    assert_error_shape(client.post("/memories", json=body), 422, "invalid_request")

@@ -19,12 +19,13 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from kredenc.engine import Kredenc
 from kredenc.errors import KredencError
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.limits import check_request
+from kredenc.interfaces.server.routes.body import Body
 from kredenc.loop.answer import Answer, Step
 from kredenc.loop.ask import check_ask
 from kredenc.wire import to_wire
@@ -46,7 +47,7 @@ EVENT_SCHEMA: dict[str, Any] = {
 }
 
 
-class AskRequest(BaseModel):
+class AskRequest(Body):
     question: str = Field(min_length=1)
     session_id: str | None = Field(None, min_length=1, max_length=200)
     k: int | None = Field(None, ge=1, le=200)

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 
 from kredenc.interfaces.server.deps import KB
+from kredenc.interfaces.server.routes.body import Body
 from kredenc.interfaces.server.routes.paging import Limit, Offset, Page, page, time_value
 from kredenc.records import Memory
 
@@ -25,7 +26,7 @@ Score = Annotated[float | None, Field(ge=0.0, le=1.0)]
 Time = float | str | None
 
 
-class NewMemory(BaseModel):
+class NewMemory(Body):
     text: str = Field(min_length=1)
     kind: str = "note"
     drawer: str = "memories"
@@ -40,7 +41,7 @@ class NewMemory(BaseModel):
     episode_id: str | None = None
 
 
-class ScoreChange(BaseModel):
+class ScoreChange(Body):
     """The fields to change (only those given); ``reason`` lands in the history."""
 
     importance: Score = None

@@ -7,15 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from kredenc.interfaces.server.deps import KB
+from kredenc.interfaces.server.routes.body import Body
 from kredenc.recall.result import RecallResult
 
 router = APIRouter(tags=["recall"])
 
 
-class RecallRequest(BaseModel):
+class RecallRequest(Body):
     messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
     session_id: str = Field(min_length=1, max_length=200)
     budget: dict[str, Any] | None = None

@@ -8,13 +8,14 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
 from kredenc.interfaces.server.deps import KB
+from kredenc.interfaces.server.routes.body import Body
 from kredenc.interfaces.server.routes.paging import Limit, Offset, Page, page
 from kredenc.records import GraphEdge
 
 router = APIRouter(tags=["relationships"])
 
 
-class NewRelationship(BaseModel):
+class NewRelationship(Body):
     src: str = Field(min_length=1)
     dst: str = Field(min_length=1)
     rel: str = Field(min_length=1)

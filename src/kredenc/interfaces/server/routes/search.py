@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from kredenc.errors import InvalidInput
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.limits import check_request
+from kredenc.interfaces.server.routes.body import Body
 from kredenc.interfaces.server.routes.paging import pages_value, time_value
 from kredenc.records import ContextGraph, Hit
 
@@ -27,7 +28,7 @@ K = Field(10, ge=1, le=10_000)
 HOPS = Field(0, ge=0, le=10)
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(Body):
     query: str = Field(min_length=1)
     k: int = K
     mode: str = "hybrid"

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from kredenc import __version__
 from kredenc.interfaces.server.deps import KB, State
+from kredenc.interfaces.server.routes.body import Body
 from kredenc.memory.scheduler import DEFAULT_INTERVALS, JOBS
 
 router = APIRouter(tags=["system"])
@@ -37,7 +38,7 @@ class JobList(BaseModel):
     items: list[JobStatus]
 
 
-class JobsToRun(BaseModel):
+class JobsToRun(Body):
     names: list[str] = Field(default_factory=list, description="none: every job")
 
 
