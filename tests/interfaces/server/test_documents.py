@@ -83,7 +83,7 @@ def test_documents_are_filtered(site: Site, params: dict[str, object], titles: l
     assert [d["title"] for d in found] == titles
 
 
-@pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 1001}, {"offset": -1}])
+@pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 10_000}, {"offset": -1}])
 def test_bad_paging_is_422(site: Site, params: dict[str, int]) -> None:
     response = site.a.get("/documents", params=params)
     assert response.status_code == 422

@@ -39,6 +39,7 @@ PAGES = [
     "Sencha is a Japanese green tea steamed right after picking.",
     "Rooibos is a red bush from South Africa, not a tea at all.",
 ]
+JSON = "application/json"
 NOTE = b"# Brewing\n\nGreen tea brews best at 80 degrees Celsius for two minutes.\n"
 
 
@@ -266,6 +267,16 @@ def test_malformed_requests_are_one_clear_error(
     assert response.status_code == status, response.text
     assert response.json()["error"]["code"] == code
     assert set(response.json()["error"]) == {"code", "message", "hint"}
+
+
+@pytest.mark.parametrize(
+    "body", [rb'{"paths": ["notes/\ud800.md"]}', rb'{"urls": ["http://example.org/\ud800"]}']
+)
+def test_a_lone_surrogate_in_a_source_is_refused(site: Site, body: bytes) -> None:
+    with _client(site, site.a) as client:
+        response = client.post("/ingest", content=body, headers={"Content-Type": JSON})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_request"  # refused while parsed
 
 
 @pytest.mark.parametrize(

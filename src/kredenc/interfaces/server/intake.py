@@ -30,6 +30,7 @@ from kredenc.errors import InvalidInput
 from kredenc.ingest.fetch import check_url
 from kredenc.ingest.loaders.base import is_url
 from kredenc.ingest.loaders.registry import supported_suffixes
+from kredenc.interfaces.guard import valid_text
 from kredenc.interfaces.server.jobs import Refused
 
 #: Sources one request may name (paths, URLs or files).
@@ -75,7 +76,7 @@ def inside_roots(roots: Sequence[Path], paths: Sequence[str]) -> Intake:
     _count("paths", paths)
     out = Intake()
     for raw in paths:
-        if not raw.strip() or _UNSAFE.search(raw) or is_url(raw):
+        if not raw.strip() or _UNSAFE.search(raw) or is_url(raw) or not valid_text(raw):
             raise InvalidInput(
                 f"path {raw[:100]!r} is not a file path",
                 "give a path inside the server's folders; URLs go in 'urls'",
@@ -105,8 +106,11 @@ def public_urls(urls: Sequence[str], settings: Settings) -> Intake:
     _count("URLs", urls)
     out = Intake()
     for url in urls:
-        if _UNSAFE.search(url):
-            raise InvalidInput(f"URL {url[:100]!r} holds control characters")
+        if _UNSAFE.search(url) or not valid_text(url):
+            raise InvalidInput(
+                f"URL {url[:100]!r} holds control characters or invalid text",
+                "give an http:// or https:// URL",
+            )
         check_url(
             url,
             allow_private=settings.fetch_allow_private,

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel
 
 from kredenc.interfaces.server.deps import KB
-from kredenc.interfaces.server.paging import MAX_PAGE, Page, page_of
+from kredenc.interfaces.server.routes.paging import Limit, Offset, Page, page
 from kredenc.memory.listing import DocumentEntry
 from kredenc.records import Memory
 
@@ -31,14 +31,17 @@ def list_documents(
     loader: Annotated[list[str], Query(description="only documents these loaders read")] = [],  # noqa: B006
     source: Annotated[str | None, Query(max_length=500, description="a glob of the origin")] = None,
     drawer: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Limit = 50,
+    offset: Offset = 0,
 ) -> Page[DocumentEntry]:
     """The caller's documents in filing order (oldest first)."""
-    found = kb.list_documents(
-        loaders=loader, source=source, drawer=drawer, limit=limit + 1, offset=offset
+    return page(
+        lambda n, at: kb.list_documents(
+            loaders=loader, source=source, drawer=drawer, limit=n, offset=at
+        ),
+        limit,
+        offset,
     )
-    return page_of(found, limit, offset)
 
 
 @router.get("/documents/{doc_id}", response_model=DocumentDetail)
