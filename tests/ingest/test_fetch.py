@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import re
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from kredenc.errors import FetchRefused, IngestError, InvalidInput
-from kredenc.ingest.fetch import AddressPolicy, fetch, refusal_reason
+from kredenc.ingest.fetch import AddressPolicy, check_url, fetch, refusal_reason
 
 Route = Callable[[http.server.BaseHTTPRequestHandler], None]
 
@@ -352,3 +353,31 @@ def test_allow_hosts_matches_the_default_port() -> None:
     policy.check_literal("[::1]", 8443)
     assert policy.is_exempt("WIKI.internal", 443)
     assert not policy.is_exempt("10.0.0.5", 8080)
+
+
+# --- check_url: what is refused before connecting -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1/", "address 127.0.0.1 is loopback"),
+        ("http://10.0.0.7:8080/x", "address 10.0.0.7 is private"),
+        ("http://169.254.169.254/latest/meta-data/", "address 169.254.169.254 is link-local"),
+        ("http://[::ffff:127.0.0.1]/", "is loopback"),
+        ("ftp://example.org/", "only http and https URLs are fetched"),
+        ("http:///nohost", "the URL has no host"),
+    ],
+)
+def test_check_url_refuses_what_fetch_would_before_connecting(url: str, reason: str) -> None:
+    with pytest.raises(FetchRefused, match=re.escape(reason)):
+        check_url(url)
+
+
+def test_check_url_passes_names_and_allowed_hosts_and_hides_passwords() -> None:
+    check_url("https://example.org/page")  # a name is checked when fetched
+    check_url("http://127.0.0.1:8080/", allow_hosts=["127.0.0.1:8080"])
+    check_url("http://10.0.0.7/", allow_private=True)
+    with pytest.raises(FetchRefused) as caught:
+        check_url("http://user:hunter2@127.0.0.1/")
+    assert "hunter2" not in caught.value.message

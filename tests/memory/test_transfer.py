@@ -233,3 +233,21 @@ def test_mem0_bad_shapes(open_store: OpenStore) -> None:
         with pytest.raises(InvalidInput, match="created_at"):
             kb.import_mem0([{"memory": "x", "created_at": "yesterday"}])
         assert kb.haystack.last_seq == 0
+
+
+def test_an_import_into_its_own_namespace_ignores_the_namespaces_lines_name(
+    open_store: OpenStore, tmp_path: Path
+) -> None:
+    with open_store(tmp_path / "a") as src:
+        src.scoped("alice").remember("Alice likes sencha.")
+        src.scoped("carol").remember("Carol likes assam.")
+        lines = _export(src)
+    with open_store(tmp_path / "b") as dst:
+        bob = dst.scoped("bob")
+        report = bob.import_lines(lines, own_namespace=True)
+        assert report.namespaces == ["bob"] and report.records == 2
+        assert sorted(m.text for m in bob.list_memories()) == [
+            "Alice likes sencha.",
+            "Carol likes assam.",
+        ]
+        assert dst.scoped("alice").list_memories() == []

@@ -87,3 +87,24 @@ def test_chat_needs_a_key(served: tuple[Any, str, str], assert_error_shape: Erro
     server, _, _ = served
     response = httpx.post(server.url + "/v1/chat/completions", json={"model": "m", "messages": []})
     assert_error_shape(response, 401, "unauthorized")
+
+
+def test_a_streamed_body_past_the_limit_is_413_on_v1_too(
+    start_server: Callable[..., Any], upstream: LoopbackServer, assert_error_shape: ErrorCheck
+) -> None:
+    config = ServerConfig(mcp=False, web=False, upstream=upstream.base_url, max_body_bytes=2048)
+    served = start_server(config)
+    before = len(upstream.requests)
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"model": "m", "messages": [{"role": "user", "content": "'
+        for _ in range(8):
+            yield b"x" * 1024
+        yield b'"}]}'
+
+    with served.client() as c:
+        response = c.post(
+            "/v1/chat/completions", content=chunks(), headers={"Content-Type": "application/json"}
+        )
+    assert_error_shape(response, 413, "body_too_large")
+    assert len(upstream.requests) == before  # nothing went upstream

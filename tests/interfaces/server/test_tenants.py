@@ -9,6 +9,7 @@ parameters filled with B's ids, a body from :data:`BODIES` or ``{}``)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -244,3 +245,34 @@ def test_every_closed_route_needs_a_valid_key(
             assert_error_shape(client.get(extra), 401, "unauthorized")
     assert checked >= 20
     assert len(tenants.upstream.requests) == len(tenants.upstream.requests)
+
+
+def test_foreign_ids_in_queries_and_bodies_answer_like_missing_ones(tenants: Tenants) -> None:
+    ids = tenants.b_ids
+    with tenants.served.client(tenants.alpha) as client:
+        mine = client.post("/memories", json={"text": "alpha's own"}).json()["id"]
+
+        def calls(other: str) -> list[httpx.Response]:
+            return [
+                client.get("/context_graph", params={"query": "", "seed_ids": other}),
+                client.get(
+                    "/context_graph", params={"query": WORDS, "seed_ids": f"{mine},{other}"}
+                ),
+                client.post("/relationships", json={"src": mine, "dst": other, "rel": "supports"}),
+                client.post("/relationships", json={"src": other, "dst": mine, "rel": "supports"}),
+            ]
+
+        for b_key in ("b1", "chunk", "doc"):
+            got, expected = calls(ids[b_key]), calls(MISSING)
+            for g, e in zip(got, expected, strict=True):
+                assert shape(g, ids[b_key]) == shape(e, MISSING), (b_key, g.text)
+
+
+def shape(response: httpx.Response, token: str) -> Any:
+    """What an answer says, ``token`` masked; of a graph, its nodes and edges (the
+    scores move with the clock: recency)."""
+    status, text = normalised(response, token)
+    body = json.loads(text) if text else None
+    if isinstance(body, dict) and "nodes" in body:
+        return status, [n["id"] for n in body["nodes"]], body["edges"]
+    return status, body
