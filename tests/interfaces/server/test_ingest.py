@@ -11,6 +11,7 @@ a tenant never sees another's jobs.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ import pytest
 pytest.importorskip("fastapi")
 
 from kredenc.engine import Kredenc
+from kredenc.ingest.loaders import base as loaders_base
+from kredenc.ingest.loaders import pdf as pdf_loader
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.server.run import ServerThread
 from kredenc.interfaces.server.state import ServerConfig
@@ -357,3 +360,36 @@ def test_the_attention_paper_reports_every_page_and_is_searchable(site: Site) ->
     assert live[-1][2]["report"]["files"][0]["status"] == "filed"
     hits = site.kb.scoped("bob").search("multi-head attention h = 8 parallel heads", k=5)
     assert any(h.origin == "attention.pdf" and h.page == 5 for h in hits)
+
+
+def test_stopping_the_server_stops_the_running_job_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    go = threading.Event()  # the PDF waits after page 1: the job is surely running
+    report = loaders_base.report_page  # what the PDF loader calls after each page
+
+    def report_then_wait(source: str, page: int, pages: int) -> None:
+        report(source, page, pages)
+        if page == 1:
+            go.wait(30)
+
+    monkeypatch.setattr(pdf_loader, "report_page", report_then_wait)
+    pdf = text_pdf([f"Page {n} of a long report." for n in range(50)])
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        server = ServerThread(kb, ServerConfig(mcp=False, web=False))
+        with server as url:
+            job = httpx.post(
+                f"{url}/ingest", files=[("files", ("long.pdf", pdf, "application/pdf"))]
+            ).json()["job"]
+            with httpx.Client(base_url=url) as client:
+                deadline = time.monotonic() + 30
+                while not client.get(f"/ingest/jobs/{job['id']}").json()["progress"]:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+            threading.Timer(0.3, go.set).start()  # page 2 comes once stopping has begun
+            started = time.monotonic()
+        assert time.monotonic() - started < 15
+        stopped = server.app.state.kredenc.jobs.get(kb.namespace, job["id"])
+        assert stopped["state"] == "failed" and stopped["error"]["code"] == "cancelled"
+        assert kb.list_documents() == []
+        assert list((kb.home / "uploads").iterdir()) == []

@@ -4,6 +4,7 @@ tenant cannot fill the queue."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,8 +13,26 @@ from typing import Any
 import pytest
 
 from kredenc.engine import Kredenc
+from kredenc.ingest.loaders import base as loaders_base
+from kredenc.ingest.loaders import pdf as pdf_loader
 from kredenc.interfaces.server.jobs import IngestJobs, Refused
 from kredenc.testing.pdfs import text_pdf
+
+
+@pytest.fixture
+def paused(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """PDF reading stops after page 1 until the returned event is set (the job is then
+    surely running when the test acts)."""
+    go = threading.Event()
+    report = loaders_base.report_page  # what the PDF loader calls after each page
+
+    def report_then_wait(source: str, page: int, pages: int) -> None:
+        report(source, page, pages)
+        if page == 1:
+            go.wait(30)
+
+    monkeypatch.setattr(pdf_loader, "report_page", report_then_wait)
+    return go
 
 
 @pytest.fixture
@@ -35,7 +54,9 @@ def _long_pdf(tmp_path: Path, pages: int = 400) -> Path:
     return path
 
 
-def test_closing_stops_the_running_job_and_cancels_the_waiting(kb: Kredenc, tmp_path: Path) -> None:
+def test_closing_stops_the_running_job_and_cancels_the_waiting(
+    kb: Kredenc, tmp_path: Path, paused: threading.Event
+) -> None:
     jobs = IngestJobs()
     long = _long_pdf(tmp_path)
     upload = tmp_path / "saved.md"
@@ -44,6 +65,7 @@ def test_closing_stops_the_running_job_and_cancels_the_waiting(kb: Kredenc, tmp_
     waiting = jobs.submit(kb, sources=["w.md"], inputs=[str(upload)], cleanup=[upload])
     _wait(jobs, kb.namespace, running["id"], lambda j: bool(j["progress"]))
     started = time.monotonic()
+    threading.Timer(0.2, paused.set).start()  # page 2 comes once closing has begun
     jobs.close()
     assert time.monotonic() - started < 10
     stopped = jobs.get(kb.namespace, running["id"])
@@ -52,7 +74,7 @@ def test_closing_stops_the_running_job_and_cancels_the_waiting(kb: Kredenc, tmp_
         assert job["state"] == "failed"
         assert job["error"]["code"] == "cancelled"
         assert job["finished_at"] is not None
-    assert stopped["progress"][str(long.resolve())]["page"] < 400
+    assert stopped["progress"][str(long.resolve())]["page"] == 1
     assert not upload.exists()  # a cancelled upload is removed too
     assert kb.list_documents() == []  # the long PDF was never half-filed
     events, finished = jobs.events(kb.namespace, running["id"], 0)
@@ -61,7 +83,9 @@ def test_closing_stops_the_running_job_and_cancels_the_waiting(kb: Kredenc, tmp_
         jobs.submit(kb, sources=["x"], inputs=[str(upload)])
 
 
-def test_a_tenant_may_have_only_so_many_jobs_waiting(kb: Kredenc, tmp_path: Path) -> None:
+def test_a_tenant_may_have_only_so_many_jobs_waiting(
+    kb: Kredenc, tmp_path: Path, paused: threading.Event
+) -> None:
     jobs = IngestJobs(max_waiting=2)
     long = _long_pdf(tmp_path)
     try:
@@ -74,6 +98,7 @@ def test_a_tenant_may_have_only_so_many_jobs_waiting(kb: Kredenc, tmp_path: Path
         other = kb.scoped("other")  # another tenant still gets in
         assert jobs.submit(other, sources=["d"], inputs=[str(long)])["state"] == "queued"
     finally:
+        paused.set()
         jobs.close()
 
 
@@ -88,3 +113,12 @@ def test_only_the_last_finished_jobs_are_kept(kb: Kredenc, tmp_path: Path) -> No
         assert jobs.listing("someone-else") == []
     finally:
         jobs.close()
+
+
+def test_uploads_left_by_a_crash_are_removed_when_the_queue_starts(tmp_path: Path) -> None:
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    (uploads / "0a1b.pdf").write_bytes(b"left behind")
+    IngestJobs(uploads).close()
+    assert list(uploads.iterdir()) == []
+    IngestJobs(tmp_path / "none").close()  # no folder yet: nothing to do

@@ -31,13 +31,12 @@ from kredenc.ingest.fetch import check_url
 from kredenc.ingest.loaders.base import is_url
 from kredenc.ingest.loaders.registry import supported_suffixes
 from kredenc.interfaces.guard import valid_text
-from kredenc.interfaces.server.jobs import Refused
+from kredenc.interfaces.server.jobs import UPLOADS, Refused
 
 #: Sources one request may name (paths, URLs or files).
 MAX_SOURCES = 100
 #: Longest file name kept for an upload (characters).
 MAX_NAME = 200
-UPLOADS = "uploads"
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 _SUFFIX = re.compile(r"\.[a-z0-9]{1,12}")

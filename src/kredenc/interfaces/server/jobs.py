@@ -46,6 +46,9 @@ MAX_WAITING = 20
 #: How long closing waits for the running job to stop (it stops at its next page).
 CLOSE_TIMEOUT_S = 60.0
 
+#: The folder of the store where uploads wait for their job (removed once it is over).
+UPLOADS = "uploads"
+
 CANCELLED = {
     "code": "cancelled",
     "message": "the server stopped before this job finished",
@@ -115,7 +118,16 @@ class Job:
 class IngestJobs:
     """The server's ingest queue and the jobs of every tenant (thread-safe)."""
 
-    def __init__(self, max_finished: int = MAX_FINISHED, max_waiting: int = MAX_WAITING) -> None:
+    def __init__(
+        self,
+        uploads: Path | None = None,
+        max_finished: int = MAX_FINISHED,
+        max_waiting: int = MAX_WAITING,
+    ) -> None:
+        if uploads is not None and uploads.is_dir():
+            # Uploads a crashed server left: no job will read them, and the store's
+            # purge (compact --purge) does not look there.
+            _remove([p for p in uploads.iterdir() if p.is_file()])
         self.max_finished = max_finished
         self.max_waiting = max_waiting
         self._lock = threading.Lock()

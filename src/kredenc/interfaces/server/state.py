@@ -11,7 +11,7 @@ from typing import Any
 from kredenc.engine import Kredenc
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.guard import Gate
-from kredenc.interfaces.server.jobs import IngestJobs
+from kredenc.interfaces.server.jobs import UPLOADS, IngestJobs
 
 
 @dataclass
@@ -75,7 +75,8 @@ class ServerState:
         roots = config.roots if config.roots is not None else [Path(r) for r in s.server_roots]
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         self.upstream = config.upstream if config.upstream is not None else s.server_upstream
-        self.jobs = IngestJobs()  # POST /ingest's queue and every tenant's jobs
+        # POST /ingest's queue and every tenant's jobs (uploads a crash left, removed).
+        self.jobs = IngestJobs(None if kb.read_only else kb.home / UPLOADS)
         self._views: dict[str, Kredenc] = {kb.namespace: kb}
         self._lock = threading.Lock()
         # The last run of each lifecycle job per namespace: (finished at, report).
