@@ -393,3 +393,15 @@ def test_stopping_the_server_stops_the_running_job_cleanly(
         assert stopped["state"] == "failed" and stopped["error"]["code"] == "cancelled"
         assert kb.list_documents() == []
         assert list((kb.home / "uploads").iterdir()) == []
+
+
+def test_a_read_only_store_refuses_an_ingest_before_saving_anything(tmp_path: Path) -> None:
+    Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none").close()
+    with (
+        Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), read_only=True) as kb,
+        ServerThread(kb, ServerConfig(mcp=False, web=False)) as url,
+    ):
+        response = httpx.post(f"{url}/ingest", files=[("files", ("a.md", NOTE, "text/markdown"))])
+        assert response.status_code == 503, response.text
+        assert httpx.get(f"{url}/ingest/jobs").json()["items"] == []
+    assert not (tmp_path / "s" / "uploads").exists()

@@ -102,6 +102,7 @@ _UPLOAD_SCHEMA = {
 )
 async def ingest(request: Request, kb: KB, state: State) -> Any:
     """Queue an ingest: multipart ``files`` uploads, or JSON ``{paths}`` / ``{urls}``."""
+    kb.store.check_writable()  # a read-only store refuses before any upload is saved
     media = media_type(request.headers)
     intake: Intake | None = None
     try:
