@@ -11,7 +11,6 @@ session and agent are checked before the stream starts, so a bad one is a plain 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +22,7 @@ from pydantic import Field
 
 from kredenc.engine import Kredenc
 from kredenc.errors import KredencError
+from kredenc.interfaces.server import sse
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.limits import check_request
 from kredenc.interfaces.server.routes.body import Body
@@ -55,11 +55,6 @@ class AskRequest(Body):
     stream: bool = False
 
 
-def event(name: str, data: Any) -> bytes:
-    """One server-sent event: its name and its data as one line of JSON."""
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
 def error_detail(exc: BaseException) -> dict[str, Any]:
     """The one error shape for a failure inside a stream (internals never named)."""
     if isinstance(exc, KredencError):
@@ -86,10 +81,10 @@ async def stream_answer(kb: Kredenc, body: AskRequest) -> AsyncIterator[bytes]:
         nonlocal streamed
         if text:
             streamed = True
-            put(event("delta", {"text": text}))
+            put(sse.event("delta", {"text": text}))
 
     def on_step(step: Step) -> None:
-        put(event("step", to_wire(step)))
+        put(sse.event("step", to_wire(step)))
 
     def work() -> None:
         try:
@@ -98,12 +93,12 @@ async def stream_answer(kb: Kredenc, body: AskRequest) -> AsyncIterator[bytes]:
                 stream=True, on_delta=on_delta, on_step=on_step,
             )  # fmt: skip
             if not streamed and answer.text:
-                put(event("delta", {"text": answer.text}))
-            put(event("answer", to_wire(answer)))
+                put(sse.event("delta", {"text": answer.text}))
+            put(sse.event("answer", to_wire(answer)))
         except Exception as exc:  # the stream has started: the error is its last event
             if not isinstance(exc, KredencError):
                 log.exception("fault in a streamed ask", exc_info=exc)
-            put(event("error", error_detail(exc)))
+            put(sse.event("error", error_detail(exc)))
         finally:
             put(None)
 
@@ -133,6 +128,6 @@ def ask(body: AskRequest, request: Request, kb: KB, state: State) -> Answer | Re
         return StreamingResponse(
             stream_answer(kb, body),
             media_type=SSE,
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            headers=sse.HEADERS,
         )
     return kb.ask(body.question, session_id=body.session_id, k=body.k, agent=body.agent)
