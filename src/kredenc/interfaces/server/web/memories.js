@@ -41,14 +41,14 @@ function query() {
   return {
     kind: pick("#f-kind"), status: pick("#f-status"), tag: list($("#f-tag").value),
     drawer: $("#f-drawer").value.trim(), since: $("#f-since").value, until: $("#f-until").value,
-    limit: PAGE, offset,
+    user_id: $("#f-user").value.trim(), limit: PAGE, offset,
   };
 }
 
-/** Who filed a memory: meta.user when the writer gave one, else its source. */
+/** Whose memory it is: its user_id, else meta.user when the writer gave one, else its source. */
 export function userOf(m) {
   const meta = m.meta || {};
-  return String(meta.user || meta.user_id || m.source || "");
+  return String(m.user_id || meta.user || meta.user_id || m.source || "");
 }
 
 async function browse() {
@@ -57,8 +57,7 @@ async function browse() {
   try {
     const page = await api("/memories", { query: query() });
     clearError(box);
-    const user = $("#f-user").value.trim().toLowerCase();
-    const items = (page.items || []).filter((m) => !user || userOf(m).toLowerCase().includes(user));
+    const items = page.items || [];  // filtered by the server (user_id and the rest)
     fill(rows, items.length ? items.map((m) => h("tr", {
       dataset: { id: m.id }, tabindex: 0, onclick: () => open(m.id),
       onkeydown: (e) => { if (e.key === "Enter") open(m.id); },
