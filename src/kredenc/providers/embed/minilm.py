@@ -24,6 +24,7 @@ import numpy.typing as npt
 from kredenc.config import Settings
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.providers.embed.base import Embedder, Vectors, l2_normalise
+from kredenc.providers.embed.coalesce import Coalescer
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,8 @@ class MiniLMEmbedder(Embedder):
         self._query: _Runtime | None = None
         self._query_checked = False
         self._query_lock = threading.Lock()
+        #: Concurrent queries run as one batch (a server's recalls for several chats).
+        self._queries: Coalescer | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MiniLMEmbedder:
@@ -161,12 +164,19 @@ class MiniLMEmbedder(Embedder):
     def embed_query(self, text: str) -> Vectors:
         """A query's vector, from the 8-bit copy of the graph when ``quantized_queries``
         (cosine >= 0.998 to the full model's, checked when the copy is made); from the
-        full model when the copy cannot be made (a WARNING says why, once)."""
-        rt = self._ensure_query() if self.quantized_queries else None
-        if rt is None:
-            return self.embed_one(text)
-        vec: Vectors = self._embed_with(rt, [text])[0]
-        return vec
+        full model when the copy cannot be made (a WARNING says why, once). Queries from
+        several threads at once run as one batch (:mod:`~kredenc.providers.embed.coalesce`)."""
+        if not isinstance(text, str):
+            raise InvalidInput(f"the query is {type(text).__name__}, not str")
+        queries = self._queries
+        if queries is None:
+            rt = self._ensure_query() if self.quantized_queries else None
+            graph = rt if rt is not None else self._ensure()
+            with self._query_lock:
+                if self._queries is None:
+                    self._queries = Coalescer(lambda texts: self._embed_with(graph, texts))
+                queries = self._queries
+        return queries(text)
 
     @property
     def query_model(self) -> str:
