@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import shutil
 import socket
@@ -283,17 +284,30 @@ async def check_writes(http: Any, filed: list[tuple[str, str]]) -> Result:
     return {"acknowledged": len(filed), "lost": lost, "duplicated": duplicated}
 
 
-async def proxy_load(url: str, upstream: str, clients: int, requests: int) -> Result:
-    """Each client sends the same chat request direct and through the server, in turn."""
+async def proxy_load(
+    url: str, upstream: str, clients: int, requests: int, think_s: float = 0.0
+) -> Result:
+    """Each client sends the same chat request direct and through the server, in turn.
+
+    ``think_s`` 0: the clients stay in lockstep (every upstream answer takes the same
+    time, so all of them reach the proxy within a millisecond: the worst case, a burst
+    of ``clients`` recalls at once). Otherwise each client starts after a random pause
+    and pauses a random 0..``think_s`` between its pairs, as independent chats do."""
+    import random
+
     import httpx
 
     body = {"model": "m", "messages": [{"role": "user", "content": "when do we deploy?"}]}
     paired: list[float] = []
     direct: list[float] = []
     proxied: list[float] = []
+    recall_ms: list[float] = []
+    rng = random.Random(7)
     async with httpx.AsyncClient(timeout=60) as http:
 
         async def one(i: int) -> None:
+            if think_s:
+                await asyncio.sleep(rng.random() * think_s)
             for j in range(requests):
                 sample = []
                 for target in (upstream, url + "/v1"):
@@ -309,16 +323,60 @@ async def proxy_load(url: str, upstream: str, clients: int, requests: int) -> Re
                     direct.append(sample[0])
                     proxied.append(sample[1])
                     paired.append(sample[1] - sample[0])
+                    timing = dict(
+                        part.strip().split(";dur=")
+                        for part in r.headers.get("server-timing", "").split(",")
+                        if ";dur=" in part
+                    )
+                    if "recall" in timing:
+                        recall_ms.append(float(timing["recall"]))
+                if think_s:
+                    await asyncio.sleep(rng.random() * think_s)
 
         await asyncio.gather(*(one(i) for i in range(clients)))
     return {
         "clients": clients,
+        "think_ms": round(think_s * 1000),
         "requests": len(paired),
+        "recall_p50_ms": round(percentile(recall_ms, 50), 2) if recall_ms else None,
+        "recall_p95_ms": round(percentile(recall_ms, 95), 2) if recall_ms else None,
         "direct_p95_ms": round(percentile([x * 1000 for x in direct], 95), 2),
         "proxied_p95_ms": round(percentile([x * 1000 for x in proxied], 95), 2),
         "added_p50_ms": round(percentile([x * 1000 for x in paired], 50), 2),
         "added_p95_ms": round(percentile([x * 1000 for x in paired], 95), 2),
     }
+
+
+@contextmanager
+def _home(args: argparse.Namespace) -> Iterator[Path]:
+    if args.home is not None:
+        yield args.home
+        return
+    with bench_home(args.n, fresh=True) as home:
+        yield home
+
+
+def proxy_only(args: argparse.Namespace) -> int:
+    """The /v1 part alone, in lockstep and with independent clients, ``--rounds`` times."""
+    results: Result = {"machine": machine(), "n": args.n, "runs": []}
+    results["upstream_delay_ms"] = args.upstream_delay_ms
+    with (
+        _home(args) as home,
+        _scripted_upstream(args.upstream_delay_ms / 1000) as upstream,
+        server_process(home, upstream.base_url) as url,
+    ):
+        for _ in range(args.rounds):
+            for think in (0.0, args.think_ms / 1000):
+                clients, requests = args.proxy_clients, args.proxy_requests
+                run = asyncio.run(proxy_load(url, upstream.base_url, clients, requests, think))
+                run["load_avg_1m"] = round(os.getloadavg()[0], 2)
+                results["runs"].append(run)
+    print_table("the /v1 proxy's added latency", results["runs"])
+    results["targets"] = TARGETS
+    out = args.out or HERE / "results" / "server-proxy.json"
+    out.write_text(json.dumps(results, indent=2))
+    print(f"wrote {out}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -334,15 +392,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=250.0,
         help="the scripted model's time to answer (a real one takes this or more)",
     )
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=200.0,
+        help="the proxy clients' random pause between requests (the lockstep run has none)",
+    )
+    parser.add_argument(
+        "--proxy-only", action="store_true", help="only the /v1 proxy part (no wrk load)"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="--proxy-only rounds")
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=None,
+        help="an existing scratch store to serve (written to) instead of building one",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.proxy_only:
+        return proxy_only(args)
 
     queries = distinct_queries(min(args.n, 100_000), 2000)
     results: Result = {"machine": machine(), "n": args.n, "clients": args.clients}
     results["upstream_delay_ms"] = args.upstream_delay_ms
     load = [os.getloadavg()[0]]
     with (
-        bench_home(args.n, fresh=True) as home,
+        _home(args) as home,
         _scripted_upstream(args.upstream_delay_ms / 1000) as upstream,
     ):
         results["in_process_threads"] = in_process(home, queries, args.clients, args.seconds)
@@ -353,6 +429,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             load.append(os.getloadavg()[0])
             results["proxy"] = asyncio.run(
                 proxy_load(url, upstream.base_url, args.proxy_clients, args.proxy_requests)
+            )
+            results["proxy_independent"] = asyncio.run(
+                proxy_load(
+                    url,
+                    upstream.base_url,
+                    args.proxy_clients,
+                    args.proxy_requests,
+                    args.think_ms / 1000,
+                )
             )
     results["load_avg_1m"] = [round(x, 2) for x in load]
     rows = []
@@ -368,13 +453,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["search_p95_ratio"] = round(ratio, 2)
     results["targets"] = TARGETS
     print(f"/search p95 over in-process p95 ({args.clients} each): {ratio:.2f}x (target ≤ 2x)")
-    print_table("the /v1 proxy's added latency", [results["proxy"]])
+    print_table("the /v1 proxy's added latency", [results["proxy"], results["proxy_independent"]])
     writes = results["http"]["search"].get("writes", {})
     print(f"writes during the search load: {writes}")
     path = write_results("server", results) if args.out is None else args.out
     if args.out is not None:
-        import json
-
         args.out.write_text(json.dumps(results, indent=2))
     print(f"wrote {path}")
     return 0
