@@ -3,10 +3,13 @@ facts, OUTSIDE KNOWLEDGE, an unanswerable question, and determinism."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kredenc.grounding.base import OUTSIDE_KNOWLEDGE, Evaluation
 from kredenc.grounding.judge import JudgeParams, SupportJudge
+from kredenc.grounding.support import SupportParams
 from kredenc.providers.embed.minilm import MiniLMEmbedder
 
 ATTENTION = [
@@ -131,3 +134,20 @@ def test_no_context_and_empty_answer() -> None:
     assert ev.confidence_score == 0
     empty = words_only.judge("Anything?", "  ", ATTENTION)
     assert empty.confidence_score == 0 and not empty.hallucination_detected
+
+
+def test_the_threshold_moves_the_verdict_not_the_confidence() -> None:
+    # scripts/fit_judge.py chooses the threshold after the weights (it does not enter
+    # the AUROC): a threshold across a sentence's support flips only the verdict.
+    q = "Which optimizer did they use?"
+    answer = "They trained it with the Adam optimizer and a carefully warmed schedule."
+    base = SupportJudge().judge(q, answer, ATTENTION)
+    support = base.sentences[0].support
+    assert 0.0 < support < 1.0
+    verdicts = {}
+    for threshold in (support - 0.01, support + 0.01):
+        params = JudgeParams(support=replace(SupportParams(), threshold=threshold))
+        ev = SupportJudge(None, params).judge(q, answer, ATTENTION)
+        assert ev.confidence_score == base.confidence_score
+        verdicts[threshold] = ev.hallucination_detected
+    assert verdicts == {support - 0.01: False, support + 0.01: True}

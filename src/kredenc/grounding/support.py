@@ -133,7 +133,7 @@ class SupportParams:
     name_penalty: float = 0.3
     relation_penalty: float = 0.1
     polarity_penalty: float = 0.0
-    threshold: float = 0.12
+    threshold: float = 0.1125
 
 
 def _number(tok: str) -> str:
