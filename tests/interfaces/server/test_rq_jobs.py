@@ -242,7 +242,7 @@ def test_server_queues_the_worker_runs_and_the_server_reports(
         # The worker filed into alice's namespace of the shared store.
         alice_view = Kredenc(store.settings, HashEmbedder(), namespace="alice", read_only=True)
         try:
-            hits = alice_view.search("oolong dark tin", k=3).hits
+            hits = alice_view.search("oolong dark tin", k=3)
             assert hits and "oolong" in hits[0].text
         finally:
             alice_view.close()
