@@ -9,12 +9,14 @@ import importlib.util
 import click
 
 from kredenc.errors import MissingExtra
-from kredenc.interfaces.cli_common import context, settings_of
+from kredenc.interfaces.cli_common import context, json_option, settings_of
+from kredenc.interfaces.terminal import json_text
 
 
 @click.command("worker")
 @click.option("--burst", is_flag=True, help="Run the queued jobs, then exit (default: wait).")
 @click.option("--name", default=None, help="The worker's name in RQ (default: kredenc-HOST-PID).")
+@json_option
 def worker_command(burst: bool, name: str | None) -> None:
     """Run RQ jobs for this store: ingestion and lifecycle runs that servers queue.
 
@@ -26,10 +28,14 @@ def worker_command(burst: bool, name: str | None) -> None:
         raise MissingExtra("kredenc worker", "workers")
     from kredenc.interfaces.server.worker import run_worker
 
-    settings = settings_of(context())
+    c = context()
+    settings = settings_of(c)
 
     def ready(worker: str, where: str) -> None:
-        click.echo(f"kredenc worker {worker} waiting for jobs on {where}", err=True)
+        if c.json:  # for a script: which worker, on one line
+            click.echo(json_text({"worker": worker, "redis": where}))
+        else:
+            click.echo(f"kredenc worker {worker} waiting for jobs on {where}", err=True)
 
     run_worker(settings, burst=burst, name=name, on_ready=ready)
 
