@@ -1,6 +1,6 @@
 """A ``kredenc worker`` process the RQ tests start, kill and outlive.
 
-Run as ``python _worker_proc.py STORE``: the settings of STORE (its ``KREDENC_*``
+Run as ``python _worker_proc.py STORE NAME``: the settings of STORE (its ``KREDENC_*``
 environment: backend, DSN, schema, Redis, prefix, heartbeat) and ``run_worker`` with
 the HashEmbedder (no model is loaded). Prints ``ready NAME`` once it waits for jobs.
 """
@@ -20,7 +20,7 @@ def main() -> None:
     def ready(name: str, _where: str) -> None:
         print(f"ready {name}", flush=True)
 
-    run_worker(settings, embedder=HashEmbedder(), on_ready=ready)
+    run_worker(settings, embedder=HashEmbedder(), name=sys.argv[2], on_ready=ready)
 
 
 if __name__ == "__main__":

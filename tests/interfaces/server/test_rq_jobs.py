@@ -53,15 +53,17 @@ def url() -> str:
 
 @pytest.fixture
 def prefix(url: str) -> Iterator[str]:
-    """A key prefix (and RQ queue) of the test's own; RQ's keys for it removed after."""
+    """A key prefix (and RQ queue) of the test's own; RQ's keys for it removed after
+    (the queue's, its jobs', the test's workers': each names the prefix's token)."""
     with key_prefix(url) as p:
         yield p
+        token = p.split(":")[1]
         client = redis.Redis.from_url(url)
         try:
             gone: list[bytes] = []
             for key in client.scan_iter(match="rq:*", count=1000):
                 name = key.decode()
-                if p in name:
+                if token in name:
                     gone.append(key)
                 elif (
                     name.startswith("rq:job:")
@@ -72,6 +74,10 @@ def prefix(url: str) -> Iterator[str]:
                     gone += [key, *client.scan_iter(match=f"rq:*{job_id}*", count=1000)]
             if gone:
                 client.unlink(*set(gone))
+            for registry in ("rq:queues", "rq:workers"):
+                mine = [m for m in client.smembers(registry) if token in m.decode()]
+                if mine:
+                    client.srem(registry, *mine)
         finally:
             client.close()
 
@@ -106,8 +112,10 @@ class Workers:
         self.procs: list[subprocess.Popen[str]] = []
 
     def start(self) -> subprocess.Popen[str]:
+        token = str(self.settings["jobs_redis_prefix"]).split(":")[1]
+        name = f"kredenc-test-{token}-{len(self.procs)}"
         proc = subprocess.Popen(
-            [sys.executable, str(WORKER), str(self.home)],
+            [sys.executable, str(WORKER), str(self.home), name],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
