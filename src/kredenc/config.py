@@ -12,7 +12,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -315,6 +322,40 @@ class Settings(BaseSettings):
         ge=0,
         description="Largest value stored in Redis; a larger one stays in the other tiers.",
     )
+    jobs_queue: Literal["thread", "rq"] = Field(
+        "thread",
+        description="Where kredenc serve runs ingest jobs and lifecycle runs: its own worker "
+        "thread ('thread') or RQ workers ('rq': kredenc worker processes over jobs_redis_url; "
+        "needs backend = 'postgres' and the 'workers' extra). See docs/workers.md.",
+    )
+    jobs_redis_url: SecretStr = Field(
+        SecretStr(""),
+        description="Redis of the RQ job queue and the jobs' records and events (e.g. "
+        "redis://127.0.0.1:6379/0); empty: opcache_redis_url. A secret: never printed.",
+    )
+    jobs_redis_prefix: str = Field(
+        "kredenc:jobs:",
+        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
+        description="Prefix of the jobs' Redis keys and name of their RQ queue: separates "
+        "deployments sharing one Redis (servers and workers of one store use the same).",
+    )
+    jobs_retries: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="Times an RQ job is run again after its worker died or lost the store "
+        "(a document is one batch: a retry files what is missing, the rest is unchanged).",
+    )
+    jobs_timeout_s: int = Field(
+        3600, ge=10, description="Longest an RQ job may run before its worker stops it."
+    )
+    jobs_heartbeat_s: int = Field(
+        10,
+        ge=1,
+        le=600,
+        description="Seconds between a worker's heartbeats; a job whose worker is silent "
+        "for three is abandoned and retried by another worker.",
+    )
     trace: bool = Field(
         False,
         description="Record OpenTelemetry spans of every ask, tool, provider call and search "
@@ -424,16 +465,16 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown LLM provider {value!r}; available: {known}")
         return value
 
-    @field_validator("opcache_redis_url")
+    @field_validator("opcache_redis_url", "jobs_redis_url")
     @classmethod
-    def _redis_url(cls, value: SecretStr) -> SecretStr:
+    def _redis_url(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
         # The URL is a secret: the message names its scheme only.
         url = value.get_secret_value()
         if url and not url.startswith(("redis://", "rediss://", "unix://")):
             scheme = url.split("://", 1)[0] if "://" in url else "no scheme"
             raise ValueError(
-                f"opcache_redis_url must start with redis://, rediss:// or unix:// "
-                f"(it has {scheme}); empty turns the Redis tier off"
+                f"{info.field_name} must start with redis://, rediss:// or unix:// "
+                f"(it has {scheme}); empty turns it off"
             )
         return value
 

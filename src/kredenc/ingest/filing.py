@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from kredenc.checks import check_name
 from kredenc.config import Settings
-from kredenc.errors import KredencError
+from kredenc.errors import KredencError, StoreError
 from kredenc.ingest.chunker import chunk as cut
 from kredenc.ingest.document import Chunk, LoadedDocument
 from kredenc.ingest.loaders.base import (
@@ -90,6 +90,10 @@ def ingest(
                     if parts:
                         filed.append((doc.title, parts))
                     links.extend((doc.source, target) for target in doc.links)
+            except StoreError:
+                # The store failed, not this source: the run stops (what was filed
+                # stays filed, each document whole) rather than fail every file after.
+                raise
             except KredencError as exc:
                 reason = redact_url(str(exc))  # a URL's password is never reported
                 if name is not None:  # nor the path an upload was saved under

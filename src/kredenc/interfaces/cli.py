@@ -32,6 +32,7 @@ from kredenc.interfaces import (
     cli_serve,
     cli_store,
     cli_transfer,
+    cli_worker,
 )
 from kredenc.interfaces.cli_common import (
     Context,
@@ -521,6 +522,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     cli_serve,
     cli_store,
     cli_transfer,
+    cli_worker,
 )
 for _module in COMMAND_MODULES:
     for _command in _module.COMMANDS:

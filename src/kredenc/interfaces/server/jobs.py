@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kredenc.engine import Kredenc
 from kredenc.errors import KredencError, NotFound, StoreClosed
@@ -49,6 +49,11 @@ CLOSE_TIMEOUT_S = 60.0
 #: The folder of the store where uploads wait for their job (removed once it is over).
 UPLOADS = "uploads"
 
+INTERNAL = {
+    "code": "internal_error",
+    "message": "the ingest failed inside the server",
+    "hint": "the server log has the details; report it if it happens again",
+}
 CANCELLED = {
     "code": "cancelled",
     "message": "the server stopped before this job finished",
@@ -129,7 +134,7 @@ class IngestJobs:
         if uploads is not None and uploads.is_dir():
             # Uploads a crashed server left: no job will read them, and the store's
             # purge (compact --purge) does not look there.
-            _remove([p for p in uploads.iterdir() if p.is_file()])
+            remove_files([p for p in uploads.iterdir() if p.is_file()])
         self.max_finished = max_finished
         self.max_waiting = max_waiting
         self._lock = threading.Lock()
@@ -212,7 +217,7 @@ class IngestJobs:
                 for job in mine.values():
                     if job.state == "queued":
                         self._fail(job, CANCELLED)
-                        _remove(job.cleanup)
+                        remove_files(job.cleanup)
         self._queue.put(None)
         if worker is not None:
             worker.join(timeout)
@@ -233,61 +238,19 @@ class IngestJobs:
             try:
                 self._execute(job, kb)
             finally:
-                _remove(job.cleanup)
+                remove_files(job.cleanup)
 
     def _execute(self, job: Job, kb: Kredenc) -> None:
-        reported = 0  # the report's file outcomes already sent as events
-
-        def on_page(source: str, page: int, pages: int) -> None:
-            with self._lock:
-                if self._stopping:
-                    raise _Cancelled
-                shown = job.shown(source)
-                job.progress[shown] = {"page": page, "pages": pages, "done": False}
-                self._emit(job, "progress", {"source": shown, "page": page, "pages": pages})
-
-        def on_source(source: str, report: IngestReport) -> None:
-            nonlocal reported
-            with self._lock:
-                shown = job.shown(source)
-                before = job.progress.get(shown, {})
-                job.progress[shown] = {
-                    "page": before.get("page"),
-                    "pages": before.get("pages"),
-                    "done": True,
-                }
-                for outcome in report.files[reported:]:
-                    self._emit(job, "file", to_wire(outcome))
-                reported = len(report.files)
-                if self._stopping:
-                    raise _Cancelled
-
-        try:
-            with page_progress(on_page):
-                report = kb.ingest(
-                    job.inputs, drawer=job.drawer, names=job.names, on_progress=on_source
-                )
-        except _Cancelled:
-            error = CANCELLED
-        except KredencError as exc:
-            error = {"code": exc.code, "message": exc.message, "hint": exc.hint}
-        except Exception:
-            log.exception("ingest job %s failed", job.id)
-            error = {
-                "code": "internal_error",
-                "message": "the ingest failed inside the server",
-                "hint": "the server log has the details; report it if it happens again",
-            }
-        else:
-            with self._lock:
-                job.report = to_wire(report)
-                job.state = "done"
-                job.finished_at = time.time()
-                self._emit(job, "done", job.public())
-                self._prune(job.namespace)
-            return
+        outcome = run_ingest(kb, job, _ThreadSink(self, job))
         with self._lock:
-            self._fail(job, error)
+            if outcome.error is not None:
+                self._fail(job, outcome.error)
+                return
+            job.report = outcome.report
+            job.state = "done"
+            job.finished_at = time.time()
+            self._emit(job, "done", job.public())
+            self._prune(job.namespace)
 
     def _fail(self, job: Job, error: dict[str, str]) -> None:
         job.error = dict(error)
@@ -306,7 +269,96 @@ class IngestJobs:
             del mine[jid]
 
 
-def _remove(paths: Sequence[Path]) -> None:
+class Sink(Protocol):
+    """Where a running ingest reports (the thread queue's jobs in memory, or an RQ
+    job's record in Redis): called from the ingest's own thread."""
+
+    def progress(self, shown: str, page: int, pages: int) -> None:
+        """A page of ``shown`` was read (``progress`` event)."""
+
+    def source_done(self, shown: str, outcomes: list[dict[str, Any]]) -> None:
+        """``shown`` is done; ``outcomes`` are the file outcomes it added (``file`` events)."""
+
+    def stopping(self) -> bool:
+        """Whether the run should stop at this page boundary."""
+
+
+@dataclass
+class Outcome:
+    """How one ingest run ended: its report's wire form, or the job's error."""
+
+    report: dict[str, Any] | None = None
+    error: dict[str, str] | None = None
+
+
+def run_ingest(
+    kb: Kredenc, job: Job, sink: Sink, *, reraise: tuple[type[Exception], ...] = ()
+) -> Outcome:
+    """Ingest ``job.inputs`` into ``kb`` (the job's namespace), reporting to ``sink``;
+    stops at the next page or file once ``sink.stopping()``. Exceptions of ``reraise``
+    propagate (an RQ worker retries a job whose store failed); any other failure is
+    the returned error."""
+    reported = 0  # the report's file outcomes already sent
+
+    def on_page(source: str, page: int, pages: int) -> None:
+        if sink.stopping():
+            raise _Cancelled
+        sink.progress(job.shown(source), page, pages)
+
+    def on_source(source: str, report: IngestReport) -> None:
+        nonlocal reported
+        outcomes = [to_wire(o) for o in report.files[reported:]]
+        reported = len(report.files)
+        sink.source_done(job.shown(source), outcomes)
+        if sink.stopping():
+            raise _Cancelled
+
+    try:
+        with page_progress(on_page):
+            report = kb.ingest(
+                job.inputs, drawer=job.drawer, names=job.names, on_progress=on_source
+            )
+    except _Cancelled:
+        return Outcome(error=dict(CANCELLED))
+    except reraise:
+        raise
+    except KredencError as exc:
+        return Outcome(error={"code": exc.code, "message": exc.message, "hint": exc.hint})
+    except Exception:
+        log.exception("ingest job %s failed", job.id)
+        return Outcome(error=dict(INTERNAL))
+    return Outcome(report=to_wire(report))
+
+
+class _ThreadSink:
+    """The thread queue's sink: the job in memory, under the queue's lock."""
+
+    def __init__(self, jobs: IngestJobs, job: Job) -> None:
+        self.jobs, self.job = jobs, job
+
+    def progress(self, shown: str, page: int, pages: int) -> None:
+        with self.jobs._lock:
+            self.job.progress[shown] = {"page": page, "pages": pages, "done": False}
+            self.jobs._emit(self.job, "progress", {"source": shown, "page": page, "pages": pages})
+
+    def source_done(self, shown: str, outcomes: list[dict[str, Any]]) -> None:
+        with self.jobs._lock:
+            mark_done(self.job.progress, shown)
+            for outcome in outcomes:
+                self.jobs._emit(self.job, "file", outcome)
+
+    def stopping(self) -> bool:
+        with self.jobs._lock:
+            return self.jobs._stopping
+
+
+def mark_done(progress: dict[str, dict[str, Any]], shown: str) -> None:
+    """A source's progress once it is done (its page count kept)."""
+    before = progress.get(shown, {})
+    progress[shown] = {"page": before.get("page"), "pages": before.get("pages"), "done": True}
+
+
+def remove_files(paths: Sequence[Path]) -> None:
     for path in paths:
         try:
             path.unlink(missing_ok=True)

@@ -12,6 +12,7 @@ from kredenc.engine import Kredenc
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.guard import Gate
 from kredenc.interfaces.server.jobs import UPLOADS, IngestJobs
+from kredenc.interfaces.server.rq_jobs import RqJobs
 
 
 @dataclass
@@ -75,8 +76,13 @@ class ServerState:
         roots = config.roots if config.roots is not None else [Path(r) for r in s.server_roots]
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         self.upstream = config.upstream if config.upstream is not None else s.server_upstream
-        # POST /ingest's queue and every tenant's jobs (uploads a crash left, removed).
-        self.jobs = IngestJobs(None if kb.read_only else kb.home / UPLOADS)
+        # POST /ingest's queue and every tenant's jobs: the server's thread (uploads a
+        # crash left, removed), or RQ workers with the jobs' records in Redis.
+        self.jobs: IngestJobs | RqJobs
+        if s.jobs_queue == "rq":
+            self.jobs = RqJobs(s)
+        else:
+            self.jobs = IngestJobs(None if kb.read_only else kb.home / UPLOADS)
         self._views: dict[str, Kredenc] = {kb.namespace: kb}
         self._lock = threading.Lock()
         # The last run of each lifecycle job per namespace: (finished at, report).

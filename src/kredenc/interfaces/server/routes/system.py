@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from kredenc import __version__
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.routes.body import Body
+from kredenc.interfaces.server.rq_jobs import RqJobs
 from kredenc.memory.scheduler import DEFAULT_INTERVALS, JOBS
 
 router = APIRouter(tags=["system"])
@@ -84,6 +85,9 @@ def jobs(kb: KB, state: State) -> JobList:
 @router.post("/jobs/run", response_model=JobReports)
 def run_jobs(body: JobsToRun, kb: KB, state: State) -> JobReports:
     """Run the named jobs (every job when none is named) now, in order; their reports."""
-    reports = [r.to_json() for r in kb.run_jobs(body.names)]
+    if isinstance(state.jobs, RqJobs):  # jobs_queue = "rq": a worker runs them
+        reports = state.jobs.run_lifecycle(kb.namespace, body.names)
+    else:
+        reports = [r.to_json() for r in kb.run_jobs(body.names)]
     state.note_jobs(kb.namespace, reports)
     return JobReports(reports=reports)

@@ -1,0 +1,43 @@
+"""``kredenc worker``: run the ingest jobs and lifecycle runs that ``kredenc serve``
+queues to RQ (``jobs_queue = "rq"``; :mod:`kredenc.interfaces.server.worker`,
+docs/workers.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import click
+
+from kredenc.errors import MissingExtra
+from kredenc.interfaces.cli_common import context, json_option, settings_of
+from kredenc.interfaces.terminal import json_text
+
+
+@click.command("worker")
+@click.option("--burst", is_flag=True, help="Run the queued jobs, then exit (default: wait).")
+@click.option("--name", default=None, help="The worker's name in RQ (default: kredenc-HOST-PID).")
+@json_option
+def worker_command(burst: bool, name: str | None) -> None:
+    """Run RQ jobs for this store: ingestion and lifecycle runs that servers queue.
+
+    Needs backend = 'postgres' and a Redis (jobs_redis_url, else opcache_redis_url).
+    SIGTERM or Ctrl-C stops after the running job; a second one stops at once (the job
+    is then run again by another worker).
+    """
+    if importlib.util.find_spec("rq") is None:
+        raise MissingExtra("kredenc worker", "workers")
+    from kredenc.interfaces.server.worker import run_worker
+
+    c = context()
+    settings = settings_of(c)
+
+    def ready(worker: str, where: str) -> None:
+        if c.json:  # for a script: which worker, on one line
+            click.echo(json_text({"worker": worker, "redis": where}))
+        else:
+            click.echo(f"kredenc worker {worker} waiting for jobs on {where}", err=True)
+
+    run_worker(settings, burst=burst, name=name, on_ready=ready)
+
+
+COMMANDS: tuple[click.Command, ...] = (worker_command,)

@@ -1,0 +1,133 @@
+"""``kredenc worker``: an RQ worker for the ingest jobs and lifecycle runs that
+``kredenc serve`` queues with ``jobs_queue = "rq"`` (docs/workers.md).
+
+One worker process runs one job at a time, in its own process (RQ's ``SimpleWorker``:
+no fork per job, so the store is opened and the embedding model loaded once, not per
+job). Run as many processes as there are cores to spare, on any machine that reaches
+the store's PostgreSQL and the queue's Redis.
+
+Each worker writes the store through its own store directory (a temporary folder,
+removed when it stops): the PostgreSQL log and index are shared by every process, and
+what a store directory holds beside them (the writer's lock, the operation cache's
+file, uploads) belongs to one process. The SQLite store has one writer process, so a
+worker refuses it.
+
+Dead workers: a thread beats every ``jobs_heartbeat_s`` while a job runs; a job whose
+worker stays silent for three beats is abandoned, and the next worker to clean RQ's
+registries (every three beats, and at start) queues it again while it has retries
+(``jobs_retries``), else records it as failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from kredenc.config import Settings
+from kredenc.engine import make_default_embedder
+from kredenc.errors import MissingExtra
+from kredenc.interfaces.server import tasks
+from kredenc.interfaces.server.jobbook import JobBook
+from kredenc.interfaces.server.rq_jobs import connect, require_shared_store, rq_queue
+from kredenc.providers.embed.base import Embedder
+
+log = logging.getLogger("kredenc.worker")
+
+
+def worker_class() -> type[Any]:
+    """RQ's ``SimpleWorker`` with heartbeats while a job runs (RQ beats only between
+    jobs in a worker that does not fork)."""
+    try:
+        from rq.serializers import JSONSerializer
+        from rq.worker import SimpleWorker, WorkerStatus
+    except ImportError:
+        raise MissingExtra("kredenc worker", "workers") from None
+
+    class KredencWorker(SimpleWorker):
+        heartbeat_s = 10
+
+        def __init__(self, *args: Any, heartbeat_s: int = 10, **kwargs: Any) -> None:
+            self.heartbeat_s = heartbeat_s
+            kwargs.setdefault("serializer", JSONSerializer)
+            # The idle loop wakes (and cleans registries when due) every few beats.
+            kwargs.setdefault("worker_ttl", heartbeat_s * 3 + 15)
+            kwargs.setdefault("maintenance_interval", heartbeat_s * 3)
+            kwargs.setdefault("job_monitoring_interval", heartbeat_s)
+            super().__init__(*args, **kwargs)
+
+        def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
+            return int(self.heartbeat_s * 3)
+
+        def execute_job(self, job: Any, queue: Any) -> None:
+            execution = self.prepare_execution(job)
+            stop = threading.Event()
+            beat = threading.Thread(
+                target=self._beat,
+                args=(job, execution, stop),
+                name="kredenc-heartbeat",
+                daemon=True,
+            )
+            beat.start()
+            try:
+                self.perform_job(job, queue, execution)
+            finally:
+                stop.set()
+                beat.join()
+            self.set_state(WorkerStatus.IDLE)
+
+        def _beat(self, job: Any, execution: Any, stop: threading.Event) -> None:
+            while not stop.wait(self.heartbeat_s):
+                try:
+                    self.maintain_heartbeats(job, execution)
+                except Exception as exc:  # noqa: BLE001 - a missed beat is retried next time
+                    log.warning("heartbeat failed: %s", exc)
+
+    return KredencWorker
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    burst: bool = False,
+    name: str | None = None,
+    on_ready: Any = None,
+) -> bool:
+    """Run jobs until stopped (SIGTERM or Ctrl-C: the running job finishes first; a
+    second one stops at once), or with ``burst`` until the queue is empty. Whether any
+    job ran. Bad settings and an unreachable Redis or store raise one KredencError."""
+    require_shared_store(settings, "kredenc worker")
+    client, where = connect(settings)
+    cls = worker_class()
+    folder = Path(tempfile.mkdtemp(prefix="kredenc-worker-"))
+    context = tasks.WorkerContext(
+        settings=settings.model_copy(
+            update={"home": folder / "store", "recall_warm_at_open": False}
+        ),
+        embedder=embedder or make_default_embedder(settings),
+        book=JobBook(client, settings.jobs_redis_prefix, where=where),
+        folder=folder,
+    )
+    try:
+        context.store()  # the store and the model now: a bad DSN fails before any job
+        tasks.install(context)
+        worker = cls(
+            [rq_queue(client, settings.jobs_redis_prefix)],
+            connection=client,
+            name=name or f"kredenc-{socket.gethostname()}-{os.getpid()}",
+            heartbeat_s=settings.jobs_heartbeat_s,
+        )
+        if on_ready is not None:
+            on_ready(worker.name, where)
+        return bool(worker.work(burst=burst, logging_level="WARNING"))
+    finally:
+        tasks.install(None)
+        context.close()
+        client.close()
+        shutil.rmtree(folder, ignore_errors=True)
