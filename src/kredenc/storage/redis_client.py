@@ -1,0 +1,147 @@
+"""What every Redis user in ``storage/`` shares: the client, the store's key, outages.
+
+kredenc uses Redis for derived or short-lived state only (the operation cache's shared
+tier, the answer loop's blackboard, sessions' hot history, locks); the truth is always
+the store. Only ``storage/`` imports redis-py, lazily (the ``redis`` extra).
+
+- :func:`connect` makes a client that neither waits nor retries (short timeouts,
+  redis-py's retries off): a caller that can do without Redis carries on at once.
+- :class:`Outage` is the one "Redis went away" policy: one WARNING when it stops
+  answering, no network call for ``retry_s`` seconds, one INFO when it is back.
+- :func:`shared_id` is the store's part of every key: processes that open one store
+  share keys; two stores never do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from kredenc.errors import MissingExtra
+
+CONNECT_TIMEOUT_S = 0.25
+SOCKET_TIMEOUT_S = 0.5
+_GLOB = str.maketrans({c: "\\" + c for c in "*?[]\\"})
+
+__all__ = ["Outage", "client_for", "connect", "glob_escape", "redacted", "shared_id", "store_id"]
+
+
+def store_id(log_id: str, home: Path) -> str:
+    """A store's log id and its resolved path, hashed (two stores never share entries;
+    two processes on one store directory do)."""
+    raw = f"{log_id}\0{home.resolve()}".encode()
+    return hashlib.sha256(raw).hexdigest()[:24]
+
+
+def shared_id(log_id: str, home: Path, *, backend: str) -> str:
+    """The store's part of a key that every process of the store must share: on
+    PostgreSQL the log's id alone (it is the schema's, so processes on other machines,
+    with other store directories, share it), else :func:`store_id` (a copied store
+    directory keeps its log id, so the path tells the copies apart)."""
+    if backend == "postgres":
+        return hashlib.sha256(f"postgres\0{log_id}".encode()).hexdigest()[:24]
+    return store_id(log_id, home)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for log lines (the URL is a secret)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or parts.path or "?"
+        return f"{parts.scheme}://{host}:{parts.port or 6379}"
+    except ValueError:
+        return "a Redis URL that does not parse"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with SCAN's glob characters escaped (a prefix matched literally)."""
+    return text.translate(_GLOB)
+
+
+def client_for(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_S) -> Any:
+    """A redis-py client for ``url`` that neither waits nor retries; raises
+    :class:`~kredenc.errors.MissingExtra` without redis-py and ``ValueError`` for a URL
+    that is not Redis's."""
+    try:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+    except ImportError:
+        raise MissingExtra("a Redis URL", "redis") from None
+    return redis.Redis.from_url(
+        url,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_timeout=socket_timeout,
+        retry=Retry(NoBackoff(), 0),
+        decode_responses=False,
+    )
+
+
+def connect(url: str, where: str, *, setting: str, log: logging.Logger) -> Any:
+    """:func:`client_for` for a user that can do without Redis: None, with one WARNING
+    on ``log`` naming ``setting``, when redis-py is missing or the URL is wrong."""
+    try:
+        return client_for(url)
+    except MissingExtra:
+        log.warning(
+            "%s is set but redis-py is not installed; the Redis tier is off "
+            "(pip install 'kredenc[redis]')",
+            setting,
+        )
+    except ValueError as exc:
+        log.warning("%s (%s) is not a Redis URL (%s); the tier is off", setting, where, exc)
+    return None
+
+
+class Outage:
+    """Whether a Redis answered last time (thread-safe). :meth:`failed` after a call
+    that raised (one WARNING: ``what`` and ``then`` say what stops and what happens
+    instead), :meth:`up` after one that answered (one INFO if it had stopped);
+    :meth:`usable` is False for ``retry_s`` seconds after a failure."""
+
+    def __init__(
+        self, where: str, *, what: str, then: str, log: logging.Logger, retry_s: float = 5.0
+    ) -> None:
+        self.where = where
+        self.what = what
+        self.then = then
+        self.retry_s = retry_s
+        self._log = log
+        self._lock = threading.Lock()
+        self._down = False
+        self._until = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self._down
+
+    def usable(self) -> bool:
+        return not self._down or time.monotonic() >= self._until
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self._until = time.monotonic() + self.retry_s
+            if self._down:
+                return
+            self._down = True
+        self._log.warning(
+            "%s: Redis at %s does not answer (%s: %s); %s and it is tried again every %.0f s",
+            self.what,
+            self.where,
+            type(exc).__name__,
+            exc,
+            self.then,
+            self.retry_s,
+        )
+
+    def up(self) -> None:
+        if self._down:
+            with self._lock:
+                was, self._down = self._down, False
+            if was:
+                self._log.info("%s: Redis at %s answers again", self.what, self.where)
