@@ -31,7 +31,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kredenc.storage.redis_client import Outage, connect, glob_escape, redacted, store_id
+from kredenc.storage.outage import Outage
+from kredenc.storage.redis_client import connect, glob_escape, redacted, store_id
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,11 @@ class RedisTier:
         self._listeners: list[Callable[[], None]] = []
         self._state_lock = threading.Lock()
         self._outage = Outage(
-            self.where, what="operation cache", then="its lookups miss", log=log, retry_s=RETRY_S
+            f"Redis at {self.where}",
+            what="operation cache",
+            then="its lookups miss",
+            log=log,
+            retry_s=RETRY_S,
         )
         self._closed = False
         self._client = (

@@ -6,8 +6,7 @@ the store. Only ``storage/`` imports redis-py, lazily (the ``redis`` extra).
 
 - :func:`connect` makes a client that neither waits nor retries (short timeouts,
   redis-py's retries off): a caller that can do without Redis carries on at once.
-- :class:`Outage` is the one "Redis went away" policy: one WARNING when it stops
-  answering, no network call for ``retry_s`` seconds, one INFO when it is back.
+- What a caller does when Redis stops answering is :class:`~kredenc.storage.outage.Outage`.
 - :func:`shared_id` is the store's part of every key: processes that open one store
   share keys; two stores never do.
 """
@@ -16,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,7 +25,7 @@ CONNECT_TIMEOUT_S = 0.25
 SOCKET_TIMEOUT_S = 0.5
 _GLOB = str.maketrans({c: "\\" + c for c in "*?[]\\"})
 
-__all__ = ["Outage", "client_for", "connect", "glob_escape", "redacted", "shared_id", "store_id"]
+__all__ = ["client_for", "connect", "glob_escape", "redacted", "shared_id", "store_id"]
 
 
 def store_id(log_id: str, home: Path) -> str:
@@ -96,52 +93,3 @@ def connect(url: str, where: str, *, setting: str, log: logging.Logger) -> Any:
     except ValueError as exc:
         log.warning("%s (%s) is not a Redis URL (%s); the tier is off", setting, where, exc)
     return None
-
-
-class Outage:
-    """Whether a Redis answered last time (thread-safe). :meth:`failed` after a call
-    that raised (one WARNING: ``what`` and ``then`` say what stops and what happens
-    instead), :meth:`up` after one that answered (one INFO if it had stopped);
-    :meth:`usable` is False for ``retry_s`` seconds after a failure."""
-
-    def __init__(
-        self, where: str, *, what: str, then: str, log: logging.Logger, retry_s: float = 5.0
-    ) -> None:
-        self.where = where
-        self.what = what
-        self.then = then
-        self.retry_s = retry_s
-        self._log = log
-        self._lock = threading.Lock()
-        self._down = False
-        self._until = 0.0
-
-    @property
-    def down(self) -> bool:
-        return self._down
-
-    def usable(self) -> bool:
-        return not self._down or time.monotonic() >= self._until
-
-    def failed(self, exc: BaseException) -> None:
-        with self._lock:
-            self._until = time.monotonic() + self.retry_s
-            if self._down:
-                return
-            self._down = True
-        self._log.warning(
-            "%s: Redis at %s does not answer (%s: %s); %s and it is tried again every %.0f s",
-            self.what,
-            self.where,
-            type(exc).__name__,
-            exc,
-            self.then,
-            self.retry_s,
-        )
-
-    def up(self) -> None:
-        if self._down:
-            with self._lock:
-                was, self._down = self._down, False
-            if was:
-                self._log.info("%s: Redis at %s answers again", self.what, self.where)
