@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,7 +26,15 @@ CONNECT_TIMEOUT_S = 0.25
 SOCKET_TIMEOUT_S = 0.5
 _GLOB = str.maketrans({c: "\\" + c for c in "*?[]\\"})
 
-__all__ = ["client_for", "connect", "glob_escape", "redacted", "shared_id", "store_id"]
+__all__ = [
+    "client_for",
+    "connect",
+    "glob_escape",
+    "redacted",
+    "shared_client",
+    "shared_id",
+    "store_id",
+]
 
 
 def store_id(log_id: str, home: Path) -> str:
@@ -93,3 +102,18 @@ def connect(url: str, where: str, *, setting: str, log: logging.Logger) -> Any:
     except ValueError as exc:
         log.warning("%s (%s) is not a Redis URL (%s); the tier is off", setting, where, exc)
     return None
+
+
+_SHARED: dict[tuple[str, float], Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_S) -> Any:
+    """One :func:`client_for` per URL and timeout for the life of the process (redis-py's
+    client is thread-safe over its connection pool, and after a fork it opens new
+    connections): the blackboard, sessions and locks open none per call."""
+    with _SHARED_LOCK:
+        found = _SHARED.get((url, socket_timeout))
+        if found is None:
+            found = _SHARED[(url, socket_timeout)] = client_for(url, socket_timeout=socket_timeout)
+        return found
