@@ -25,7 +25,7 @@ from kredenc.config import Settings
 from kredenc.errors import StoreError
 from kredenc.records import Appended
 from kredenc.records import now as wall_clock
-from kredenc.storage import backends, layout, redis_sessions, repair
+from kredenc.storage import backends, layout, locks, redis_sessions, repair
 from kredenc.storage import purge as purging
 from kredenc.storage.base import CacheTier, Index, Log
 from kredenc.storage.gate import CallGate
@@ -34,6 +34,7 @@ from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, embed_text_of, text_hash
 from kredenc.storage.index.vectors import F32
 from kredenc.storage.opcache_chain import tiers_for_store
+from kredenc.storage.redis_client import shared_id
 from kredenc.storage.redis_sessions import SessionCache
 
 log = logging.getLogger(__name__)
@@ -245,7 +246,7 @@ class Store:
         A derived file that is unreadable (or a cache with vectors of the wrong size,
         or any cache with ``fresh_cache``) is set aside as ``<name>.bad-<time>`` first.
         """
-        with self.gate:
+        with self.gate, locks.held(self.lock("rebuild"), "a rebuild of this store"):
             return self._rebuild(fresh_cache=fresh_cache)
 
     def _rebuild(self, *, fresh_cache: bool) -> dict[str, int]:
@@ -340,6 +341,14 @@ class Store:
                     self.settings, self.home, self.meta.log_id, read_only=self.read_only
                 )
             return self._opcache
+
+    def lock(self, name: str) -> locks.Lock:
+        """The store's lock ``name`` (``storage/locks.py``): in Redis when ``redis_url``
+        is set (every process of the store shares it), else in this process."""
+        s = self.settings
+        store = shared_id(self.meta.log_id, self.home, backend=s.backend)
+        key = f"{s.redis_prefix}lock:{store}:{name}"
+        return locks.lock_for(s.redis_url.get_secret_value(), key, ttl_s=s.lock_ttl_s)
 
     def session_cache(self) -> SessionCache | None:
         """Sessions' hot history in Redis (``redis_url``; ``storage/redis_sessions.py``),
