@@ -65,6 +65,41 @@ class Settings(BaseSettings):
         "append",
         description="fsync per append ('append'), per batch only ('batch'), or never ('none').",
     )
+    # -- scale-out: Redis for the blackboard, sessions' hot history and locks --
+    redis_url: SecretStr = Field(
+        SecretStr(""),
+        description="Redis for the answer loop's blackboard (mind_backend = 'redis'), "
+        "sessions' hot history and locks between processes (e.g. redis://127.0.0.1:6379/0; "
+        "needs the 'redis' extra; a noeviction Redis: locks and blackboards must not be "
+        "evicted); empty: all in-process. A secret: never printed. See docs/redis.md.",
+    )
+    redis_prefix: str = Field(
+        "kredenc:",
+        description="Prefix of every key under redis_url: separates deployments sharing one Redis.",
+    )
+    mind_backend: Literal["local", "redis"] = Field(
+        "local",
+        description="Where an ask's blackboard lives: in the process ('local') or in a Redis "
+        "hash per run ('redis': redis_url; values JSON).",
+    )
+    mind_ttl_s: int = Field(
+        3600,
+        ge=1,
+        description="Seconds a Redis blackboard outlives its last write (an abandoned run "
+        "vanishes; a finished one is deleted at once).",
+    )
+    session_cache_ttl_s: int = Field(
+        86400,
+        ge=0,
+        description="With redis_url: seconds a session's last messages stay hot in Redis "
+        "after their last use (0: no hot history; every read asks the store).",
+    )
+    lock_ttl_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a Redis lock lives unless its holder renews it (it renews every "
+        "third of this while it holds it): the lock of a process that died frees itself.",
+    )
     embed_provider: str = Field(
         "minilm",
         description="Embedding provider, a name in the kredenc.embedders plugin group: "
@@ -301,7 +336,8 @@ class Settings(BaseSettings):
     opcache_disk_bytes: int = Field(
         256 * 1024 * 1024,
         ge=0,
-        description="Most bytes of values opcache.db keeps; the oldest go first (0: no file).",
+        description="Most bytes of values the cold tier keeps (opcache.db, or its PostgreSQL "
+        "table with backend = 'postgres'); the oldest go first (0: no cold tier).",
     )
     opcache_redis_url: SecretStr = Field(
         SecretStr(""),
@@ -331,7 +367,8 @@ class Settings(BaseSettings):
     jobs_redis_url: SecretStr = Field(
         SecretStr(""),
         description="Redis of the RQ job queue and the jobs' records and events (e.g. "
-        "redis://127.0.0.1:6379/0); empty: opcache_redis_url. A secret: never printed.",
+        "redis://127.0.0.1:6379/0); empty: redis_url, else opcache_redis_url. A secret: "
+        "never printed.",
     )
     jobs_redis_prefix: str = Field(
         "kredenc:jobs:",
@@ -465,7 +502,7 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown LLM provider {value!r}; available: {known}")
         return value
 
-    @field_validator("opcache_redis_url", "jobs_redis_url")
+    @field_validator("opcache_redis_url", "jobs_redis_url", "redis_url")
     @classmethod
     def _redis_url(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
         # The URL is a secret: the message names its scheme only.
@@ -477,6 +514,15 @@ class Settings(BaseSettings):
                 f"(it has {scheme}); empty turns it off"
             )
         return value
+
+    @model_validator(mode="after")
+    def _mind_redis(self) -> Settings:
+        if self.mind_backend == "redis" and not self.redis_url.get_secret_value():
+            raise ValueError(
+                "mind_backend = 'redis' needs redis_url (KREDENC_REDIS_URL), e.g. "
+                "'redis://127.0.0.1:6379/0'"
+            )
+        return self
 
     @model_validator(mode="after")
     def _weights(self) -> Settings:

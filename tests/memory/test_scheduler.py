@@ -13,6 +13,7 @@ from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, StoreError
 from kredenc.memory.lifecycle import JobReport
 from kredenc.memory.scheduler import JOBS, Scheduler, default_jobs, run_jobs
+from kredenc.storage.locks import LocalLock
 
 
 class FakeClock:
@@ -24,7 +25,11 @@ class FakeClock:
 
 
 class Untouchable:
-    """A store stand-in that fails on any use: proves an idle tick does no I/O."""
+    """A store stand-in that fails on any use but its job locks (a due job runs
+    holding one, in the process here): proves an idle tick does no I/O."""
+
+    def lock(self, name: str) -> LocalLock:
+        return LocalLock(f"test-scheduler:{id(self)}:{name}")
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"the scheduler touched the store ({name})")

@@ -20,7 +20,7 @@ from kredenc.interfaces.terminal import json_text
 def worker_command(burst: bool, name: str | None) -> None:
     """Run RQ jobs for this store: ingestion and lifecycle runs that servers queue.
 
-    Needs backend = 'postgres' and a Redis (jobs_redis_url, else opcache_redis_url).
+    Needs backend = 'postgres' and a Redis (jobs_redis_url, else redis_url, else opcache_redis_url).
     SIGTERM or Ctrl-C stops after the running job; a second one stops at once (the job
     is then run again by another worker).
     """

@@ -2,17 +2,33 @@
 
 Keys are ``tool.data`` (``retrieve.chunks``, ``grade.verdicts``); a tool writes only
 under its own namespace and reads what others wrote. The mind has no field for any
-particular tool. One per run, so concurrent asks never see each other's state. The
-in-process backend is :class:`LocalMind`; another backend implements :class:`Mind`.
+particular tool. One per run, so concurrent asks never see each other's state.
+
+Two backends behind the one protocol, chosen by ``mind_backend``
+(:func:`open_mind`): :class:`LocalMind` (a dict in the process, the default) and
+:class:`RedisMind` (a Redis hash per run, ``storage/redis_board.py``: values JSON by
+``mind_json``, a TTL so abandoned runs vanish, deleted when the run ends), so a run's
+state can be read from outside the process that runs it. Both pass
+:class:`kredenc.testing.conformance.MindConformance`.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-from typing import Any, Protocol
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, StoreError
+from kredenc.loop import mind_json
+from kredenc.storage.redis_board import RedisBoard
+
+if TYPE_CHECKING:
+    from kredenc.config import Settings
+
+log = logging.getLogger(__name__)
 
 _KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_.]+$")
 _MISSING: Any = object()
@@ -63,3 +79,70 @@ class LocalMind:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return dict(self._data)
+
+    def close(self) -> None:
+        """Nothing to let go of (the dict goes with the object)."""
+
+
+class RedisMind:
+    """The blackboard as one Redis hash per run (:class:`RedisBoard`): every write is
+    one round trip (and renews the run's TTL), every read one; values are JSON
+    (:mod:`kredenc.loop.mind_json`), so a read hands back a fresh copy of what was
+    written, of the same types. A value that is not JSON is refused at the write;
+    a Redis that does not answer raises :class:`~kredenc.errors.StoreError`."""
+
+    def __init__(self, board: RedisBoard, initial: dict[str, Any] | None = None) -> None:
+        self.board = board
+        for key, value in (initial or {}).items():
+            self.write(key, value)
+
+    @property
+    def run_id(self) -> str:
+        return self.board.run_id
+
+    def write(self, key: str, value: Any) -> None:
+        check_key(key)
+        self.board.put(key, mind_json.dumps(value, where=key))
+
+    def read(self, key: str, default: Any = _MISSING) -> Any:
+        text = self.board.get(key)
+        if text is not None:
+            return mind_json.loads(text)
+        if default is _MISSING:
+            raise KeyError(key)
+        return default
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        return sorted(k for k in self.board.fields() if k.startswith(prefix))
+
+    def close(self) -> None:
+        """The run is over: its hash goes (if Redis does not answer, its TTL removes it;
+        a WARNING says so, and the run's result stands)."""
+        try:
+            self.board.drop()
+        except StoreError as exc:
+            log.warning("%s; the run's blackboard expires by itself", exc.message)
+
+
+def new_mind(settings: Settings) -> LocalMind | RedisMind:
+    """An empty mind of the configured backend (``mind_backend``; a tool's test may
+    hand in settings without one: in-process)."""
+    if getattr(settings, "mind_backend", "local") == "redis":
+        board = RedisBoard(
+            settings.redis_url.get_secret_value(),
+            prefix=settings.redis_prefix,
+            ttl_s=settings.mind_ttl_s,
+        )
+        return RedisMind(board)
+    return LocalMind()
+
+
+@contextmanager
+def open_mind(settings: Settings) -> Iterator[Mind]:
+    """A fresh mind for one run, of the configured backend; a Redis one is deleted when
+    the block ends (its TTL removes it if the process dies first)."""
+    mind = new_mind(settings)
+    try:
+        yield mind
+    finally:
+        mind.close()

@@ -1,7 +1,9 @@
 """The orchestrator: an agent's pipeline of tools run on a fresh mind, then the Answer.
 
-**observe**: the question, session, history and options are written on a new
-:class:`~kredenc.loop.mind.LocalMind` (``ask.*`` keys, the loop contract).
+**observe**: the question, session, history and options are written on a fresh mind
+of the configured backend (``mind_backend``: :func:`~kredenc.loop.mind.open_mind`,
+in the process or in Redis; ``ask.*`` keys, the loop contract), deleted when the run
+ends.
 **execute**: the pipeline's tools run in order, each inside a tracing span when a
 tracer is set, each timed into a :class:`~kredenc.loop.answer.Step`. A tool that
 raises becomes a ``failed`` step (the tools after it see its outputs missing and
@@ -33,7 +35,7 @@ from kredenc.errors import KredencError
 from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer, ChunkVerdict, Citation, Step
 from kredenc.loop.cache import counting, one_ask
-from kredenc.loop.mind import LocalMind, Mind, check_key
+from kredenc.loop.mind import LocalMind, Mind, check_key, open_mind
 from kredenc.loop.tool import Services, Tool, ToolResult
 
 log = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ class ToolMind:
 class Run:
     """What one ask's execution left: the mind, the steps, iterations and why it stopped."""
 
-    mind: LocalMind
+    mind: Mind
     steps: list[Step] = field(default_factory=list)
     iterations: int = 0
     stopped: str = ""
@@ -91,20 +93,23 @@ def observe(
     history: Sequence[dict[str, str]],
     options: dict[str, Any],
     agent: Agent,
-) -> LocalMind:
-    """A fresh mind holding what the caller asked (the contract's ``ask.*`` keys)."""
-    return LocalMind(
-        {
-            "ask.question": question,
-            "ask.session_id": session_id,
-            "ask.history": [dict(m) for m in history],
-            "ask.options": dict(options),
-            "ask.agent": agent.name,
-            "ask.instructions": agent.instructions,
-            "ask.model": agent.model,
-            "loop.iteration": 1,
-        }
-    )
+    mind: Mind | None = None,
+) -> Mind:
+    """``mind`` (a fresh :class:`LocalMind` when None) holding what the caller asked
+    (the contract's ``ask.*`` keys)."""
+    target: Mind = LocalMind() if mind is None else mind
+    for key, value in {
+        "ask.question": question,
+        "ask.session_id": session_id,
+        "ask.history": [dict(m) for m in history],
+        "ask.options": dict(options),
+        "ask.agent": agent.name,
+        "ask.instructions": agent.instructions,
+        "ask.model": agent.model,
+        "loop.iteration": 1,
+    }.items():
+        target.write(key, value)
+    return target
 
 
 def _span(services: Services, name: str, **attrs: Any) -> AbstractContextManager[Any]:
@@ -162,7 +167,7 @@ def execute(
     agent: Agent,
     tools: Sequence[Tool],
     services: Services,
-    mind: LocalMind,
+    mind: Mind,
     *,
     max_iterations: int,
 ) -> Run:
@@ -266,9 +271,17 @@ def run_agent(
 ) -> Answer:
     """observe → execute → validate → communicate, inside an ``ask`` span."""
     options = {k: v for k, v in services.options.items() if not callable(v)}
-    with _span(services, "ask", agent=agent.name, ns=services.ns, session=session_id or ""):
+    with (
+        _span(services, "ask", agent=agent.name, ns=services.ns, session=session_id or ""),
+        open_mind(services.settings) as fresh,
+    ):
         mind = observe(
-            question, session_id=session_id, history=history, options=options, agent=agent
+            question,
+            session_id=session_id,
+            history=history,
+            options=options,
+            agent=agent,
+            mind=fresh,
         )
         with one_ask():  # text digests and generations, once per ask
             run = execute(agent, tools, services, mind, max_iterations=max_iterations)

@@ -7,6 +7,11 @@ is the last ``ask_session_turns`` (20) of them, read back from the index
 (``Index.session_turns``) and the log. So a session survives restarts, and sessions
 are apart by id and namespace.
 
+With ``redis_url`` set, a session's last messages are also kept hot in Redis
+(``storage/redis_sessions.py``, ``Store.session_cache``), so several server processes
+read a session without a store query; the store's writes invalidate the copy (a
+turn filed or forgotten), and when Redis is down history comes from the store.
+
 :func:`clear` forgets every turn of the session (a tombstone each, as ``forget``
 does): the history is empty afterwards, and the turns are gone from search and
 recall too. Their text stays in the log until ``kredenc compact --purge``.
@@ -43,6 +48,20 @@ def one_off_session() -> str:
 def history(store: Store, ns: str, session_id: str, limit: int = 20) -> list[dict[str, str]]:
     """The session's last ``limit`` messages, oldest first: ``{"role", "content"}``."""
     check_session(session_id)
+    cache = store.session_cache()
+    if cache is None:
+        return _from_store(store, ns, session_id, limit)
+    found, token = cache.get(ns, session_id, limit)
+    if found is not None:
+        return found
+    depth = max(limit, cache.depth)
+    messages = _from_store(store, ns, session_id, depth)
+    if token is not None:
+        cache.put(ns, session_id, token, messages, complete=len(messages) < depth)
+    return messages[-limit:] if limit > 0 else []
+
+
+def _from_store(store: Store, ns: str, session_id: str, limit: int) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     for _rid, offset in reversed(store.index.session_turns(ns, session_id, limit)):
         payload = store.haystack.read(offset)

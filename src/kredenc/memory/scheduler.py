@@ -5,6 +5,11 @@ jobs that are due and returns their names; a tick when nothing is due only reads
 the clock (no I/O). :meth:`Scheduler.start` runs ticks on a background thread, at
 most one per ``throttle_s``. A failing job is logged at WARNING with its cause and
 tried again at its next interval; it never stops the scheduler or the other jobs.
+
+A job runs holding the store's lock ``job:<ns>:<name>`` (``Store.lock``: in Redis
+with ``redis_url``), so it never runs twice at once across processes: the scheduler
+skips a job another process is running (it is due again at its next interval) and
+:func:`run_jobs` refuses it with :class:`~kredenc.errors.StoreLocked`.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kredenc.errors import InvalidInput, KredencError
+from kredenc.errors import InvalidInput, KredencError, StoreLocked
 from kredenc.memory.lifecycle import JobReport
 from kredenc.memory.lifecycle.contradictions import run_contradictions
 from kredenc.memory.lifecycle.decay import run_decay
 from kredenc.memory.lifecycle.episodes import run_episodes
 from kredenc.memory.reflect import run_reflect
+from kredenc.storage.locks import held
 
 if TYPE_CHECKING:
     from kredenc.storage.store import Store
@@ -53,7 +59,12 @@ def run_jobs(
     if unknown:
         raise InvalidInput(f"unknown job(s): {', '.join(unknown)}", f"use {', '.join(JOBS)}")
     wanted = set(names) or set(JOBS)
-    return [fn(store, ns, now=now) for name, fn in JOBS.items() if name in wanted]
+    out = []
+    for name, fn in JOBS.items():
+        if name in wanted:
+            with held(store.lock(f"job:{ns}:{name}"), f"lifecycle job {name} in {ns!r}"):
+                out.append(fn(store, ns, now=now))
+    return out
 
 
 def default_jobs(
@@ -108,7 +119,11 @@ class Scheduler:
 
     def _run(self, name: str, fn: Job) -> None:
         try:
-            report = fn(self.store, self.ns)
+            with held(self.store.lock(f"job:{self.ns}:{name}"), f"lifecycle job {name}"):
+                report = fn(self.store, self.ns)
+        except StoreLocked as exc:
+            log.info("%s; skipped until its next interval", exc.message)
+            return
         except (KredencError, OSError, ValueError) as exc:
             self.failures[name] += 1
             log.warning("lifecycle job %s failed: %s", name, exc)

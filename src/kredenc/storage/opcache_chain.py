@@ -2,10 +2,12 @@
 
 :class:`TierChain` is itself a :class:`~kredenc.storage.base.CacheTier`, so the
 in-process LRU of :class:`kredenc.loop.cache.OpCache` sits over it unchanged: the
-chain is LRU → ``upper`` (Redis) → ``lower`` (``opcache.db``). A get asks the upper
-tier first; a value found only in the lower tier is copied up (backfill), so the next
-process, or this one after its LRU dropped it, finds it in the upper tier. A put goes
-to both; a clear empties both; a listener hears either being emptied.
+chain is LRU → ``upper`` (Redis) → ``lower`` (``opcache.db``, or the
+``opcache_entries`` table with ``backend = "postgres"``: ``storage/postgres/opcache.py``).
+A get asks the upper tier first; a value found only in the lower tier is copied up
+(backfill), so the next process, or this one after its LRU dropped it, finds it in the
+upper tier. A put goes to both; a clear empties both; a listener hears either being
+emptied.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kredenc.config import Settings
+from kredenc.errors import MissingExtra
 from kredenc.storage.base import CacheTier
 from kredenc.storage.opcache import SqliteTier
-from kredenc.storage.opcache_redis import RedisTier, store_id
+from kredenc.storage.opcache_redis import RedisTier
+from kredenc.storage.redis_client import shared_id
 
 
 class TierChain:
@@ -64,25 +68,42 @@ class TierChain:
 def tiers_for_store(
     settings: Settings, home: Path, log_id: str, *, read_only: bool, even_off: bool = False
 ) -> CacheTier | None:
-    """The persistent tiers under a store's LRU: ``opcache.db`` (unless
-    ``opcache_disk_bytes`` is 0), under Redis when ``opcache_redis_url`` is set. None
-    when ``opcache`` is off, unless ``even_off`` (a purge empties them all the same)."""
+    """The persistent tiers under a store's LRU: the cold tier (``opcache.db``, or the
+    PostgreSQL table with ``backend = "postgres"``; none when ``opcache_disk_bytes`` is
+    0), under Redis when ``opcache_redis_url`` is set. None when ``opcache`` is off,
+    unless ``even_off`` (a purge empties them all the same)."""
     if not settings.opcache and not even_off:
         return None
-    lower: CacheTier | None = None
-    if settings.opcache_disk_bytes > 0:
-        lower = SqliteTier.for_store(
-            home, read_only=read_only, max_bytes=settings.opcache_disk_bytes
-        )
+    lower = cold_tier(settings, home, read_only=read_only)
     url = settings.opcache_redis_url.get_secret_value()
     if not url:
         return lower
     upper = RedisTier(
         url,
-        store=store_id(log_id, home),
+        store=shared_id(log_id, home, backend=settings.backend),
         prefix=settings.opcache_redis_prefix,
         ttl_s=settings.opcache_redis_ttl_s,
         max_value_bytes=settings.opcache_redis_value_bytes,
         read_only=read_only,
     )
     return upper if lower is None else TierChain(upper, lower)
+
+
+def cold_tier(settings: Settings, home: Path, *, read_only: bool) -> CacheTier | None:
+    """The store's persistent tier: ``opcache.db`` in the store directory, or with
+    ``backend = "postgres"`` the ``opcache_entries`` table in the store's schema (every
+    process of the store shares it); None when ``opcache_disk_bytes`` is 0."""
+    if settings.opcache_disk_bytes <= 0:
+        return None
+    if settings.backend == "postgres":
+        try:
+            from kredenc.storage.postgres.opcache import PostgresTier
+        except ImportError:
+            raise MissingExtra("backend = 'postgres'", "postgres") from None
+        return PostgresTier(
+            settings.postgres_dsn.get_secret_value(),
+            settings.postgres_schema,
+            read_only=read_only,
+            max_bytes=settings.opcache_disk_bytes,
+        )
+    return SqliteTier.for_store(home, read_only=read_only, max_bytes=settings.opcache_disk_bytes)

@@ -26,40 +26,21 @@ an ask:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+
+from kredenc.storage.outage import Outage
+from kredenc.storage.redis_client import connect, glob_escape, redacted, store_id
 
 log = logging.getLogger(__name__)
 
 #: Seconds a tier that found Redis down stays quiet before it tries again.
 RETRY_S = 5.0
-CONNECT_TIMEOUT_S = 0.25
-SOCKET_TIMEOUT_S = 0.5
 CLEAR_BATCH = 500
-_GLOB = str.maketrans({c: "\\" + c for c in "*?[]\\"})
 
-
-def store_id(log_id: str, home: Path) -> str:
-    """The store's part of every key: its log's id and its resolved path, hashed (two
-    stores never share entries; two processes on one store do)."""
-    raw = f"{log_id}\0{home.resolve()}".encode()
-    return hashlib.sha256(raw).hexdigest()[:24]
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, for log lines (the URL is a secret)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or parts.path or "?"
-        return f"{parts.scheme}://{host}:{parts.port or 6379}"
-    except ValueError:
-        return "a Redis URL that does not parse"
+__all__ = ["RETRY_S", "RedisTier", "redacted", "store_id"]
 
 
 class RedisTier:
@@ -85,10 +66,19 @@ class RedisTier:
         self._epoch = 0
         self._listeners: list[Callable[[], None]] = []
         self._state_lock = threading.Lock()
-        self._down_until = 0.0
-        self._down = False
+        self._outage = Outage(
+            f"Redis at {self.where}",
+            what="operation cache",
+            then="its lookups miss",
+            log=log,
+            retry_s=RETRY_S,
+        )
         self._closed = False
-        self._client = client if client is not None else _connect(url, self.where)
+        self._client = (
+            client
+            if client is not None
+            else connect(url, self.where, setting="opcache_redis_url", log=log)
+        )
         if self._client is None:
             self._closed = True
 
@@ -169,7 +159,7 @@ class RedisTier:
 
     # -- inside -----------------------------------------------------------------
     def _pattern(self) -> str:
-        return self._base.translate(_GLOB) + "*"
+        return glob_escape(self._base) + "*"
 
     def _delete_all(self) -> None:
         batch: list[bytes] = []
@@ -182,57 +172,15 @@ class RedisTier:
             self._client.unlink(*batch)
 
     def _usable(self) -> bool:
-        return not self._closed and (not self._down or time.monotonic() >= self._down_until)
+        return not self._closed and self._outage.usable()
 
     def _failed(self, exc: BaseException) -> None:
-        with self._state_lock:
-            self._down_until = time.monotonic() + RETRY_S
-            if self._down:
-                return
-            self._down = True
-        log.warning(
-            "operation cache: Redis at %s does not answer (%s: %s); its lookups miss "
-            "and it is tried again every %.0f s",
-            self.where,
-            type(exc).__name__,
-            exc,
-            RETRY_S,
-        )
+        self._outage.failed(exc)
 
     def _up(self) -> None:
-        if self._down:
-            with self._state_lock:
-                was, self._down = self._down, False
-            if was:
-                log.info("operation cache: Redis at %s answers again", self.where)
+        self._outage.up()
 
     def _emptied(self) -> None:
         self._epoch += 1
         for on_clear in self._listeners:
             on_clear()
-
-
-def _connect(url: str, where: str) -> Any:
-    """A client for ``url`` that neither waits nor retries (None, with one WARNING,
-    when redis-py is missing or the URL is wrong: the tier is off)."""
-    try:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-    except ImportError:
-        log.warning(
-            "opcache_redis_url is set but redis-py is not installed; the Redis tier is off "
-            "(pip install 'kredenc[redis]')"
-        )
-        return None
-    try:
-        return redis.Redis.from_url(
-            url,
-            socket_connect_timeout=CONNECT_TIMEOUT_S,
-            socket_timeout=SOCKET_TIMEOUT_S,
-            retry=Retry(NoBackoff(), 0),
-            decode_responses=False,
-        )
-    except ValueError as exc:
-        log.warning("opcache_redis_url (%s) is not a Redis URL (%s); the tier is off", where, exc)
-        return None

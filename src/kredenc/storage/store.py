@@ -25,7 +25,7 @@ from kredenc.config import Settings
 from kredenc.errors import StoreError
 from kredenc.records import Appended
 from kredenc.records import now as wall_clock
-from kredenc.storage import backends, layout, repair
+from kredenc.storage import backends, layout, locks, redis_sessions, repair
 from kredenc.storage import purge as purging
 from kredenc.storage.base import CacheTier, Index, Log
 from kredenc.storage.gate import CallGate
@@ -34,6 +34,8 @@ from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, embed_text_of, text_hash
 from kredenc.storage.index.vectors import F32
 from kredenc.storage.opcache_chain import tiers_for_store
+from kredenc.storage.redis_client import shared_id
+from kredenc.storage.redis_sessions import SessionCache
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,8 @@ class Store:
         self._access_lock = threading.Lock()
         self._opcache: CacheTier | None = None
         self._opcache_lock = threading.Lock()
+        self._sessions: SessionCache | None = None
+        self._sessions_opened = False
         # embed_cached's in-process tier over embeddings.db: text hash -> vector.
         self._vectors: OrderedDict[bytes, F32] = OrderedDict()
         self._vectors_lock = threading.Lock()
@@ -242,7 +246,7 @@ class Store:
         A derived file that is unreadable (or a cache with vectors of the wrong size,
         or any cache with ``fresh_cache``) is set aside as ``<name>.bad-<time>`` first.
         """
-        with self.gate:
+        with self.gate, locks.held(self.lock("rebuild"), "a rebuild of this store"):
             return self._rebuild(fresh_cache=fresh_cache)
 
     def _rebuild(self, *, fresh_cache: bool) -> dict[str, int]:
@@ -251,6 +255,7 @@ class Store:
         self._housekeeper.close()
         self.index.close()
         self._clear_opcache()
+        self._clear_sessions()
         if not backends.is_postgres(self.settings):
             repair.set_aside_bad_files(
                 self.home, self._cache_path(), dim=self.embedder.dim, fresh_cache=fresh_cache
@@ -287,6 +292,7 @@ class Store:
         self.index.close()
         self.haystack.close()
         self._clear_opcache()  # it may hold forgotten text (in prompts, replies, hits)
+        self._clear_sessions()
         try:
             report = purging.purge_store(self.home, self._cache_path(), on_step=on_step)
         finally:
@@ -335,6 +341,51 @@ class Store:
                     self.settings, self.home, self.meta.log_id, read_only=self.read_only
                 )
             return self._opcache
+
+    def lock(self, name: str) -> locks.Lock:
+        """The store's lock ``name`` (``storage/locks.py``): in Redis when ``redis_url``
+        is set (every process of the store shares it), else in this process."""
+        s = self.settings
+        store = shared_id(self.meta.log_id, self.home, backend=s.backend)
+        key = f"{s.redis_prefix}lock:{store}:{name}"
+        return locks.lock_for(s.redis_url.get_secret_value(), key, ttl_s=s.lock_ttl_s)
+
+    def session_cache(self) -> SessionCache | None:
+        """Sessions' hot history in Redis (``redis_url``; ``storage/redis_sessions.py``),
+        made on first use, or None when off. Writes through :meth:`write` keep it
+        correct: a turn filed or forgotten invalidates its session's copy."""
+        with self._opcache_lock:
+            if not self._sessions_opened:
+                self._sessions_opened = True
+                self._sessions = redis_sessions.for_store(
+                    self.settings, self.meta.log_id, self.home
+                )
+            return self._sessions
+
+    def _sessions_changed(self, payloads: list[dict[str, Any]]) -> None:
+        cache = self.session_cache()
+        if cache is None:
+            return
+
+        def forgotten(ns: str, rid: str) -> dict[str, Any] | None:
+            found = self.index.lookup(ns, rid)
+            if found is None or found.state.get("type") != "turn":
+                return None
+            return self.haystack.read(found.offset)
+
+        try:
+            changed = redis_sessions.touched(payloads, forgotten)
+        except Exception as exc:  # noqa: BLE001 - the write stands; no copy may outlive it
+            log.warning("sessions touched by a write unknown (%s); every copy is dropped", exc)
+            cache.clear()
+            return
+        if changed:
+            cache.invalidate(changed)
+
+    def _clear_sessions(self) -> None:
+        cache = self.session_cache()
+        if cache is not None:
+            cache.clear()
 
     def _clear_opcache(self) -> None:
         """Empty the operation cache's file (and tell the tiers above it) and the
@@ -442,7 +493,9 @@ class Store:
         landed once they are durable (under the policy) and applied to the index.
         ``batch`` lands them all or none; ``vectors`` (by record id) saves embedding."""
         with self.gate:
-            return self._writable().write(payloads, batch=batch, vectors=vectors)
+            done = self._writable().write(payloads, batch=batch, vectors=vectors)
+            self._sessions_changed(payloads)  # after the index has them: see redis_sessions
+            return done
 
     # -- access counts --------------------------------------------------------
     def note_access(self, ns: str, ids: Sequence[str]) -> None:

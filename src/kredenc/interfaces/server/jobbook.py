@@ -40,7 +40,7 @@ def redis_error(where: str, exc: BaseException) -> StoreError:
     """A Redis failure as the one line the interfaces print or answer."""
     return StoreError(
         f"the job queue's Redis at {where} failed ({type(exc).__name__}: {exc})",
-        "check that Redis runs there (jobs_redis_url, else opcache_redis_url)",
+        "check that Redis runs there (jobs_redis_url, else redis_url, else opcache_redis_url)",
     )
 
 

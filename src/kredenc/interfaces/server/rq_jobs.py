@@ -57,13 +57,17 @@ CONNECT_TIMEOUT_S = 2.0
 
 
 def redis_url(settings: Settings) -> str:
-    """The job queue's Redis URL: ``jobs_redis_url``, else ``opcache_redis_url``."""
+    """The job queue's Redis URL: ``jobs_redis_url``, else ``redis_url``, else
+    ``opcache_redis_url``."""
     url = (
-        settings.jobs_redis_url.get_secret_value() or settings.opcache_redis_url.get_secret_value()
+        settings.jobs_redis_url.get_secret_value()
+        or settings.redis_url.get_secret_value()
+        or settings.opcache_redis_url.get_secret_value()
     )
     if not url:
         raise InvalidInput(
-            "jobs_queue = 'rq' needs a Redis: jobs_redis_url (or opcache_redis_url) is empty",
+            "jobs_queue = 'rq' needs a Redis: jobs_redis_url, redis_url and opcache_redis_url "
+            "are empty",
             "set KREDENC_JOBS_REDIS_URL=redis://HOST:6379/0 (or jobs_redis_url in kredenc.toml)",
         )
     return url
