@@ -370,7 +370,7 @@ def _worker_cli(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
         (
             {"KREDENC_BACKEND": "postgres", "KREDENC_POSTGRES_DSN": "host=127.0.0.1 port=1"},
             2,
-            "needs a Redis: jobs_redis_url (or opcache_redis_url) is empty",
+            "needs a Redis: jobs_redis_url, redis_url and opcache_redis_url are empty",
         ),
         (
             {
