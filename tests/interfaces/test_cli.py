@@ -157,12 +157,12 @@ def test_search_iterative_follows_the_bridge_and_says_each_round(tmp_path: Path)
     for text in (film, ambassador, "The budget meeting moved to room 4."):
         ok_json(*store, "remember", text)
     query = "What position was held by the woman who starred in Kiss and Tell?"
-    found = ok_json(*store, "search", query, "-k", "2", "--iterative", "--hops", "1")
+    found = ok_json(*store, "search", query, "-k", "3", "--iterative", "--hops", "1")
     assert {film, ambassador} <= {h["text"] for h in found["hits"]}
     first, second = found["rounds"]
     assert first["hop"] == 0 and first["queries"] == [query]
     assert second["hop"] == 1 and "Shirley Temple" in second["bridges"]
-    human = kredenc(*store, "search", query, "-k", "2", "--iterative", "--hops", "1")
+    human = kredenc(*store, "search", query, "-k", "3", "--iterative", "--hops", "1")
     assert human.returncode == 0, human.stderr
     assert human.stdout.startswith(f"round 0: searched {query!r}")
     assert "round 1: searched 'Shirley Temple" in human.stdout

@@ -60,10 +60,10 @@ def texts(hits: list[Hit]) -> list[str]:
 
 def test_the_second_hop_is_reached_only_through_the_first(kb: Kredenc) -> None:
     with kb:
-        plain = kb.search(QUESTION, k=3)
+        plain = kb.search(QUESTION, k=4)
         assert KISS in texts(plain) and TEMPLE not in texts(plain)  # the legs miss it
-        assert TEMPLE not in texts(kb.search(QUESTION, k=3, hops=1))  # no edges to walk
-        found = kb.search(QUESTION, k=3, hops=1, iterative=True)
+        assert TEMPLE not in texts(kb.search(QUESTION, k=4, hops=1))  # no edges to walk
+        found = kb.search(QUESTION, k=4, hops=1, iterative=True)
         assert isinstance(found, Hits)
         assert KISS in texts(found) and TEMPLE in texts(found)
         first, second = found.rounds

@@ -29,9 +29,11 @@ BRIDGE_NAMES = 2
 #: How the rounds' lists are fused (:func:`fuse_hits`).
 FUSIONS = ("interleave", "rrf")
 RRF_K = 60
-#: The weight of a round-``r`` list is ``HOP_WEIGHT ** r`` under "interleave" (1.0: a
-#: plain interleave, every list's best before any list's second).
-HOP_WEIGHT = 1.0
+#: The weight of a round-``r`` list is ``HOP_WEIGHT ** r`` under "interleave" in
+#: :func:`run` (1.0 would be a plain interleave, every list's best before any list's
+#: second: what the answer loop fuses). 0.5 was chosen on MuSiQue-200 and reported on
+#: HotpotQA-200 (HotpotQA-200 chose 0.4; benchmarks/bench_iterative.py, docs/benchmarks.md).
+HOP_WEIGHT = 0.5
 
 Find = Callable[[str], Sequence[Hit]]
 
