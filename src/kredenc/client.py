@@ -277,6 +277,7 @@ class Client:
         tags: Sequence[str] = (),
         where: Mapping[str, Any] | None = None,
         min_score: float | None = None,
+        iterative: bool = False,
     ) -> list[Hit]:
         body = {
             "query": query, "k": k, "mode": mode, "drawer": drawer, "kind": list(kinds),
@@ -287,6 +288,7 @@ class Client:
             "until": None if until is None else str(until),
             "user_id": user_id, "agent_id": agent_id, "run_id": run_id, "tags": list(tags),
             "where": dict(where) if where else None, "min_score": min_score,
+            "iterative": iterative or None,
         }  # fmt: skip
         clean = {key: v for key, v in body.items() if v is not None}
         data = self._json("POST", "/search", json=clean)

@@ -157,3 +157,26 @@ def test_rejects_bad_input(tmp_path: Path) -> None:
         load_longmemeval(p)
     with pytest.raises(InvalidInput):
         load_longmemeval(p, granularity="word")  # type: ignore[arg-type]
+
+
+def test_pooled_puts_every_session_in_one_corpus_and_scores_each_question_alone(
+    fixtures: Path,
+) -> None:
+    from kredenc.eval import load_longmemeval_pooled
+
+    ds = load_longmemeval_pooled(fixtures / "longmemeval.json")
+    ids = [d.id for d in ds.docs]
+    assert len(ids) == len(set(ids)) == 8 and ds.duplicate_sessions == 2
+    (group,) = ds.groups()
+    assert [q.qid for q in group.queries] == ["q1", "q4"] and group.k == 50
+    assert ds.gold["q4"] == {"answer_y"}
+    q1_gold = sorted(ds.gold["q1"])
+    assert q1_gold and all(g.startswith("answer_x") for g in q1_gold)
+    # another question's answer session is no gold for this one
+    m = ds.score({"q1": ["s_a", *q1_gold], "q4": ["answer_x_1", "s_c", "answer_y"]})
+    assert m["recall_any@1"] == 0.0 and m["recall_any@3"] == 1.0
+    assert m["recall_all@1"] == 0.0 and m["recall_all@3"] == 1.0
+    lo, hi = m["ci95"]["recall_any@1"]
+    assert lo == hi == 0.0
+    m = ds.score({"q1": q1_gold, "q4": []})
+    assert m["recall_any@5"] == 0.5 and m["ci95"]["recall_any@5"] == [0.0, 1.0]

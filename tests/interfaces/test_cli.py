@@ -150,6 +150,26 @@ def test_end_to_end(seeded: dict[str, Any], tmp_path: Path) -> None:
     assert stats["log_bytes"] == log_state(home)[0]
 
 
+def test_search_iterative_follows_the_bridge_and_says_each_round(tmp_path: Path) -> None:
+    store = ("--store", str(tmp_path / "store"))
+    film = "Kiss and Tell is a 1945 American comedy film starring Shirley Temple."
+    ambassador = "Shirley Temple Black served as United States ambassador to Ghana."
+    for text in (film, ambassador, "The budget meeting moved to room 4."):
+        ok_json(*store, "remember", text)
+    query = "What position was held by the woman who starred in Kiss and Tell?"
+    found = ok_json(*store, "search", query, "-k", "3", "--iterative", "--hops", "1")
+    assert {film, ambassador} <= {h["text"] for h in found["hits"]}
+    first, second = found["rounds"]
+    assert first["hop"] == 0 and first["queries"] == [query]
+    assert second["hop"] == 1 and "Shirley Temple" in second["bridges"]
+    human = kredenc(*store, "search", query, "-k", "3", "--iterative", "--hops", "1")
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.startswith(f"round 0: searched {query!r}")
+    assert "round 1: searched 'Shirley Temple" in human.stdout
+    plain = ok_json(*store, "search", query, "-k", "2")
+    assert "rounds" not in plain
+
+
 def test_search_filters_hops_and_provenance(seeded: dict[str, Any], tmp_path: Path) -> None:
     """`kredenc search` exposes the facade's filters and graph expansion, and shows why
     each hit ranks: legs, fused score, the edge that added it."""

@@ -134,3 +134,47 @@ def test_eval_judge_refuses_an_unknown_format(
     assert "not a judge record" in err
     assert "Traceback" not in err
     assert stores == []  # no store opened, no model loaded
+
+
+def test_multihop_iterative_runs_each_depth_with_cis_and_its_cost(
+    stores: list[Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = _multihop("--iterative", "--hops", "0", "--hops", "2")
+    code, out, err = run_main(argv, capsys, monkeypatch)
+    assert code == 0, err
+    plain, deep = json.loads(out)
+    assert plain["config"] == {"mode": "hybrid", "hops": 0, "iterative": True}
+    assert deep["config"] == {"mode": "hybrid", "hops": 2, "iterative": True}
+    assert plain["timing"]["searches_per_query"] == 1.0  # hops 0: the question alone
+    assert deep["timing"]["searches_per_query"] > 1.0  # bridge rounds ran
+    lo, hi = deep["metrics"]["ci95"]["recall@5"]
+    assert 0.0 <= lo <= deep["metrics"]["recall@5"] <= hi <= 1.0
+
+
+def _longmemeval(*args: str) -> list[str]:
+    path = FIXTURES.parent / "longmemeval.json"
+    return ["--json", "eval", "longmemeval", str(path), *args]
+
+
+def test_longmemeval_pooled_searches_every_question_against_all_sessions(
+    stores: list[Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = run_main(_longmemeval("--pooled", "--mode", "lexical"), capsys, monkeypatch)
+    assert code == 0, err
+    row = json.loads(out)
+    m = row["metrics"]
+    # 8 distinct session ids across the four questions (s_a twice in q1, s_c in q3 and
+    # q4); the skipped questions' sessions are in the pool, the questions are not asked.
+    assert m["pooled"] is True and m["n_sessions"] == 8 and m["duplicate_sessions"] == 2
+    assert m["n_questions"] == 2 and m["skipped_abstention"] == m["skipped_no_target"] == 1
+    assert row["timing"]["n_indexed"] == 8 and row["timing"]["n_searches"] == 2
+    assert m["recall_any@3"] == 1.0  # lexical finds each question's own answer session
+    assert set(m["ci95"]) >= {"recall_any@5", "recall_any@10", "recall_all@5"}
+    assert 0.0 <= m["ci95"]["recall_any@5"][0] <= m["recall_any@5"] <= 1.0
+
+
+def test_longmemeval_pooled_is_session_level(
+    stores: list[Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = run_main(_longmemeval("--pooled", "--granularity", "turn"), capsys, monkeypatch)
+    assert code == 2 and "--pooled is session level" in err and "Traceback" not in err

@@ -12,7 +12,12 @@ Load a dataset, hand it and any ``Retriever`` to ``run``::
 from kredenc.eval.beir import BeirDataset, load_beir
 from kredenc.eval.datasets import EvalDataset, EvalDoc, EvalQuery, Group, Retriever
 from kredenc.eval.locomo import LocomoDataset, load_locomo, normalise_evidence
-from kredenc.eval.longmemeval import LongMemEvalDataset, load_longmemeval
+from kredenc.eval.longmemeval import (
+    LongMemEvalDataset,
+    PooledLongMemEval,
+    load_longmemeval,
+    load_longmemeval_pooled,
+)
 from kredenc.eval.multihop import MultihopDataset, load_multihop
 from kredenc.eval.runner import RunResult, read_run, recompute, run, write_run
 
@@ -25,11 +30,13 @@ __all__ = [
     "LocomoDataset",
     "LongMemEvalDataset",
     "MultihopDataset",
+    "PooledLongMemEval",
     "Retriever",
     "RunResult",
     "load_beir",
     "load_locomo",
     "load_longmemeval",
+    "load_longmemeval_pooled",
     "load_multihop",
     "normalise_evidence",
     "read_run",

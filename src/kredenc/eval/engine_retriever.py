@@ -18,6 +18,7 @@ from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.passages import add_passages
 from kredenc.ingest.pipeline import link_payloads
 from kredenc.memory.turns import turn_context
+from kredenc.retrieve.iterative import Hits
 from kredenc.retrieve.query import search
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class EngineRetriever:
         self._groups = 0
         self.namespace = f"eval-{self._run}-0"
         self._chunked = False
+        self.queries = 0
+        self.searches = 0  # searches run (an iterative query runs several)
 
     def reset(self) -> None:
         self._groups += 1
@@ -113,6 +116,8 @@ class EngineRetriever:
             return []
         depth = min(1000, k * _OVERFETCH) if self._chunked else k
         hits = search(self.store, self.namespace, query, k=depth, **self.search_opts)
+        self.queries += 1
+        self.searches += hits.searches if isinstance(hits, Hits) else 1
         ranked: dict[str, None] = {}
         for hit in hits:
             ranked.setdefault(str(hit.meta.get("eval_id", hit.id)), None)

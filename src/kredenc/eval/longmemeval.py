@@ -27,6 +27,14 @@ per question). What follows the official code, and where:
   ``has_answer`` (their evidence is only in assistant turns). Here such questions are
   not even searched; both are counted.
 
+The pooled setting (:func:`load_longmemeval_pooled`, ``kredenc eval longmemeval
+--pooled``; not in the official code): every session of every question in the file (the
+skipped ones' too) in one corpus, deduplicated by session id, each scored question
+searched against all of them; its gold is its own haystack's labelled ``answer``
+sessions. Session granularity only; recall_any@k and recall_all@k with 95 % bootstrap
+intervals over questions (``ci95``). A real user has one long history, not a fresh
+50-session haystack per question.
+
 Departures, forced by the id-based retriever protocol: a session id that occurs twice
 in one haystack (it happens, with identical content) is indexed once and counted
 (``duplicate_ids``); ranked ids unknown to the haystack are ignored.
@@ -51,7 +59,7 @@ from kredenc.eval.datasets import (
     expect_list,
     read_json,
 )
-from kredenc.eval.metrics import dedupe
+from kredenc.eval.metrics import all_at_k, any_at_k, dedupe, mean_ci
 
 KS = (1, 3, 5, 10, 30, 50)
 Granularity = Literal["session", "turn"]
@@ -243,4 +251,85 @@ def load_longmemeval(
         except (KeyError, ValueError) as err:
             raise InvalidInput(f"{path}: question {qid}: malformed haystack ({err})") from err
         data.entries.append(e)
+    return data
+
+
+@dataclass
+class PooledLongMemEval:
+    """Every question's sessions in one corpus (the module doc, "The pooled setting")."""
+
+    docs: list[EvalDoc] = field(default_factory=list)
+    queries: list[EvalQuery] = field(default_factory=list)
+    gold: dict[str, set[str]] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    duplicate_sessions: int = 0  # a session id met again (kept once)
+    differing_duplicates: int = 0  # of those, with other text than the kept one
+    skipped_abstention: int = 0
+    skipped_no_target: int = 0
+    ks: tuple[int, ...] = KS
+    name: str = "longmemeval-pooled"
+
+    def groups(self) -> Iterable[Group]:
+        yield Group(docs=self.docs, queries=self.queries, k=max(self.ks))
+
+    def score(self, ranked: Ranked) -> Metrics:
+        rows: list[dict[str, float]] = []
+        by_type: dict[str, list[dict[str, float]]] = {}
+        for q in self.queries:
+            got, gold = list(ranked.get(q.qid, ())), self.gold[q.qid]
+            row: dict[str, float] = {}
+            for k in self.ks:
+                row[f"recall_any@{k}"] = any_at_k(got, gold, k)
+                row[f"recall_all@{k}"] = all_at_k(got, gold, k)
+            rows.append(row)
+            by_type.setdefault(self.types[q.qid], []).append(row)
+        keys = [f"{m}@{k}" for m in ("recall_any", "recall_all") for k in self.ks]
+        return {
+            "granularity": "session",
+            "pooled": True,
+            "n_questions": len(rows),
+            "n_sessions": len(self.docs),
+            "duplicate_sessions": self.duplicate_sessions,
+            "differing_duplicates": self.differing_duplicates,
+            "skipped_abstention": self.skipped_abstention,
+            "skipped_no_target": self.skipped_no_target,
+            **average(rows, keys),
+            "ci95": {key: mean_ci([r[key] for r in rows]) for key in keys},
+            "by_type": {t: {"n": len(r), **average(r, keys)} for t, r in sorted(by_type.items())},
+        }
+
+
+def load_longmemeval_pooled(path: str | Path, ks: Sequence[int] = KS) -> PooledLongMemEval:
+    """Read a LongMemEval file into one pooled session corpus (session granularity)."""
+    data = PooledLongMemEval(ks=tuple(ks))
+    kept: dict[str, str] = {}
+    for i, e in enumerate(expect_list(read_json(path), str(path))):
+        if not isinstance(e, dict) or "haystack_sessions" not in e or "question_id" not in e:
+            raise InvalidInput(f"{path}: record {i} is not a LongMemEval question")
+        qid = str(e["question_id"])
+        try:
+            hay = build_haystack(e, "session")
+        except (KeyError, ValueError) as err:
+            raise InvalidInput(f"{path}: question {qid}: malformed haystack ({err})") from err
+        data.duplicate_sessions += hay.duplicates
+        for doc in hay.docs:
+            if doc.id in kept:
+                data.duplicate_sessions += 1
+                data.differing_duplicates += kept[doc.id] != doc.text
+                continue
+            kept[doc.id] = doc.text
+            data.docs.append(doc)
+        if "_abs" in qid:
+            data.skipped_abstention += 1
+            continue
+        if not any(_user_has_answer(t) for s in e["haystack_sessions"] for t in s):
+            data.skipped_no_target += 1
+            continue
+        data.gold[qid] = {
+            d.id for d, lab in zip(hay.docs, hay.labels, strict=True) if "answer" in lab
+        }
+        data.types[qid] = str(e.get("question_type", ""))
+        data.queries.append(
+            EvalQuery(qid=qid, text=str(e["question"]), meta={"question_type": data.types[qid]})
+        )
     return data

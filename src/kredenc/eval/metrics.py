@@ -139,3 +139,15 @@ def bootstrap_ci(
         picked = [i for _ in units for i in units[rng.randrange(len(units))]]
         values.append(statistic(picked))
     return percentile(values, 2.5), percentile(values, 97.5)
+
+
+def mean_ci(values: Sequence[float], *, rounds: int = 1000, seed: int = 0) -> list[float]:
+    """The 95 % bootstrap interval of the mean of per-question ``values`` (resampling
+    questions), rounded to 4 places; [0, 0] when there are none."""
+    if not values:
+        return [0.0, 0.0]
+    xs = list(values)
+    lo, hi = bootstrap_ci(
+        lambda idx: sum(xs[i] for i in idx) / len(idx), len(xs), rounds=rounds, seed=seed
+    )
+    return [round(lo, 4), round(hi, 4)]

@@ -18,7 +18,8 @@ is dropped and counted (``gold_missing``); a question left with no gold is skipp
 counted (``skipped_no_gold``).
 
 Metrics for k in (2, 5, 10): ``recall@k`` = share of a question's gold paragraphs in the
-top k, ``all_gold@k`` = 1 when all of them are; both averaged over questions.
+top k, ``all_gold@k`` = 1 when all of them are; both averaged over questions, with
+their 95 % bootstrap intervals over questions under ``ci95``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from kredenc.eval.datasets import (
     mean,
     read_json,
 )
-from kredenc.eval.metrics import all_at_k, recall_at_k
+from kredenc.eval.metrics import all_at_k, mean_ci, recall_at_k
 
 KS = (2, 5, 10)
 
@@ -67,9 +68,13 @@ class MultihopDataset:
             "skipped_no_gold": self.skipped_no_gold,
         }
         runs = [(list(ranked.get(q.qid, ())), self.gold[q.qid]) for q in self.queries]
+        ci: dict[str, list[float]] = {}
         for k in self.ks:
-            out[f"recall@{k}"] = mean(recall_at_k(r, g, k) for r, g in runs)
-            out[f"all_gold@{k}"] = mean(all_at_k(r, g, k) for r, g in runs)
+            for name, metric in (("recall", recall_at_k), ("all_gold", all_at_k)):
+                values = [metric(r, g, k) for r, g in runs]
+                out[f"{name}@{k}"] = mean(values)
+                ci[f"{name}@{k}"] = mean_ci(values)
+        out["ci95"] = ci
         return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from dataclasses import asdict
 from types import ModuleType
 from typing import Any
 
@@ -47,6 +48,7 @@ from kredenc.interfaces.cli_common import (
     short,
 )
 from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
+from kredenc.retrieve.iterative import Hits
 
 log = logging.getLogger("kredenc.cli")
 
@@ -101,6 +103,11 @@ def cli(
 @click.option("--since", default=None, metavar="TIME", help="Filed at or after (ISO 8601).")
 @click.option("--until", default=None, metavar="TIME", help="Filed before (ISO 8601).")
 @click.option("--hops", default=0, show_default=True, type=click.IntRange(0, 3), help="Graph hops.")
+@click.option(
+    "--iterative",
+    is_flag=True,
+    help="Multi-hop: --hops N rounds that search the names the top hits add (not graph hops).",
+)
 @click.option("--rerank", default=None, metavar="NAME", help="Reranker (default: settings).")
 @click.option("--per-document", is_flag=True, help="One hit per document (its best chunk).")
 @click.option("--tag", "tags", multiple=True, help="Only records with this tag (repeat: all).")
@@ -132,6 +139,7 @@ def search(
     since: str | None,
     until: str | None,
     hops: int,
+    iterative: bool,
     rerank: str | None,
     per_document: bool,
     tags: tuple[str, ...],
@@ -166,6 +174,7 @@ def search(
             tags=tags,
             where=where or None,
             min_score=min_score,
+            iterative=iterative,
             **scope,
         )
         # A memory's importance now (scores change after filing): from the index.
@@ -175,8 +184,12 @@ def search(
         "mode": mode,
         "hits": [_hit_json(h) | {"importance": importance.get(h.id)} for h in hits],
     }
+    if isinstance(hits, Hits):  # an iterative search: what each round searched
+        data["rounds"] = [asdict(r) for r in hits.rounds]
 
     def human() -> None:
+        if isinstance(hits, Hits):
+            click.echo(escape(hits.explain()))
         if not hits:
             click.echo("no hits")
         for i, h in enumerate(hits, 1):

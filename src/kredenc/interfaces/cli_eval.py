@@ -35,6 +35,11 @@ def eval_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--hops", "hops", multiple=True, type=click.IntRange(0, 3), help="Graph hops."
         ),
+        click.option(
+            "--iterative",
+            is_flag=True,
+            help="Hops are bridge-search rounds (search(iterative=True)), not graph hops.",
+        ),
         click.option("--rerank", default=None, help="Reranker name or model path."),
         click.option(
             "--run", "run_file", type=click.Path(dir_okay=False), help="Write ranked lists."
@@ -74,13 +79,15 @@ def _eval_store(cache: str) -> Iterator[Any]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _configs(modes: Sequence[str], hops: Sequence[int]) -> list[dict[str, Any]]:
+def _configs(modes: Sequence[str], hops: Sequence[int], iterative: bool) -> list[dict[str, Any]]:
     out = []
     for mode in modes or ("hybrid",):
         for hop in hops or (0,):
             cfg: dict[str, Any] = {"mode": mode}
-            if hop:
+            if hop or iterative:
                 cfg["hops"] = hop
+            if iterative:
+                cfg["iterative"] = True
             out.append(cfg)
     return out
 
@@ -93,12 +100,13 @@ def _run_all(
     run_file: str | None,
     cache: str,
     record_type: str,
+    iterative: bool = False,
 ) -> list[dict[str, Any]]:
     from kredenc.eval import run
     from kredenc.eval.engine_retriever import EngineRetriever
 
     c = context()
-    configs = _configs(modes, hops)
+    configs = _configs(modes, hops, iterative)
     results = []
     for cfg in configs:
         # A fresh store per configuration: FTS5's BM25 statistics span the whole
@@ -117,6 +125,10 @@ def _run_all(
             result = run(retriever, dataset, run_file=target)
         summary = result.summary()
         summary["config"] = opts
+        if retriever.queries:
+            summary["timing"]["searches_per_query"] = round(
+                retriever.searches / retriever.queries, 3
+            )
         results.append(summary)
         if not c.json:
             _print_summary(summary)
@@ -127,7 +139,10 @@ def _run_all(
 
 def _suffixed(path: str, cfg: dict[str, Any]) -> str:
     p = Path(path)
-    tag = "-".join(f"{k}{v}" if k == "hops" else str(v) for k, v in cfg.items())
+    tag = "-".join(
+        f"{k}{v}" if k == "hops" else "iterative" if k == "iterative" else str(v)
+        for k, v in cfg.items()
+    )
     return str(p.with_name(f"{p.stem}.{tag}{p.suffix}"))
 
 
@@ -139,12 +154,19 @@ def _print_summary(summary: dict[str, Any]) -> None:
     click.echo(
         "  timing: index {index_s:.1f} s, search p50 {search_ms_p50:.1f} ms, "
         "p95 {search_ms_p95:.1f} ms".format(**timing)
+        + (
+            f", {timing['searches_per_query']:.2f} searches a query"
+            if "searches_per_query" in timing
+            else ""
+        )
     )
 
 
 def _print_metrics(metrics: dict[str, Any], indent: str) -> None:
     for key, value in metrics.items():
-        if isinstance(value, dict):
+        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, float) for v in value):
+            click.echo(f"{indent}{key}: [{value[0]:.4f}, {value[1]:.4f}]")  # an interval
+        elif isinstance(value, dict):
             click.echo(f"{indent}{key}:")
             _print_metrics(value, indent + "  ")
         elif isinstance(value, float):
@@ -160,6 +182,7 @@ def eval_beir(
     directory: str,
     modes: tuple[str, ...],
     hops: tuple[int, ...],
+    iterative: bool,
     rerank: str | None,
     run_file: str | None,
     cache: str,
@@ -167,7 +190,7 @@ def eval_beir(
     """BEIR layout (corpus.jsonl, queries.jsonl, qrels/test.tsv): nDCG@10, Recall@100."""
     from kredenc.eval import load_beir
 
-    _run_all(load_beir(directory), modes, hops, rerank, run_file, cache, "chunk")
+    _run_all(load_beir(directory), modes, hops, rerank, run_file, cache, "chunk", iterative)
 
 
 @eval_group.command("multihop")
@@ -179,20 +202,23 @@ def eval_multihop(
     corpus: str,
     modes: tuple[str, ...],
     hops: tuple[int, ...],
+    iterative: bool,
     rerank: str | None,
     run_file: str | None,
     cache: str,
 ) -> None:
-    """HotpotQA / MuSiQue: Recall@k and all-gold@k for k = 2, 5, 10.
+    """HotpotQA / MuSiQue: Recall@k and all-gold@k for k = 2, 5, 10, with 95 % CIs.
 
     Passages that name another passage's title are linked (``mention_links``), and
     without ``--hops`` the search walks one hop along those links (``--hops 0`` for
-    the legs alone).
+    the legs alone). With ``--iterative``, ``--hops N`` is N bridge-search rounds
+    instead (default 0).
     """
     from kredenc.eval import load_multihop
 
     dataset = load_multihop(questions, corpus)
-    _run_all(dataset, modes, hops or (1,), rerank, run_file, cache, "chunk")
+    default = (0,) if iterative else (1,)
+    _run_all(dataset, modes, hops or default, rerank, run_file, cache, "chunk", iterative)
 
 
 @eval_group.command("locomo")
@@ -202,6 +228,7 @@ def eval_locomo(
     file: str,
     modes: tuple[str, ...],
     hops: tuple[int, ...],
+    iterative: bool,
     rerank: str | None,
     run_file: str | None,
     cache: str,
@@ -209,7 +236,7 @@ def eval_locomo(
     """LoCoMo: turn-level evidence recall@k (categories 1-4; 5 apart)."""
     from kredenc.eval import load_locomo
 
-    _run_all(load_locomo(file), modes, hops, rerank, run_file, cache, "turn")
+    _run_all(load_locomo(file), modes, hops, rerank, run_file, cache, "turn", iterative)
 
 
 @eval_group.command("longmemeval")
@@ -217,21 +244,37 @@ def eval_locomo(
 @click.option(
     "--granularity", type=click.Choice(["session", "turn"]), default="session", show_default=True
 )
+@click.option(
+    "--pooled",
+    is_flag=True,
+    help="Every question's sessions in one store (deduplicated), each question against all.",
+)
 @eval_options
 def eval_longmemeval(
     file: str,
     granularity: str,
+    pooled: bool,
     modes: tuple[str, ...],
     hops: tuple[int, ...],
+    iterative: bool,
     rerank: str | None,
     run_file: str | None,
     cache: str,
 ) -> None:
-    """LongMemEval: recall_any@k, recall_all@k, ndcg_any@k (official protocol)."""
-    from kredenc.eval import load_longmemeval
+    """LongMemEval: recall_any@k, recall_all@k, ndcg_any@k (official protocol).
 
-    dataset = load_longmemeval(file, granularity=granularity)  # type: ignore[arg-type]
-    _run_all(dataset, modes, hops, rerank, run_file, cache, "turn")
+    ``--pooled``: every session of every question in one store, deduplicated by session
+    id, each question searched against all of them (session level; recall_any@k and
+    recall_all@k with 95 % CIs)."""
+    from kredenc.eval import load_longmemeval, load_longmemeval_pooled
+
+    if pooled:
+        if granularity != "session":
+            raise click.UsageError("--pooled is session level: drop --granularity turn")
+        dataset: Any = load_longmemeval_pooled(file)
+    else:
+        dataset = load_longmemeval(file, granularity=granularity)  # type: ignore[arg-type]
+    _run_all(dataset, modes, hops, rerank, run_file, cache, "turn", iterative)
 
 
 @eval_group.command("judge")

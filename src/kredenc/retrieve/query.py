@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kredenc import plugins
@@ -20,6 +21,7 @@ from kredenc.fields import parse_time
 from kredenc.providers.rerank import Reranker, make_reranker
 from kredenc.records import ContextGraph, Hit
 from kredenc.retrieve import context_graph as graphs
+from kredenc.retrieve import iterative as bridging
 from kredenc.retrieve import search as searching
 from kredenc.retrieve.relevance import check_min_score
 from kredenc.storage.index.filters import Filters, scope_filters
@@ -99,6 +101,7 @@ def search(
     tags: Sequence[str] = (),
     where: Mapping[str, Any] | None = None,
     min_score: float | None = None,
+    iterative: bool = False,
 ) -> list[Hit]:
     """Hybrid (or lexical, or dense) search in this namespace.
 
@@ -120,6 +123,13 @@ def search(
     equal those given, JSON type included. Every filter applies inside SQL in every leg
     and to graph neighbours.
     ``span``: a tracing hook around each step (``kredenc.loop.tracing``).
+
+    ``iterative`` makes ``hops`` the number of bridge rounds instead of graph hops
+    (multi-hop questions without an LLM, :mod:`kredenc.retrieve.iterative`): search,
+    then search again for the names of the top hits the query lacks, at most ``hops``
+    times, stopping when a round brings nothing new; the lists are fused. The result is
+    an :class:`~kredenc.retrieve.iterative.Hits` list whose ``explain()`` says what each
+    round searched; ``min_score`` applies to the fused hits.
     """
     params = search_params(store.settings, k=k, mode=mode, per_document=per_document, hops=hops)
     query = searching.validate(query, params)
@@ -149,18 +159,39 @@ def search(
         created_before=before,
         **scope_filters(user_id=user_id, agent_id=agent_id, run_id=run_id, tags=tags, where=where),
     )
-    return searching.search(
-        store.index,
-        store.haystack,
-        ns,
-        query,
-        params,
-        filters,
-        store.embed_query,
-        reranker_for(store, rerank),
-        span=span,
-        min_score=floor,
-    )
+    reranker = reranker_for(store, rerank)
+    if not iterative:
+        return searching.search(
+            store.index,
+            store.haystack,
+            ns,
+            query,
+            params,
+            filters,
+            store.embed_query,
+            reranker,
+            span=span,
+            min_score=floor,
+        )
+    each = replace(params, hops=0)
+
+    def find(q: str) -> list[Hit]:
+        return searching.search(
+            store.index,
+            store.haystack,
+            ns,
+            q,
+            each,
+            filters,
+            store.embed_query,
+            reranker,
+            span=span,
+        )
+
+    found = bridging.run(find, query, hops=hops, k=k)
+    if floor is not None:
+        found[:] = [h for h in found if h.relevance is not None and h.relevance >= floor]
+    return found
 
 
 def context_graph(

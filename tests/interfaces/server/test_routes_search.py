@@ -136,3 +136,16 @@ def test_hits_carry_relevance_and_min_score_filters(
     for bad in ("1.5", "-0.1", "high"):
         assert_error_shape(client.get("/search", params={"q": "x", "min_score": bad}), 422)
     assert_error_shape(client.post("/search", json={"query": "x", "min_score": 2}), 422)
+
+
+def test_search_passes_iterative(client: httpx.Client) -> None:
+    body = {"query": "harbour crane", "k": 5, "mode": "lexical", "hops": 1}
+    rounds = client.post("/search", json=body | {"iterative": True}).json()["hits"]
+    got = client.get(
+        "/search",
+        params={"q": "harbour crane", "k": 5, "mode": "lexical", "hops": 1, "iterative": True},
+    ).json()["hits"]
+    assert rounds == got and rounds and "crane" in rounds[0]["text"]
+    assert all(h["graph"] is None for h in rounds)  # rounds search; they walk no edges
+    too_deep = client.post("/search", json=body | {"iterative": True, "hops": 3})
+    assert too_deep.status_code == 422  # the server's hop limit holds for rounds too

@@ -288,6 +288,9 @@ def build_server(host: ToolHost) -> KredencMCP:
                 description="Drop hits whose relevance (a calibrated probability) is below.",
             ),
         ] = None,
+        iterative: Annotated[
+            bool, Field(description="Multi-hop: hops are rounds searching the hits' names.")
+        ] = False,
     ) -> dict[str, Any]:
         """Search memories and documents by words and meaning; hits best first, each
         with its text, scores (relevance: the probability it is relevant, comparable
@@ -310,6 +313,7 @@ def build_server(host: ToolHost) -> KredencMCP:
             until=until,
             include_deprecated=include_deprecated,
             min_score=min_score,
+            iterative=iterative,
         )
         return {"query": query, "hits": to_wire(hits)}
 

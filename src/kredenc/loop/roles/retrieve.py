@@ -6,7 +6,7 @@ iteration searches only what no earlier one did. Every search
 goes through :func:`~kredenc.loop.roles.common.cached_search`
 (``kredenc.retrieve.query.search``); turns that are no source (the loop's own earlier
 answers, questions: ``common.not_a_source``) are left out; the result lists, and the
-chunks of earlier iterations, are fused by reciprocal rank (:data:`RRF_K`) and
+chunks of earlier iterations, are fused (:data:`FUSION`) and
 deduplicated by id, best first.
 
 Modes (``retrieve.mode``), chosen on the question as asked (names the rewrite carried
@@ -18,7 +18,8 @@ names one:
                of the top passages (their titles first) that the query lacks,
                search for them with the query's other terms, fuse; again from the
                new passages, at most :data:`MAX_HOPS` times, stopping when a round
-               brings nothing new
+               brings nothing new (:func:`kredenc.retrieve.iterative.follow`, what
+               ``search(..., iterative=True)`` runs too)
 ``graph``      two or more named entities joined or compared ("X and Y", "X or
                Y", "older"): graph expansion (``hops=1``: the neighbours of the
                best hits)
@@ -49,19 +50,16 @@ from kredenc.loop.roles.common import (
 )
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
+from kredenc.retrieve import iterative
 
 if TYPE_CHECKING:
     from kredenc.loop.mind import Mind
 
 MODES = ("hybrid", "reranked", "graph", "iterative")
-RRF_K = 60
 #: How the lists of one iteration are fused: "interleave" or "rrf" (see :func:`fuse`).
 FUSION = "interleave"
-#: Extra rounds of the iterative mode, passages whose names seed the next round, and
-#: names searched per round.
+#: Extra rounds of the iterative mode (:func:`kredenc.retrieve.iterative.follow`).
 MAX_HOPS = 2
-BRIDGE_TOP = 3
-BRIDGE_NAMES = 2
 DEFAULT_K = 12
 
 
@@ -69,21 +67,8 @@ def fuse(lists: Sequence[Sequence[Hit]], limit: int | None = None) -> list[Hit]:
     """``lists`` fused under :data:`FUSION`, deduplicated by id (the first copy kept):
     ``"interleave"`` takes each list's best, then each one's second, ... (every
     query's top hit has a place); ``"rrf"`` orders by reciprocal rank summed over the
-    lists (what many lists agree on first)."""
-    first: dict[str, Hit] = {}
-    if FUSION == "interleave":
-        for rank in range(max((len(h) for h in lists), default=0)):
-            for hits in lists:
-                if rank < len(hits):
-                    first.setdefault(hits[rank].id, hits[rank])
-        return list(first.values())[:limit]
-    score: dict[str, float] = {}
-    for hits in lists:
-        for rank, hit in enumerate(hits, 1):
-            score[hit.id] = score.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
-            first.setdefault(hit.id, hit)
-    order = sorted(first, key=lambda i: -score[i])
-    return [first[i] for i in order[:limit]]
+    lists (what many lists agree on first). :func:`kredenc.retrieve.iterative.fuse_hits`."""
+    return iterative.fuse_hits(lists, fusion=FUSION, limit=limit)
 
 
 def reranking(services: Services) -> bool:
@@ -102,26 +87,6 @@ def choose_mode(query: str, services: Services) -> str:
     if len(names) >= 2 and (text.is_comparison(query) or re.search(r"\band\b", query)):
         return "graph"
     return "reranked" if reranking(services) else "hybrid"
-
-
-def bridge_names(query: str, hits: Sequence[Hit], seen: set[str]) -> list[str]:
-    """Names of the top hits the query does not hold, best first: each scores
-    1 / rank of every hit it appears in, double in a hit's title, half again for a
-    name of several words (a full name says more than "American")."""
-    lowered = query.lower()
-    score: dict[str, float] = {}
-    order: dict[str, int] = {}
-    for rank, hit in enumerate(hits[:BRIDGE_TOP], 1):
-        found = ([hit.title] if hit.title else []) + text.names(hit.text)
-        for name in dict.fromkeys(found):
-            key = name.lower()
-            if key in lowered or any(s in key for s in seen) or not any(c.isalpha() for c in name):
-                continue
-            weight = (2.0 if name == hit.title else 1.0) * (1.5 if " " in name else 1.0)
-            score[name] = score.get(name, 0.0) + weight / rank
-            order.setdefault(name, len(order))
-    ranked = sorted(score, key=lambda n: (-score[n], order[n]))
-    return ranked[:BRIDGE_NAMES]
 
 
 class Retrieve(RoleTool):
@@ -200,25 +165,8 @@ class Retrieve(RoleTool):
         for q in queries:
             lists.append(find(q))
         if mode == "iterative":
-            seen: set[str] = set()
             got = {h.id for hits in lists for h in hits}
-            in_names = {w for n in text.names(query) for w in text.words(n)}
-            rest = " ".join(t for t in text.content_terms(query) if t not in in_names)
-            latest = lists[0]
-            for _ in range(MAX_HOPS):
-                bridges = bridge_names(query, latest, seen)
-                if not bridges:
-                    break
-                seen.update(b.lower() for b in bridges)
-                new: list[Hit] = []
-                for name in bridges:
-                    hits = find(f"{name} {rest}".strip())
-                    lists.append(hits)
-                    new += [h for h in hits if h.id not in got]
-                if not new:
-                    break
-                got.update(h.id for h in new)
-                latest = new
+            lists += iterative.follow(query, lists[0], find, hops=MAX_HOPS, known=got).lists
         previous = list(mind.read("retrieve.chunks", None) or []) if iteration > 1 else []
         known = {h.id for h in previous}
         fused = previous + [h for h in fuse(lists) if h.id not in known][:k]

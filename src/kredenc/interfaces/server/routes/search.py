@@ -56,6 +56,7 @@ class SearchRequest(Body):
     min_score: float | None = Field(
         None, ge=0.0, le=1.0, description="drop hits whose calibrated relevance is below"
     )
+    iterative: bool = Field(False, description="hops are bridge-search rounds, not graph hops")
 
 
 class SearchResult(BaseModel):
@@ -71,7 +72,7 @@ def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
         pages=pages_value(r.pages), per_document=r.per_document, since=time_value(r.since),
         until=time_value(r.until), include_deprecated=r.include_deprecated,
         user_id=r.user_id, agent_id=r.agent_id, run_id=r.run_id, tags=r.tags, where=r.where,
-        min_score=r.min_score,
+        min_score=r.min_score, iterative=r.iterative,
     )  # fmt: skip
     return SearchResult(query=r.query, hits=hits)
 
@@ -100,6 +101,7 @@ def search_get(
     tag: Annotated[list[str], Query()] = [],  # noqa: B006
     where: WhereQuery = [],  # noqa: B006
     min_score: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+    iterative: bool = False,
 ) -> SearchResult:
     """Hybrid (or lexical, or dense) search of the caller's namespace."""
     request = SearchRequest(
@@ -107,7 +109,7 @@ def search_get(
         loader=loader, source=source, pages=pages, per_document=per_document, since=since,
         until=until, include_deprecated=include_deprecated, user_id=user_id,
         agent_id=agent_id, run_id=run_id, tags=tag, where=where_value(where),
-        min_score=min_score,
+        min_score=min_score, iterative=iterative,
     )  # fmt: skip
     return _search(kb, state, request)
 
