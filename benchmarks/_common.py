@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -33,6 +34,19 @@ def median(values: Sequence[float]) -> float:
 
 def now() -> float:
     return time.perf_counter()
+
+
+def peak_rss_mb() -> float:
+    """High-water mark of this process's resident memory, MiB (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, MiB (``VmRSS`` of /proc/self/status)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def machine() -> dict[str, Any]:

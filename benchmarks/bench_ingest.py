@@ -15,6 +15,20 @@ less than wall time.
     .venv/bin/python benchmarks/bench_ingest.py --runs 1 --pdf other.pdf
 
 Prints a table and writes benchmarks/results/ingest.json.
+
+With ``--corpus DIR`` (a BEIR folder, e.g. ``../shared/data/scifact``) it measures a
+corpus instead, in this process alone (memory issue 16: SciFact's 5,183 abstracts,
+ingest and search peak <= 600 MB resident): the corpus filed as ``kredenc eval beir``
+files it (``EngineRetriever``: passages in batches, real MiniLM, a fresh store and a fresh
+embedding cache, so every text is embedded; never the shared eval cache), then every test
+query searched (hybrid). It reports docs/s (model load timed apart), the peak resident
+memory of the ingest and of the searches (``ru_maxrss``, and a 10 ms sampler of VmRSS
+per phase), and nDCG@10 (identical embeddings give the same figure).
+
+    nice -n 10 .venv/bin/python benchmarks/bench_ingest.py --corpus ../shared/data/scifact
+    .venv/bin/python benchmarks/bench_ingest.py --corpus ../shared/data/scifact --limit 500
+
+That writes benchmarks/results/ingest-<corpus>.json.
 """
 
 from __future__ import annotations
@@ -24,12 +38,13 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _common import median, print_table, write_results
+from _common import median, peak_rss_mb, print_table, rss_mb, write_results
 
 HERE = Path(__file__).resolve().parent
 PDF = (
@@ -42,6 +57,7 @@ PDF = (
 )
 TARGET_TOTAL_S = 10.0
 TARGET_NOT_MODEL_SHARE = 0.10
+TARGET_CORPUS_PEAK_MB = 600.0
 
 
 class TimedEmbedder:
@@ -100,11 +116,139 @@ def one_run(pdf: Path, embedder: TimedEmbedder) -> dict[str, Any]:
     }
 
 
+class RssSampler:
+    """The highest VmRSS seen, sampled every ``interval`` seconds on a daemon thread;
+    ``phase(name)`` starts a new maximum (``peaks[name]``)."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval = interval
+        self.peaks: dict[str, float] = {}
+        self._phase = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def phase(self, name: str) -> None:
+        self._phase = name
+        self.peaks[name] = rss_mb()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            if self._phase:
+                self.peaks[self._phase] = max(self.peaks[self._phase], rss_mb())
+
+
+def corpus_run(corpus: Path, limit: int | None) -> dict[str, Any]:
+    """Ingest a BEIR corpus as ``kredenc eval beir`` does, then search its test queries."""
+    from kredenc import Kredenc
+    from kredenc.eval.beir import load_beir
+    from kredenc.eval.engine_retriever import EngineRetriever
+
+    dataset = load_beir(corpus)
+    docs = dataset.docs[:limit] if limit else dataset.docs
+    home = Path(tempfile.mkdtemp(prefix="bench-ingest-corpus-"))
+    ranked: dict[str, list[str]] = {}
+    try:
+        with RssSampler() as rss:
+            rss.phase("open")
+            kb = Kredenc.open(
+                home / "store", "bench", durability="none", embed_cache=home / "embeddings.db"
+            )
+            with kb:
+                start = time.perf_counter()
+                kb.store.embedder.load()  # type: ignore[attr-defined]
+                load_s = time.perf_counter() - start
+                retriever = EngineRetriever(kb.store)
+                rss.phase("ingest")
+                cpu, start = time.process_time(), time.perf_counter()
+                retriever.index(docs)
+                ingest_s = time.perf_counter() - start
+                ingest_cpu_s = time.process_time() - cpu
+                ingest_peak = peak_rss_mb()
+                rss.phase("search")
+                start = time.perf_counter()
+                for q in dataset.queries:
+                    ranked[q.qid] = retriever.search(q.text, dataset.k)
+                search_s = time.perf_counter() - start
+            overall_peak = peak_rss_mb()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    ndcg = dataset.score(ranked).get("ndcg@10") if not limit else None
+    return {
+        "corpus": str(corpus),
+        "docs": len(docs),
+        "queries": len(ranked),
+        "model_load_s": load_s,
+        "ingest_s": ingest_s,
+        "ingest_cpu_s": ingest_cpu_s,
+        "docs_per_s": len(docs) / ingest_s,
+        "search_s": search_s,
+        "peak_rss_ingest_mb": ingest_peak,
+        "peak_rss_mb": overall_peak,
+        "sampled_peak_mb": dict(rss.peaks),
+        "ndcg@10": ndcg,
+    }
+
+
+def corpus_main(corpus: Path, limit: int | None) -> int:
+    if not (corpus / "corpus.jsonl").is_file():
+        print(f"error: {corpus} is not a BEIR folder (no corpus.jsonl)", file=sys.stderr)
+        return 2
+    import onnxruntime  # noqa: F401  (before usearch, see benchmarks/corpus.py)
+
+    res = corpus_run(corpus, limit)
+    peaks = res["sampled_peak_mb"]
+    rows = [
+        {
+            "what": f"{corpus.name}: ingest ({res['docs']:,} docs)",
+            "measured": f"{res['docs_per_s']:.1f} docs/s ({res['ingest_s']:.1f} s)",
+            "target": "",
+            "ok": "",
+        },
+        {
+            "what": "  peak RSS, open + ingest",
+            "measured": f"{res['peak_rss_ingest_mb']:.0f} MB",
+            "target": f"<= {TARGET_CORPUS_PEAK_MB:g} MB",
+            "ok": res["peak_rss_ingest_mb"] <= TARGET_CORPUS_PEAK_MB,
+        },
+        {
+            "what": f"  peak RSS, whole run ({res['queries']} searches)",
+            "measured": f"{res['peak_rss_mb']:.0f} MB (search phase {peaks['search']:.0f})",
+            "target": f"<= {TARGET_CORPUS_PEAK_MB:g} MB",
+            "ok": res["peak_rss_mb"] <= TARGET_CORPUS_PEAK_MB,
+        },
+        {
+            "what": "  nDCG@10 (hybrid)",
+            "measured": "" if res["ndcg@10"] is None else f"{res['ndcg@10']:.4f}",
+            "target": "",
+            "ok": "",
+        },
+    ]
+    print_table(
+        f"ingest of a corpus (model load {res['model_load_s']:.2f} s apart; "
+        f"load average {os.getloadavg()[0]:.1f})",
+        rows,
+    )
+    write_results(f"ingest-{corpus.name}", res)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pdf", type=Path, default=PDF)
+    parser.add_argument("--corpus", type=Path, help="a BEIR folder: measure it instead")
+    parser.add_argument("--limit", type=int, help="with --corpus: its first N documents")
     args = parser.parse_args(argv)
+    if args.corpus is not None:
+        return corpus_main(args.corpus, args.limit)
     if not args.pdf.is_file():
         print(f"error: {args.pdf} is not here; pass --pdf FILE", file=sys.stderr)
         return 2

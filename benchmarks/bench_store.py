@@ -42,7 +42,6 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -59,7 +58,7 @@ from typing import Any
 import numpy as np
 import onnxruntime  # noqa: F401
 
-from _common import median, percentile, print_table, write_results
+from _common import median, peak_rss_mb, percentile, print_table, rss_mb, write_results
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -80,18 +79,6 @@ Result = dict[str, Any]
 
 def clock() -> float:
     return time.perf_counter()
-
-
-def peak_rss_mb() -> float:
-    """High-water mark of this process's resident memory, MiB (ru_maxrss is KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def latency(samples: Sequence[float]) -> Result:

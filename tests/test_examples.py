@@ -64,3 +64,20 @@ def test_memory_graph_walks_the_relations_and_prints_the_prompt(tmp_path: Path) 
     assert "The Kestrel launch needs the security review first." in ranked
     assert "depends_on" in prompt and "related_to" in prompt
     assert "Dana owns the security review." in prompt
+
+
+def test_langchain_retriever_returns_documents_with_provenance(tmp_path: Path) -> None:
+    pytest.importorskip("langchain_core", reason="langchain-core is not installed (extra)")
+    out = run("langchain_retriever.py", tmp_path, str(tmp_path / "store"))
+    first = out.split("Q: When does Kestrel launch?", 1)[1].splitlines()[1]
+    assert "Project Kestrel (kestrel.md)" in first
+    assert float(first.split()[1]) > 0.5
+    assert "alice (async, user_id filter): Alice prefers short status updates" in out
+
+
+def test_llamaindex_retriever_returns_nodes_scored_by_relevance(tmp_path: Path) -> None:
+    pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (extra)")
+    out = run("llamaindex_retriever.py", tmp_path, str(tmp_path / "store"))
+    assert "(3 nodes, 1 above 0.3)" in out
+    assert "Project Kestrel (kestrel.md): # Project Kestrel Kestrel is" in out
+    assert "bob (async, user_id filter): Bob prefers a phone call" in out

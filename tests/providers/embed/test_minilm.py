@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 
 from kredenc.errors import InvalidInput, ProviderError
-from kredenc.providers.embed.minilm import DIM, MODEL_ID, MiniLMEmbedder, read_vocab
+from kredenc.providers.embed.minilm import (
+    DIM,
+    MODEL_ID,
+    MiniLMEmbedder,
+    _batches,
+    read_vocab,
+)
 
 FIXTURE = Path(__file__).parents[2] / "fixtures/embed/minilm_fp32_reference.json"
 MIN_COSINE = 0.995
@@ -86,6 +92,30 @@ def test_order_kept_across_sorted_batches(embedder: MiniLMEmbedder) -> None:
     single = np.stack([embedder.embed_one(t) for t in texts])
     np.testing.assert_allclose(batched, single, atol=1e-5)
     assert embedder.embed(texts[::-1]) == pytest.approx(batched[::-1], abs=1e-5)
+
+
+def test_batches_are_bounded_by_texts_and_padded_tokens() -> None:
+    lengths = np.array([3, 3, 4, 10, 10, 50, 200, 256, 256], dtype=np.int64)
+    runs = _batches(lengths, 4, 512)
+    covered = [i for run in runs for i in range(len(lengths))[run]]
+    assert covered == list(range(len(lengths)))  # every text once, in order
+    for run in runs:
+        part = lengths[run]
+        assert len(part) <= 4
+        assert len(part) == 1 or len(part) * int(part.max()) <= 512
+    assert [lengths[r].tolist() for r in runs] == [[3, 3, 4, 10], [10, 50], [200, 256], [256]]
+
+
+def test_the_same_vectors_whatever_the_token_budget() -> None:
+    # Long texts run 1 per batch under the smallest budget and 6 per batch under the
+    # largest: the vectors are the same beyond float rounding (issue 16's memory bound).
+    texts = [f"{w} " * n for w, n in (("tea", 240), ("cupboard", 30), ("x", 1), ("drawer", 120))]
+    texts += ["Multi-head attention attends to several subspaces.", "ok"]
+    small = MiniLMEmbedder(intra_op_num_threads=1, max_batch_tokens=256).embed(texts)
+    large = MiniLMEmbedder(intra_op_num_threads=1, max_batch_tokens=8192).embed(texts)
+    np.testing.assert_allclose(small, large, atol=1e-5)
+    with pytest.raises(InvalidInput, match="max_batch_tokens"):
+        MiniLMEmbedder(max_batch_tokens=100)
 
 
 def test_truncates_to_256_tokens(embedder: MiniLMEmbedder) -> None:

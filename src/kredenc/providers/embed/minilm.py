@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256
+#: Padded word pieces per ONNX run: 8 texts of 256 tokens, or 32 of 64. onnxruntime keeps
+#: the largest run's activations in its arena for the session's life, so this bounds the
+#: embedder's memory (SciFact's abstracts in runs of 32 x 256 peaked at 1.8 GB; issue 16).
+MAX_BATCH_TOKENS = 2048
 _VOCAB = "minilm-vocab.txt"
 _REINSTALL = "reinstall kredenc: pip install --force-reinstall kredenc"
 
@@ -93,7 +97,9 @@ class MiniLMEmbedder(Embedder):
     """all-MiniLM-L6-v2: mean pooling over the attention mask, then L2, 384-d float32.
 
     Texts are truncated to ``max_tokens`` word pieces, sorted by length and run in
-    batches of ``batch_size`` padded to their longest member. Thread-safe.
+    batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded word pieces
+    (padded to their longest member). Batching changes no vector beyond float rounding
+    (the attention mask keeps padding out). Thread-safe.
     """
 
     model_id = MODEL_ID
@@ -105,6 +111,7 @@ class MiniLMEmbedder(Embedder):
         intra_op_num_threads: int = 2,
         batch_size: int = 32,
         max_tokens: int = MAX_TOKENS,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
         model_path: str | Path | None = None,
         quantized_queries: bool = True,
         model_cache: str | Path | None = None,
@@ -113,9 +120,14 @@ class MiniLMEmbedder(Embedder):
             raise InvalidInput("intra_op_num_threads and batch_size must be at least 1")
         if not 2 <= max_tokens <= 512:
             raise InvalidInput(f"max_tokens must be in 2..512, got {max_tokens}")
+        if max_batch_tokens < max_tokens:
+            raise InvalidInput(
+                f"max_batch_tokens ({max_batch_tokens}) must be at least max_tokens ({max_tokens})"
+            )
         self.intra_op_num_threads = intra_op_num_threads
         self.batch_size = batch_size
         self.max_tokens = max_tokens
+        self.max_batch_tokens = max_batch_tokens
         self._model_path = Path(model_path) if model_path is not None else None
         self.quantized_queries = quantized_queries
         self._model_cache = Path(model_cache) if model_cache is not None else None
@@ -194,10 +206,10 @@ class MiniLMEmbedder(Embedder):
         encodings = rt.tokenizer.encode_batch(list(texts), add_special_tokens=True)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            ids, mask = _pad([encodings[i].ids for i in rows], int(lengths[rows].max()))
-            out[rows] = self._run(rt, ids, mask)
+        for rows in _batches(lengths[order], self.batch_size, self.max_batch_tokens):
+            picked = order[rows]
+            ids, mask = _pad([encodings[i].ids for i in picked], int(lengths[picked].max()))
+            out[picked] = self._run(rt, ids, mask)
         return l2_normalise(out)
 
     def _run(self, rt: _Runtime, ids: IdArray, mask: IdArray) -> Vectors:
@@ -319,6 +331,21 @@ def _pick_output(session: Any) -> str:
             return str(out.name)
     shapes = {o.name: o.shape for o in outputs}
     raise ProviderError(f"MiniLM graph has no {DIM}-d output: {shapes}", _REINSTALL)
+
+
+def _batches(sorted_lengths: IdArray, size: int, max_tokens: int) -> list[slice]:
+    """Consecutive runs of ``sorted_lengths`` (ascending) of at most ``size`` texts whose
+    padded area (count x the longest, which is the last) stays within ``max_tokens``."""
+    out: list[slice] = []
+    start = 0
+    for end in range(1, len(sorted_lengths) + 1):
+        count, longest = end - start, int(sorted_lengths[end - 1])
+        if count > 1 and (count > size or count * longest > max_tokens):
+            out.append(slice(start, end - 1))
+            start = end - 1
+    if start < len(sorted_lengths):
+        out.append(slice(start, len(sorted_lengths)))
+    return out
 
 
 def _pad(rows: Sequence[Sequence[int]], width: int) -> tuple[IdArray, IdArray]:
