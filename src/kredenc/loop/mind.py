@@ -23,7 +23,7 @@ _CHECKED: set[str] = set()
 
 
 def check_key(key: object) -> str:
-    if key in _CHECKED:
+    if type(key) is str and key in _CHECKED:
         return key  # only str keys are ever added
     if not isinstance(key, str) or not _KEY.match(key):
         raise InvalidInput(
