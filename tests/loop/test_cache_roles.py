@@ -5,6 +5,7 @@ namespace misses. On a real store in tmp_path with the real answer agent."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from kredenc.loop.cache import (
     cached_role,
     cached_search,
     counting,
+    digest,
+    hit_digest,
     hits_part,
     one_ask,
     text_digest,
@@ -191,16 +194,48 @@ def test_cached_role_keys_what_it_is_given_and_counts_in_the_tally(kb: Kredenc) 
     assert run(_services(kb, None)) == verdicts and len(calls) == 3  # no cache: computed
 
 
-def test_hits_part_holds_digests_not_texts_and_hashes_once_per_ask() -> None:
+def test_hits_part_is_one_digest_that_moves_with_each_field_and_extra() -> None:
     hit = Hit("c1", "a long chunk text " * 200, 1.0, "passage", "docs", type="chunk")
     part = hits_part([hit])
-    assert part[0][:2] == ["c1", "chunk"] and len(part[0][2]) == 64
-    assert hit.text not in str(part)
-    with one_ask() as memo:
-        assert text_digest(hit.text) == part[0][2]
-        assert hit.text in memo["digest"]
-    changed = Hit("c1", hit.text + ".", 1.0, "passage", "docs", type="chunk")
-    assert hits_part([changed])[0][2] != part[0][2]
+    assert len(part) == 64 and hit.text not in part
+    assert hit_digest(hit) == digest([hit.id, hit.type, hit.title, text_digest(hit.text)])
+    assert text_digest(hit.text) == hashlib.sha256(hit.text.encode()).hexdigest()
+    other = Hit("c2", "another text", 1.0, "passage", "docs", type="chunk")
+    changed = [
+        Hit("c1", hit.text + ".", 1.0, "passage", "docs", type="chunk"),  # the text
+        Hit("c9", hit.text, 1.0, "passage", "docs", type="chunk"),  # the id
+        Hit("c1", hit.text, 1.0, "passage", "docs", type="memory"),  # the type
+        Hit("c1", hit.text, 1.0, "passage", "docs", type="chunk", title="T"),  # the title
+    ]
+    assert len({part, *(hits_part([c]) for c in changed)}) == 5
+    assert hits_part([hit, other]) != hits_part([other, hit])  # the order
+    assert hits_part([hit], [[1, 2]]) != hits_part([hit], [[2, 1]]) != part  # the extras
+    with pytest.raises(ValueError, match="1 extras for 2 hits"):
+        hits_part([hit, other], [[1, 2]])
+
+
+def test_a_changed_search_setting_misses_between_asks_of_one_settings_object(
+    kb: Kredenc,
+) -> None:
+    # The search fingerprint is remembered for one ask only: a setting changed in place
+    # between two asks (the same Settings object) reaches the next ask's keys.
+    cache = OpCache(generation_of=kb.store.generation)
+    services = Services(kb.store, kb.namespace, kb.settings, cache=cache)
+    with one_ask():
+        cached_search(services, "budget of Project Kalomi", k=3)
+        cached_search(services, "budget of Project Kalomi", k=3)
+    assert (cache.counts["search"].hits, cache.counts["search"].misses) == (1, 1)
+    old = kb.settings.leg_k
+    try:
+        kb.settings.leg_k = old + 7
+        with one_ask():
+            cached_search(services, "budget of Project Kalomi", k=3)
+        assert cache.counts["search"].misses == 2
+    finally:
+        kb.settings.leg_k = old
+    with one_ask():
+        cached_search(services, "budget of Project Kalomi", k=3)
+    assert cache.counts["search"].hits == 2
 
 
 def test_a_search_hit_in_memory_skips_the_decode_and_shares_nothing(kb: Kredenc) -> None:

@@ -86,7 +86,7 @@ T = TypeVar("T")
 
 KINDS = ("search", "llm", "judge", "embed", "role")
 #: Part of every key: bump it when what a kind's value means changes.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 # -- keys ---------------------------------------------------------------------
@@ -105,26 +105,37 @@ def _plain(value: Any) -> Any:
     )
 
 
+#: One encoder for every key (``json.dumps`` with options builds a new one per call).
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain
+)
+
+
 def canonical(parts: Sequence[Any]) -> bytes:
     """The parts as canonical JSON: sorted keys, no spaces, tuples as lists."""
-    return json.dumps(
-        list(parts), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain
-    ).encode("utf-8")
+    return _ENCODER.encode(list(parts)).encode("utf-8")
+
+
+def digest(parts: Sequence[Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``parts``: a long or nested part of a key
+    stands in it as these 64 characters (what a key holds is unchanged: a digest
+    changes whenever the parts do)."""
+    return hashlib.sha256(canonical(parts)).hexdigest()
 
 
 @lru_cache(maxsize=256)
 def _frozen_plain(value: Any) -> str:
-    return canonical([asdict(value)]).decode("utf-8")
+    return digest([asdict(value)])
 
 
-def frozen_text(value: Any) -> str:
-    """A dataclass of settings as canonical JSON text for a key, remembered by value when
-    it is frozen and hashable (``asdict`` deep-copies every field: ~100 us for the
-    judge's parameters, on every ask)."""
+def frozen_digest(value: Any) -> str:
+    """A dataclass of settings as the :func:`digest` of its fields for a key, remembered
+    by value when it is frozen and hashable (``asdict`` deep-copies every field: ~100 us
+    for the judge's parameters, on every ask)."""
     try:
         return _frozen_plain(value)
     except TypeError:
-        return canonical([asdict(value)]).decode("utf-8")
+        return digest([asdict(value)])
 
 
 def make_key(kind: str, *parts: Any) -> str:
@@ -144,17 +155,22 @@ class Tally:
 _TALLY: ContextVar[Tally | None] = ContextVar("kredenc_cache_tally", default=None)
 
 
-@contextmanager
-def counting() -> Iterator[Tally]:
+class counting:  # used as a function: ``with counting() as tally``
     """Count the cache's hits and misses of the calls made in this block (this thread
-    or task); an enclosing block counts them as well."""
-    outer = _TALLY.get()
-    tally = Tally()
-    token = _TALLY.set(tally)
-    try:
-        yield tally
-    finally:
-        _TALLY.reset(token)
+    or task); an enclosing block counts them as well. A class, not a generator: the
+    orchestrator opens one per tool of every ask."""
+
+    __slots__ = ("_outer", "_tally", "_token")
+
+    def __enter__(self) -> Tally:
+        self._outer = _TALLY.get()
+        self._tally = Tally()
+        self._token = _TALLY.set(self._tally)
+        return self._tally
+
+    def __exit__(self, *exc: object) -> None:
+        _TALLY.reset(self._token)
+        outer, tally = self._outer, self._tally
         if outer is not None:
             outer.hits += tally.hits
             outer.misses += tally.misses
@@ -259,7 +275,11 @@ class OpCache:
         self._epoch = self.tier.epoch if self.tier is not None else 0
         self._lock = threading.Lock()
         if self.tier is not None:
-            self.tier.listen(self.lru.clear)  # a rebuild or purge empties this tier at once
+            self.tier.listen(self._emptied)  # a rebuild or purge empties this tier at once
+
+    def _emptied(self) -> None:
+        self.lru.clear()
+        _DIGESTS.clear()  # they are keyed by texts: a purge leaves none of them held
 
     def key(self, kind: str, *parts: Any) -> str:
         """SHA-256 over the canonical JSON of ``parts``; include the model and settings
@@ -341,7 +361,7 @@ class OpCache:
         # The persistent tier was emptied (rebuild, purge, a bad file): so is this one.
         if self.tier is not None and self.tier.epoch != self._epoch:
             self._epoch = self.tier.epoch
-            self.lru.clear()
+            self._emptied()
 
     def _stats(self, kind: str) -> KindStats:
         found = self.counts.get(kind)
@@ -425,15 +445,20 @@ def _hits_from_json(raw: list[dict[str, Any]]) -> list[Hit]:
     return [hit_from_json(h) for h in raw]
 
 
-def search_fingerprint(store: Store, opts: dict[str, Any]) -> dict[str, Any]:
-    """What shapes a search besides its query and options: the search settings, the
-    embedding model, the reranker."""
+def search_fingerprint(store: Store, opts: dict[str, Any]) -> str:
+    """What shapes a search besides its query and options, as one :func:`digest`: the
+    search settings, the embedding model, the reranker. Computed once per ask
+    (:func:`one_ask`; settings may change between asks, not during one)."""
     s = store.settings
-    return {
-        "params": frozen_text(queries.search_params(s)),
-        "model": store.meta.model_id,
-        "rerank": opts.get("rerank") or s.rerank,
-    }
+    rerank = opts.get("rerank") or s.rerank
+    memo = _memo("search_fingerprint")
+    part = (id(store), id(s), rerank)
+    found: str | None = memo.get(part)
+    if found is None:
+        params = frozen_digest(queries.search_params(s))
+        found = digest([{"params": params, "model": store.meta.model_id, "rerank": rerank}])
+        memo[part] = found  # the ask holds the store and its settings: ids stay theirs
+    return found
 
 
 def cached_complete(
@@ -486,7 +511,7 @@ def judge_fingerprint(judge: Judge) -> str:
     name = f"{cls.__module__}.{cls.__qualname__}"
     params = getattr(judge, "params", None)  # SupportJudge's fitted weights and floors
     if is_dataclass(params) and not isinstance(params, type):
-        name += ":" + frozen_text(params)
+        name += ":" + frozen_digest(params)
     llm = getattr(judge, "llm", None)
     return f"{name}:{llm.fingerprint()}" if llm is not None else name
 
@@ -520,9 +545,9 @@ _MEMO: ContextVar[dict[str, Any] | None] = ContextVar("kredenc_ask_memo", defaul
 
 @contextmanager
 def one_ask() -> Iterator[dict[str, Any]]:
-    """What the helpers compute once per ask (text digests, generations), for this
-    block (the orchestrator wraps an ask's run in one). Outside a block nothing is
-    remembered: each call hashes and reads afresh."""
+    """What the helpers compute once per ask (generations, the search fingerprint), for
+    this block (the orchestrator wraps an ask's run in one). Outside a block nothing of
+    it is remembered: each call reads afresh."""
     memo: dict[str, Any] = {}
     token = _MEMO.set(memo)
     try:
@@ -537,27 +562,49 @@ def _memo(part: str) -> dict[Any, Any]:
 
 
 # -- the deterministic roles' own results ------------------------------------------------
+#: Digests by what they are digests of (a text; a hit's id, type, title and text): pure
+#: functions of their keys, so kept across asks, at most this many (then emptied).
+_DIGESTS: dict[Any, str] = {}
+DIGESTS_MAX = 8192
+
+
+def _keep(key: Any, value: str) -> str:
+    if len(_DIGESTS) >= DIGESTS_MAX:
+        _DIGESTS.clear()
+    _DIGESTS[key] = value
+    return value
+
+
 def text_digest(text: str) -> str:
-    """SHA-256 (hex) of ``text``, once per ask (:func:`one_ask`): the roles of one ask key
-    the same chunks, and a long text is hashed only the first time."""
-    memo = _memo("digest")
-    found: str | None = memo.get(text)
+    """SHA-256 (hex) of ``text``, remembered by the text: the roles of an ask key the
+    same chunks, a repeated ask the same again, and a long text is hashed once."""
+    found = _DIGESTS.get(text)
     if found is None:
-        found = memo[text] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        found = _keep(text, hashlib.sha256(text.encode("utf-8")).hexdigest())
     return found
 
 
-def hits_part(hits: Sequence[Hit]) -> list[list[Any]]:
-    """What of ``hits`` shapes a role's result, for its key: each hit's id, type, the
-    digest of its text and of its title (the text itself is never in a key)."""
-    memo = _memo("digest")
-    rows = []
-    for h in hits:
-        digest = memo.get(h.text)
-        if digest is None:
-            digest = memo[h.text] = hashlib.sha256(h.text.encode("utf-8")).hexdigest()
-        rows.append([h.id, h.type, digest, h.title])
-    return rows
+def hit_digest(hit: Hit) -> str:
+    """The :func:`digest` of what of a hit shapes a role's result: its id, type, title
+    and the digest of its text (the text itself is never in a key); remembered by those
+    four (a hit whose text or title changes is another entry)."""
+    part = ("hit", hit.id, hit.type, hit.title, hit.text)
+    found = _DIGESTS.get(part)
+    if found is None:
+        found = _keep(part, digest([hit.id, hit.type, hit.title, text_digest(hit.text)]))
+    return found
+
+
+def hits_part(hits: Sequence[Hit], extra: Sequence[Any] | None = None) -> str:
+    """What of ``hits`` shapes a role's result, for its key, as one digest: each hit's
+    :func:`hit_digest` in order, and beside each its ``extra`` (what else of that hit
+    the role reads: grade its legs' ranks) when given."""
+    rows = [hit_digest(h) for h in hits]
+    if extra is None:
+        return hashlib.sha256("\n".join(rows).encode("ascii")).hexdigest()
+    if len(extra) != len(rows):
+        raise ValueError(f"hits_part: {len(extra)} extras for {len(rows)} hits")
+    return digest([rows, list(extra)])
 
 
 def generation_of(services: Services, types: Sequence[str] = (), *, edges: bool = False) -> int:

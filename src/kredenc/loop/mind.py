@@ -34,11 +34,19 @@ _KEY = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_.]+$")
 _MISSING: Any = object()
 
 
+#: Keys already checked (a pipeline writes the same few on every ask).
+_CHECKED: set[str] = set()
+
+
 def check_key(key: object) -> str:
+    if type(key) is str and key in _CHECKED:
+        return key  # only str keys are ever added
     if not isinstance(key, str) or not _KEY.match(key):
         raise InvalidInput(
             f"mind key {key!r} is not 'tool.data' (lowercase letters, digits, _ and dots)"
         )
+    if len(_CHECKED) < 4096:
+        _CHECKED.add(key)
     return key
 
 

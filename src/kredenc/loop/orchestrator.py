@@ -120,22 +120,13 @@ def _span(services: Services, name: str, **attrs: Any) -> AbstractContextManager
 def _run_tool(tool: Tool, mind: Mind, services: Services, iteration: int) -> tuple[Step, set[str]]:
     written: set[str] = set()
     started = time.perf_counter()
-    with _span(services, f"tool.{tool.name}", tool=tool.name, iteration=iteration) as span:
-        try:
-            with counting() as tally:  # the operation cache's hits and misses in this run
-                result = tool.run(ToolMind(mind, tool.name, written), services)
-            if not isinstance(result, ToolResult):
-                raise TypeError(f"run() returned {type(result).__name__}, not a ToolResult")
-            result.cache_hits += tally.hits
-            result.cache_misses += tally.misses
-        # A tool is plugin code: whatever it raises becomes a failed step in the trace
-        # (logged with its traceback), and the ask goes on without its outputs.
-        except Exception as exc:
-            log.warning("tool %s failed: %s: %s", tool.name, type(exc).__name__, exc, exc_info=True)
-            note = exc.message if isinstance(exc, KredencError) else f"{type(exc).__name__}: {exc}"
-            result = ToolResult(status="failed", note=" ".join(str(note).split()))
-        if span is not None and hasattr(span, "set"):
-            span.set(status=result.status, note=result.note)
+    if services.tracer is None:  # tracing off: no span at all (the common, repeated path)
+        result = _tool_result(tool, mind, services, written)
+    else:
+        with services.tracer.span(f"tool.{tool.name}", tool=tool.name, iteration=iteration) as span:
+            result = _tool_result(tool, mind, services, written)
+            if span is not None and hasattr(span, "set"):
+                span.set(status=result.status, note=result.note)
     ms = result.ms or (time.perf_counter() - started) * 1000
     step = Step(
         tool=tool.name,
@@ -150,6 +141,25 @@ def _run_tool(tool: Tool, mind: Mind, services: Services, iteration: int) -> tup
         cache_misses=result.cache_misses,
     )
     return step, written
+
+
+def _tool_result(tool: Tool, mind: Mind, services: Services, written: set[str]) -> ToolResult:
+    """The tool's run on its view of the mind, with the cache's counts; whatever it
+    raises is a ``failed`` result."""
+    try:
+        with counting() as tally:  # the operation cache's hits and misses in this run
+            result = tool.run(ToolMind(mind, tool.name, written), services)
+        if not isinstance(result, ToolResult):
+            raise TypeError(f"run() returned {type(result).__name__}, not a ToolResult")
+        result.cache_hits += tally.hits
+        result.cache_misses += tally.misses
+    # A tool is plugin code: whatever it raises becomes a failed step in the trace
+    # (logged with its traceback), and the ask goes on without its outputs.
+    except Exception as exc:
+        log.warning("tool %s failed: %s: %s", tool.name, type(exc).__name__, exc, exc_info=True)
+        note = exc.message if isinstance(exc, KredencError) else f"{type(exc).__name__}: {exc}"
+        result = ToolResult(status="failed", note=" ".join(str(note).split()))
+    return result
 
 
 def _chunk_ids(mind: Mind) -> set[str]:

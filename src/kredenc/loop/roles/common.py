@@ -53,6 +53,7 @@ schema=None)``, ``cached_judge(services, judge, question, answer, contexts)``
 
 from __future__ import annotations
 
+import functools
 import logging
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -157,6 +158,7 @@ def data_lines(values: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join([DATA_PREAMBLE, render.OPEN, *lines, render.CLOSE])
 
 
+@functools.cache  # one import lookup per process, not one per call
 def _cache_module() -> ModuleType | None:
     try:
         return import_module("kredenc.loop.cache")

@@ -52,7 +52,7 @@ import numpy as np
 from kredenc.grounding.sentences import split
 from kredenc.grounding.support import content_keys
 from kredenc.loop.answer import Citation
-from kredenc.loop.cache import frozen_text
+from kredenc.loop.cache import frozen_digest
 from kredenc.loop.roles.asked import answers, question_keys, slots
 from kredenc.loop.roles.common import (
     RoleTool,
@@ -360,13 +360,10 @@ def _cited(given: Sequence[Hit], cite: Citation) -> int:
     raise KeyError(cite.id)  # extract cites only the chunks it was given
 
 
-def _kept_part(given: Sequence[Hit]) -> list[list[Any]]:
-    """What of each kept chunk shapes the extract: :func:`hits_part` and whether it is
+def _kept_part(given: Sequence[Hit]) -> str:
+    """What of each kept chunk shapes the extract: :func:`hits_part` with whether it is
     the loop's own answer (left out)."""
-    part = hits_part(given)
-    for row, hit in zip(part, given, strict=True):
-        row.append(_own_answer(hit))
-    return part
+    return hits_part(given, [_own_answer(hit) for hit in given])
 
 
 def chat_reply(message: str) -> str:
@@ -467,7 +464,7 @@ class Generate(RoleTool):
             lambda done: {"text": done[0], "cited": done[1]},
             lambda raw: (str(raw["text"]), [[int(n), int(i)] for n, i in raw["cited"]]),
             copy=lambda done: (done[0], [list(c) for c in done[1]]),
-            shaped_by={"params": frozen_text(PARAMS), "same": SAME, "not_found": NOT_FOUND},
+            shaped_by={"params": frozen_digest(PARAMS), "same": SAME, "not_found": NOT_FOUND},
         )
         cites = [citation(n, given[i]) for n, i in cited]
         contexts = [given[i].text for _, i in cited]

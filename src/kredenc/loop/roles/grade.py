@@ -137,13 +137,13 @@ def _focus(mind: Mind, query: str) -> str:
     return focus
 
 
-def _chunks_part(hits: Sequence[Hit]) -> list[list[Any]]:
-    """What of each hit shapes its grade: :func:`hits_part` and its legs' ranks."""
-    part = hits_part(hits)
-    for row, hit in zip(part, hits, strict=True):
+def _chunks_part(hits: Sequence[Hit]) -> str:
+    """What of each hit shapes its grade: :func:`hits_part` with its legs' ranks."""
+    ranks = []
+    for hit in hits:
         lex, dense = hit.legs.get("lexical"), hit.legs.get("dense")
-        row += [lex.rank if lex else 0, dense.rank if dense else 0]
-    return part
+        ranks.append([lex.rank if lex else 0, dense.rank if dense else 0])
+    return hits_part(hits, ranks)
 
 
 def graded(mind: Mind, services: Services, query: str, hits: Sequence[Hit]) -> list[float]:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.grounding.base import Evaluation
 from kredenc.grounding.words import key, tokens
+from kredenc.loop.cache import text_digest
 from kredenc.loop.roles.asked import answers, counted, covered, question_keys, slots
 from kredenc.loop.roles.common import (
     RoleTool,
@@ -186,7 +187,7 @@ class Reflect(RoleTool):
             self.name,
             {
                 "query": query,
-                "answer": answer,
+                "answer": text_digest(answer),
                 "kept": hits_part(kept),
                 "evaluation": _verdict(evaluation),
                 "abstained": abstained,

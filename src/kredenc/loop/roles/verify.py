@@ -43,7 +43,7 @@ import numpy as np
 
 from kredenc.errors import ProviderError
 from kredenc.loop.answer import ChunkVerdict
-from kredenc.loop.cache import search_fingerprint
+from kredenc.loop.cache import digest, search_fingerprint
 from kredenc.loop.cache_json import verdict_to_json, verdicts_from_json
 from kredenc.loop.roles import text
 from kredenc.loop.roles.common import (
@@ -233,7 +233,7 @@ class Verify(RoleTool):
             {
                 "query": query,
                 "chunks": hits_part(hits),
-                "verdicts": [verdict_to_json(v) for v in verdicts],
+                "verdicts": digest([verdict_to_json(v) for v in verdicts]),
                 "search": opts,
             },
             compute,
