@@ -61,7 +61,14 @@ class Settings(BaseSettings):
     embed_provider: str = Field(
         "minilm",
         description="Embedding provider, a name in the kredenc.embedders plugin group: "
-        "'minilm' (bundled), 'openai' (an OpenAI-compatible API) or an installed plugin's.",
+        "'minilm' (bundled), 'openai' (an OpenAI-compatible API), 'onnx' (an ONNX export in "
+        "embed_model_path), 'sentence-transformers' (a sentence-transformers folder in "
+        "embed_model_path; the rerank extra) or an installed plugin's. See docs/models.md.",
+    )
+    embed_model_path: Path | None = Field(
+        None,
+        description="Local model folder of the 'onnx' and 'sentence-transformers' embedders "
+        "(model.onnx + tokenizer.json, or a sentence-transformers folder); never downloaded.",
     )
     embed_threads: int = Field(2, ge=1, le=64, description="onnxruntime threads for MiniLM.")
     embed_query_quantized: bool = Field(
@@ -106,7 +113,9 @@ class Settings(BaseSettings):
     rerank: str = Field(
         "none",
         description="Reranker: 'none', a kredenc.rerankers plugin as NAME or NAME:ARGUMENT "
-        "('cross-encoder:PATH'), or a local cross-encoder path.",
+        "('onnx:PATH': an ONNX cross-encoder folder, no torch; 'cross-encoder:PATH': "
+        "sentence-transformers), or a local cross-encoder path. Search --rerank and the "
+        "answer loop use it.",
     )
     rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
     rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")
