@@ -57,7 +57,7 @@ def test_without_a_pooling_config_it_means_and_reads_the_size_from_the_graph(
 def test_a_sentence_transformers_layout_is_read(tmp_path: Path) -> None:
     """A sentence-transformers folder: the graph in onnx/, configs at the root."""
     root = tmp_path / "st"
-    model = build_embedder(root / "onnx", pooling=None, max_seq_length=4)
+    build_embedder(root / "onnx", pooling=None)
     (root / "1_Pooling").mkdir()
     config = {"word_embedding_dimension": 8, "pooling_mode_cls_token": True}
     (root / "1_Pooling" / "config.json").write_text(json.dumps(config))
