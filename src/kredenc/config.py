@@ -416,6 +416,25 @@ class Settings(BaseSettings):
         "", description="Recall only records filed with this run_id ('': no filter)."
     )
 
+    def with_embedder(self, spec: str) -> Settings:
+        """These settings with the embedder ``spec`` names: ``NAME`` (a
+        ``kredenc.embedders`` plugin) or ``NAME:PATH`` (``embed_model_path`` too), as
+        ``kredenc reembed --to`` takes it."""
+        name, colon, path = spec.strip().partition(":")
+        name = name.strip()
+        if not plugins.is_known(plugins.EMBEDDERS, name):
+            known = ", ".join(plugins.names(plugins.EMBEDDERS))
+            raise InvalidInput(
+                f"unknown embedder {name!r} in {spec!r}",
+                f"name one of {known}, as NAME or NAME:PATH (e.g. onnx:/models/my-model)",
+            )
+        update: dict[str, Any] = {"embed_provider": name}
+        if colon:
+            if not path.strip():
+                raise InvalidInput(f"{spec!r} names no folder after the colon", "NAME:PATH")
+            update["embed_model_path"] = Path(path.strip()).expanduser()
+        return self.model_copy(update=update)
+
     @field_validator("embed_provider")
     @classmethod
     def _known_embedder(cls, value: str) -> str:
