@@ -148,10 +148,7 @@ def main() -> int:
         }
         print_table("reembed: MiniLM -> MiniLM as an ONNX folder", [summary])
         print_table("same results after reembed (k=10)", rows)
-        path = write_results(
-            "reembed", {"machine": machine(), "summary": summary, "agreement": rows}
-        )
-        print(f"wrote {path}")
+        write_results("reembed", {"machine": machine(), "summary": summary, "agreement": rows})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
