@@ -97,7 +97,7 @@ def test_an_unknown_name_is_one_line_naming_the_available_ones() -> None:
     with pytest.raises(InvalidInput) as info:
         plugins.load(plugins.EMBEDDERS, "bert")
     assert info.value.message == "unknown embedder 'bert'"
-    assert info.value.hint.startswith("available: minilm, openai;")
+    assert info.value.hint.startswith("available: minilm, onnx, openai, sentence-transformers;")
     assert "\n" not in str(info.value)
     with pytest.raises(InvalidInput, match=r"unknown tool 'gpt' \(available: decide, generate"):
         plugins.load(plugins.TOOLS, "gpt")
@@ -108,7 +108,7 @@ def test_an_unknown_name_is_one_line_naming_the_available_ones() -> None:
 def test_embed_provider_is_checked_against_the_registry(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput) as info:
         load_settings(tmp_path, embed_provider="tiny")
-    assert "unknown embedder 'tiny'; available: minilm, openai" in info.value.message
+    assert "unknown embedder 'tiny'; available: minilm, onnx, openai" in info.value.message
     assert "\n" not in str(info.value)
 
 
@@ -157,7 +157,13 @@ def test_an_embedder_from_a_package_is_used_by_name(install: Install, tmp_path: 
         {plugins.EMBEDDERS: {"tiny": "kredenc_tiny:TinyEmbedder"}},
         {"kredenc_tiny": TINY},
     )
-    assert plugins.names(plugins.EMBEDDERS) == ["minilm", "openai", "tiny"]
+    assert plugins.names(plugins.EMBEDDERS) == [
+        "minilm",
+        "onnx",
+        "openai",
+        "sentence-transformers",
+        "tiny",
+    ]
     assert plugins.get(plugins.EMBEDDERS, "tiny").dist == "kredenc-tiny"
     home = tmp_path / "store"
     with Kredenc.open(home, embed_provider="tiny", embed_threads=5, durability="none") as kb:

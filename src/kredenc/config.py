@@ -103,7 +103,14 @@ class Settings(BaseSettings):
     embed_provider: str = Field(
         "minilm",
         description="Embedding provider, a name in the kredenc.embedders plugin group: "
-        "'minilm' (bundled), 'openai' (an OpenAI-compatible API) or an installed plugin's.",
+        "'minilm' (bundled), 'openai' (an OpenAI-compatible API), 'onnx' (an ONNX export in "
+        "embed_model_path), 'sentence-transformers' (a sentence-transformers folder in "
+        "embed_model_path; the rerank extra) or an installed plugin's. See docs/models.md.",
+    )
+    embed_model_path: Path | None = Field(
+        None,
+        description="Local model folder of the 'onnx' and 'sentence-transformers' embedders "
+        "(model.onnx + tokenizer.json, or a sentence-transformers folder); never downloaded.",
     )
     embed_threads: int = Field(2, ge=1, le=64, description="onnxruntime threads for MiniLM.")
     embed_query_quantized: bool = Field(
@@ -148,7 +155,9 @@ class Settings(BaseSettings):
     rerank: str = Field(
         "none",
         description="Reranker: 'none', a kredenc.rerankers plugin as NAME or NAME:ARGUMENT "
-        "('cross-encoder:PATH'), or a local cross-encoder path.",
+        "('onnx:PATH': an ONNX cross-encoder folder, no torch; 'cross-encoder:PATH': "
+        "sentence-transformers), or a local cross-encoder path. Search --rerank and the "
+        "answer loop use it.",
     )
     rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
     rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")
@@ -484,6 +493,25 @@ class Settings(BaseSettings):
     recall_run_id: str = Field(
         "", description="Recall only records filed with this run_id ('': no filter)."
     )
+
+    def with_embedder(self, spec: str) -> Settings:
+        """These settings with the embedder ``spec`` names: ``NAME`` (a
+        ``kredenc.embedders`` plugin) or ``NAME:PATH`` (``embed_model_path`` too), as
+        ``kredenc reembed --to`` takes it."""
+        name, colon, path = spec.strip().partition(":")
+        name = name.strip()
+        if not plugins.is_known(plugins.EMBEDDERS, name):
+            known = ", ".join(plugins.names(plugins.EMBEDDERS))
+            raise InvalidInput(
+                f"unknown embedder {name!r} in {spec!r}",
+                f"name one of {known}, as NAME or NAME:PATH (e.g. onnx:/models/my-model)",
+            )
+        update: dict[str, Any] = {"embed_provider": name}
+        if colon:
+            if not path.strip():
+                raise InvalidInput(f"{spec!r} names no folder after the colon", "NAME:PATH")
+            update["embed_model_path"] = Path(path.strip()).expanduser()
+        return self.model_copy(update=update)
 
     @field_validator("embed_provider")
     @classmethod

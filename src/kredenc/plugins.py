@@ -66,9 +66,12 @@ BUILTINS: dict[str, dict[str, str]] = {
     EMBEDDERS: {
         "minilm": "kredenc.providers.embed.minilm:MiniLMEmbedder",
         "openai": "kredenc.providers.embed.openai:OpenAIEmbedder",
+        "onnx": "kredenc.providers.embed.onnx:OnnxEmbedder",
+        "sentence-transformers": "kredenc.providers.embed.sbert:SentenceTransformersEmbedder",
     },
     RERANKERS: {
         "cross-encoder": "kredenc.providers.rerank:CrossEncoderReranker",
+        "onnx": "kredenc.providers.rerank.onnx:OnnxCrossEncoder",
     },
     LLMS: {
         "openai": "kredenc.providers.llm.records:OPENAI",

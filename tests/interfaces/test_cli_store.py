@@ -7,6 +7,7 @@ error gives names a command that, run as printed, works.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shlex
 import shutil
@@ -146,3 +147,38 @@ def test_compact_purge_erases_forgotten_text(built: dict[str, Any]) -> None:
     assert '"purged": 1' in proc.stdout
     assert not [p for p in work.rglob("*") if p.is_file() and b"zebracanary" in p.read_bytes()]
     assert kredenc("--store", str(work), "check", "--full").returncode == 0
+
+
+def test_reembed_moves_a_store_to_a_model_folder(tmp_path: Path) -> None:
+    """`kredenc reembed --to onnx:PATH` in real processes: the new model opens the
+    store, the old is refused with a hint naming reembed, bad specs are one line."""
+    from kredenc.testing.tiny_models import build_embedder
+
+    old = build_embedder(tmp_path / "old").path
+    new = build_embedder(tmp_path / "new", seed=4, dim=6).path
+    home = tmp_path / "s"
+    with Kredenc.open(home, embed_provider="onnx", embed_model_path=old) as kb:
+        kb.remember_many([{"text": t} for t in ("red boat on the sea", "kestrel and heron")])
+    toml = home / "kredenc.toml"
+    toml.write_text(f'embed_provider = "onnx"\nembed_model_path = "{old}"\n')
+    done = kredenc("--store", str(home), "--json", "reembed", "--to", f"onnx:{new}")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["changed"] and out["dim"] == 6 and out["model"].startswith("onnx:new@")
+    refused = kredenc("--store", str(home), "search", "red boat")
+    assert refused.returncode != 0
+    assert "kredenc reembed" in one_error_line(refused.stderr)
+    toml.write_text(f'embed_provider = "onnx"\nembed_model_path = "{new}"\n')
+    found = kredenc(
+        "--store", str(home), "--json", "search", "red boat on the sea", "--mode", "dense"
+    )
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["hits"][0]["text"] == "red boat on the sea"
+    again = kredenc("--store", str(home), "reembed")
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    for spec, message in (
+        ("bogus", "unknown embedder 'bogus'"),
+        (f"onnx:{tmp_path}/none", "does not exist"),
+    ):
+        bad = kredenc("--store", str(home), "reembed", "--to", spec)
+        assert bad.returncode == 2 and message in one_error_line(bad.stderr)

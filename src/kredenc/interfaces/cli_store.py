@@ -1,5 +1,5 @@
-"""Store upkeep on the command line: ``init``, ``check``, ``rebuild``, ``compact``,
-``salvage``."""
+"""Store upkeep on the command line: ``init``, ``check``, ``rebuild``, ``reembed``,
+``compact``, ``salvage``."""
 
 from __future__ import annotations
 
@@ -133,6 +133,64 @@ def rebuild(fresh_cache: bool) -> None:
 
 @click.command()
 @click.option(
+    "--to",
+    "spec",
+    default=None,
+    metavar="SPEC",
+    help="The embedder to move to: NAME or NAME:PATH (onnx:/models/m); default: the "
+    "configured one (embed_provider, embed_model_path).",
+)
+@json_option
+def reembed(spec: str | None) -> None:
+    """Move the store to another embedding model: embed every chunk, memory and turn card
+    again into a new index beside the old one, then switch index and recorded model
+    (stopped midway, the old model still opens the store). Refused while another
+    process holds the store."""
+    from kredenc.engine import make_default_embedder
+    from kredenc.storage.reembed import reembed as run_reembed
+
+    c = context()
+    home = store_home(c)
+    settings = settings_of(c)
+    if spec is not None:
+        settings = settings.with_embedder(spec)
+    embedder = make_default_embedder(settings)
+    last = [0.0]
+
+    def progress(done: int) -> None:
+        if not c.json and time.monotonic() - last[0] > 5:
+            last[0] = time.monotonic()
+            click.echo(f"  {done} records replayed", err=True)
+
+    try:
+        report = run_reembed(settings, embedder, on_progress=progress)
+    except StoreLocked as exc:
+        c.through_server(exc)  # names the server holding it, when one advertises itself
+        raise
+    out = report.to_json()
+
+    def human() -> None:
+        if not report.changed:
+            click.echo(f"{home} already uses {report.model}; nothing to do")
+            return
+        click.echo(
+            f"reembedded {report.records} records ({report.embedded} texts embedded) in "
+            f"{report.seconds} s: {report.old_model} ({report.old_dim}-d) -> "
+            f"{report.model} ({report.dim}-d)"
+        )
+        if spec is not None:
+            path = settings.embed_model_path
+            where = f", embed_model_path = {str(path)!r}" if path is not None else ""
+            click.echo(
+                f"open it with embed_provider = {settings.embed_provider!r}{where} "
+                "(kredenc.toml in the store, or KREDENC_* variables)"
+            )
+
+    c.emit(out, human)
+
+
+@click.command()
+@click.option(
     "--purge",
     is_flag=True,
     help="Rewrite the log without the text of forgotten records (see docs/storage.md).",
@@ -203,4 +261,4 @@ def salvage(dest: Path) -> None:
     c.emit(data, human)
 
 
-COMMANDS = (init, check, rebuild, compact, salvage)
+COMMANDS = (init, check, rebuild, reembed, compact, salvage)

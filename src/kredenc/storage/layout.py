@@ -12,6 +12,8 @@ Layout::
     <store>/opcache.db      the operation cache's persistent tier (derived; dropped
                             with the index, and by a purge)
     <store>/kredenc.toml    optional settings
+    <store>/reembed.new/    the index ``kredenc reembed`` builds for another model
+                            (only while it runs, or left by one that was stopped)
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ LOCK_FILE = "lock"
 INDEX_FILE = "index.db"
 ANN_DIR = "ann"
 OPCACHE_FILE = "opcache.db"
+#: Where ``kredenc reembed`` builds the new index before it switches (storage/reembed.py).
+REEMBED_DIR = "reembed.new"
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,8 @@ def check_model(meta: StoreMeta, model_id: str, dim: int) -> None:
         raise FormatError(
             f"store was built with embedding model {meta.model_id} ({meta.dim}-d), "
             f"not {model_id} ({dim}-d)",
-            "configure the store's model (embed_provider/embed_model), "
+            "configure the store's model (embed_provider/embed_model/embed_model_path), "
+            "move the store to this one with 'kredenc reembed', "
             "or ingest into a new store with this one",
         )
 

@@ -67,6 +67,34 @@ def records_after(log: Log, applied_end: int) -> Iterable[LogRecord]:
     return log.iter_from(applied_end) if applied_end > 0 else log.iter_from()
 
 
+def replay(
+    log: Log,
+    index: Index,
+    embed: Callable[[Sequence[str]], F32],
+    applied_end: int = 0,
+    on_chunk: Callable[[int], None] | None = None,
+) -> int:
+    """Apply ``log``'s records from ``applied_end`` to ``index`` in chunks, vectors from
+    the embedding cache or ``embed``; ``on_chunk`` gets the records applied so far.
+    Returns how many records were applied."""
+    done = 0
+    chunk: list[tuple[int, dict[str, Any]]] = []
+    for rec in records_after(log, applied_end):
+        chunk.append((rec.offset, rec.payload))
+        if len(chunk) >= _REPLAY_CHUNK:
+            index.apply(chunk, None, embed, rec.end)
+            done += len(chunk)
+            chunk = []
+            if on_chunk is not None:
+                on_chunk(done)
+    if chunk:
+        index.apply(chunk, None, embed, log.end)
+        done += len(chunk)
+        if on_chunk is not None:
+            on_chunk(done)
+    return done
+
+
 class Store:
     """An open store. Use :meth:`open`; :meth:`close` it when done."""
 
@@ -231,14 +259,7 @@ class Store:
             applied_seq, applied_end = 0, 0
         if applied_seq == hay.last_seq:
             return
-        chunk: list[tuple[int, dict[str, Any]]] = []
-        for rec in records_after(hay, applied_end):
-            chunk.append((rec.offset, rec.payload))
-            if len(chunk) >= _REPLAY_CHUNK:
-                self.index.apply(chunk, None, self.embed_many, rec.end)
-                chunk = []
-        if chunk:
-            self.index.apply(chunk, None, self.embed_many, hay.end)
+        replay(hay, self.index, self.embed_many, applied_end)
 
     def rebuild(self, *, fresh_cache: bool = False) -> dict[str, int]:
         """Drop the index and rebuild it from the log (embeddings come from the cache).

