@@ -297,4 +297,3 @@ def _batches(sorted_lengths: IdArray, size: int, max_tokens: int) -> list[slice]
     if start < len(sorted_lengths):
         out.append(slice(start, len(sorted_lengths)))
     return out
-
