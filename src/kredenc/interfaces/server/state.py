@@ -75,8 +75,9 @@ class ServerState:
         roots = config.roots if config.roots is not None else [Path(r) for r in s.server_roots]
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         self.upstream = config.upstream if config.upstream is not None else s.server_upstream
-        # POST /ingest's queue and every tenant's jobs (uploads a crash left, removed).
-        self.jobs = IngestJobs(None if kb.read_only else kb.home / UPLOADS)
+        # POST /ingest's queue and every tenant's jobs (uploads a crash left, removed;
+        # not where other servers share the store: the folder holds their uploads too).
+        self.jobs = IngestJobs(None if kb.read_only or kb.store.shared else kb.home / UPLOADS)
         self._views: dict[str, Kredenc] = {kb.namespace: kb}
         self._lock = threading.Lock()
         # The last run of each lifecycle job per namespace: (finished at, report).
