@@ -57,7 +57,8 @@ def build(home: Path, n: int, options: dict[str, Any]) -> dict[str, Any]:
         took = time.perf_counter() - started
         kb.compact()  # SQLite: one FTS5 segment; PostgreSQL: ANALYZE
         stats = kb.stats()
-        shards = kb.store.index.shards()
+        shards = kb.store.index.shards()  # SQLite: builds the ANN graphs...
+        kb.store.index.save_ann()  # ...and saves them, so each search process loads them
     return {
         "build_s": round(took, 1),
         "ingest_per_s": round(n / took, 1),

