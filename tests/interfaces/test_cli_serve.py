@@ -1,5 +1,6 @@
 """``kredenc serve`` as a real process: the URL line, the advertisement, a clean stop on
-SIGINT and SIGTERM, a busy port in one line, and the sample data filed once."""
+SIGINT and SIGTERM, a busy port in one line, the sample data filed once, and two
+servers on one PostgreSQL store."""
 
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ class Serving:
     """A ``kredenc serve`` process: its URL once printed, its output read by threads
     (a pipe read with a deadline, whatever the buffering)."""
 
-    def __init__(self, home: Path, *args: str) -> None:
+    def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.home = home
         self.proc = subprocess.Popen(
             [sys.executable, "-c", ENTRY, "--store", str(home), "serve", "--port", "0", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=_env(),
+            env=_env() | (env or {}),
         )
         self.out: queue.Queue[str] = queue.Queue()
         self.err: list[str] = []
@@ -193,3 +194,38 @@ def test_a_stop_while_it_starts_is_clean_too(home: Path, sig: int) -> None:
     assert code == 0, err
     assert "Traceback" not in err
     assert not (home / "server.json").exists()
+
+
+@pytest.mark.postgres
+def test_two_servers_share_one_postgres_store(home: Path, postgres_dsn: str) -> None:
+    pg = {
+        "KREDENC_BACKEND": "postgres",
+        "KREDENC_POSTGRES_DSN": postgres_dsn,
+        "KREDENC_POSTGRES_SCHEMA": "t_serve_two_servers",
+    }
+    servers = [Serving(home, "--no-sample", env=pg)]
+    try:
+        servers.append(Serving(home, "--no-sample", env=pg))  # the same store directory
+        # Neither holds the store alone: no advert (a CLI command writes directly).
+        assert not (home / "server.json").exists()
+        filed: dict[str, str] = {}
+        for n in range(6):
+            by = servers[n % 2]
+            text = f"lighthouse keeper note {n} from server {n % 2}"
+            r = httpx.post(by.url + "/memories", json={"text": text}, timeout=60)
+            assert r.status_code == 201, r.text
+            filed[r.json()["id"]] = text
+        for n, (rid, text) in enumerate(filed.items()):
+            other = servers[(n + 1) % 2]  # read through the server that did not file it
+            got = httpx.get(f"{other.url}/memories/{rid}", timeout=60)
+            assert got.status_code == 200 and got.json()["text"] == text
+        for server in servers:
+            hits = httpx.get(
+                server.url + "/search", params={"q": "lighthouse keeper", "k": 20}, timeout=60
+            ).json()["hits"]
+            assert {h["id"] for h in hits} == set(filed)
+    finally:
+        results = [server.stop(signal.SIGINT) for server in servers]
+    for code, err in results:
+        assert code == 0, err
+        assert "Traceback" not in err

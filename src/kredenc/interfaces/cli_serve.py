@@ -131,7 +131,11 @@ def _serve(
     def say(line: str) -> None:
         click.echo(line, err=True)
 
-    advert.write(kb.home, url)
+    # A store several servers share (PostgreSQL) holds no file lock: a CLI command
+    # writes to it directly, so there is nothing to advertise (and no one server).
+    advertise = not kb.store.shared
+    if advertise:
+        advert.write(kb.home, url)
     filer = None
     try:
         if not no_sample:
@@ -144,7 +148,8 @@ def _serve(
     finally:
         if filer is not None:
             filer.finish(say)
-        advert.remove(kb.home)
+        if advertise:
+            advert.remove(kb.home)
         say("kredenc stopped")
 
 

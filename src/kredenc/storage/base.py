@@ -18,6 +18,7 @@ index's own integer keys for searchable records: the legs return them, and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -65,6 +66,24 @@ class Log(Protocol):
     @property
     def recovery(self) -> Recovery:
         """What opening the log found and cut."""
+        ...
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes may append to this log while it is open (PostgreSQL:
+        several servers on one database). False for the haystack, whose writer holds
+        the store's file lock alone."""
+        ...
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """The writers' lock for a block: no other process appends (or feeds the index)
+        while it is held, and ``last_seq``/``end`` include what others appended before
+        it was taken. A no-op where the log is not ``shared``."""
+        ...
+
+    def follow(self) -> bool:
+        """Take in records another process appended since this handle last looked;
+        whether the end moved (a haystack's writer knows its end already)."""
         ...
 
     def append(

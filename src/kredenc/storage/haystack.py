@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -485,6 +486,13 @@ class Haystack:
             # land after garbage (which would read as corruption in the middle).
             os.ftruncate(self._fd, self.end)
             raise
+
+    #: The writer holds the store's file lock alone (``Log.shared``).
+    shared = False
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Nothing to take: the store's file lock keeps every other writer out."""
+        return nullcontext()
 
     # -- following a writer (read-only) -----------------------------------------
     def follow(self) -> bool:

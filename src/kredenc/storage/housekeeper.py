@@ -1,10 +1,14 @@
 """The housekeeper: the one writer of a store.
 
 It holds an exclusive ``flock`` on ``<store>/lock`` for its whole life, so a second
-writer (in any process) is refused at once. Any number of threads submit writes; one
-thread appends them to the haystack, makes them durable under the policy (several
-waiting requests share one fsync), applies them to the index, and only then answers
-each caller with where its records landed.
+writer (in any process) is refused at once. A log that several processes may write
+(``Log.shared``: PostgreSQL) takes no file lock: each group is written under the log's
+writers' lock (``Log.exclusive``) instead, after feeding the index any records another
+process appended and did not apply (it died in between, or its index update failed).
+
+Any number of threads submit writes; one thread appends them to the haystack, makes
+them durable under the policy (several waiting requests share one fsync), applies
+them to the index, and only then answers each caller with where its records landed.
 """
 
 from __future__ import annotations
@@ -155,6 +159,25 @@ class Housekeeper:
             log.warning("housekeeper: could not merge the card index (%s); will retry", exc)
 
     def _write_group(self, group: list[_Request]) -> None:
+        with self.haystack.exclusive():
+            if self.haystack.shared:
+                self._take_in_others()
+            self._write_locked(group)
+
+    def _take_in_others(self) -> None:
+        """Under the writers' lock of a shared log: if the index stops short of the log
+        (records another process appended but did not apply), replay from there with
+        this group. A failure here leaves that to the group's own error handling."""
+        failures: tuple[type[Exception], ...] = (KredencError, *self.index.errors)
+        try:
+            applied_seq, _ = self.index.applied()
+        except failures as exc:
+            log.warning("housekeeper: cannot read the index position (%s)", exc)
+            return
+        if applied_seq < self.haystack.last_seq:
+            self._index_behind = True
+
+    def _write_locked(self, group: list[_Request]) -> None:
         hay = self.haystack
         done: list[tuple[_Request, list[tuple[int, int]]]] = []
         for req in group:

@@ -100,7 +100,7 @@ def init_store(home: Path, model_id: str, dim: int, log_id: bytes | None = None)
 
 def write_meta(home: Path, raw: dict[str, Any]) -> None:
     """Write ``store.json`` (mode 0600) durably: a temporary file, then a rename."""
-    tmp = home / (META_FILE + ".tmp")
+    tmp = home / f"{META_FILE}.{os.getpid()}.tmp"  # two processes creating one store
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(json.dumps(raw, indent=2) + "\n")

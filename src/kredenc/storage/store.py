@@ -5,10 +5,12 @@
 with a namespace. It knows no namespace itself: every call that reads or writes
 records takes ``ns`` (or payloads that carry it).
 
-Opening checks the directory (``layout``), takes the writer's lock, opens the
-haystack and the index (an index of another schema version is dropped and rebuilt
-from the log), and catches the index up with records it has not seen (after a crash
-or an interrupted rebuild). Writes go through the housekeeper, the one writer.
+Opening checks the directory (``layout``), takes the writer's lock (a file lock; a
+PostgreSQL store, which several processes may write at once, takes the log's writers'
+lock per write instead: ``Log.exclusive``), opens the haystack and the index (an
+index of another schema version is dropped and rebuilt from the log), and catches the
+index up with records it has not seen (after a crash or an interrupted rebuild).
+Writes go through the housekeeper, the one writer.
 """
 
 from __future__ import annotations
@@ -123,7 +125,10 @@ class Store:
             layout.init_store(self.home, embedder.model_id, embedder.dim, log_id)
         self.meta = layout.read_meta(self.home)
         layout.check_model(self.meta, embedder.model_id, embedder.dim)
-        self._lock = None if read_only else StoreLock(self.home / layout.LOCK_FILE)
+        # Several processes may write a PostgreSQL store: they take turns under the
+        # log's writers' lock (``Log.exclusive``), not one file lock for life.
+        shared = backends.is_postgres(settings)
+        self._lock = None if read_only or shared else StoreLock(self.home / layout.LOCK_FILE)
         self._housekeeper: Housekeeper | None = None
         try:
             # Only a writer cuts a torn tail.
@@ -136,7 +141,8 @@ class Store:
             self.index: Index = self._open_index()
             if not read_only:
                 purging.discard_stale_generation(self.home)
-                self._catch_up()
+                with self.haystack.exclusive():
+                    self._catch_up()
                 self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
         except BaseException:
             if self._lock is not None:
@@ -211,6 +217,12 @@ class Store:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def shared(self) -> bool:
+        """Whether other processes may write this store while it is open (a PostgreSQL
+        store: several servers on one database; ``Log.shared``)."""
+        return self.haystack.shared
+
     # -- the index --------------------------------------------------------------
     def _open_index(self) -> Index:
         postgres = backends.is_postgres(self.settings)
@@ -281,9 +293,10 @@ class Store:
             repair.set_aside_bad_files(
                 self.home, self._cache_path(), dim=self.embedder.dim, fresh_cache=fresh_cache
             )
-        backends.drop_index(self.settings, self.home)
-        self.index = self._open_index()
-        self._catch_up()
+        with self.haystack.exclusive():  # other writers of a shared log wait
+            backends.drop_index(self.settings, self.home)
+            self.index = self._open_index()
+            self._catch_up()
         self.index.compact()  # one FTS5 segment: what the replay wrote in many
         self.index.shards()  # load vectors and build ANN graphs now, not on first search
         self.index.save_ann()
@@ -329,7 +342,7 @@ class Store:
     def stats(self, ns: str) -> dict[str, Any]:
         """What ``ns`` holds (records per drawer and type, edges) and the store's size."""
         with self.gate:
-            if self.read_only and isinstance(self.haystack, Haystack):
+            if self.read_only or self.haystack.shared:
                 self.haystack.follow()  # the log's size now, not when this handle opened
             out = self.index.stats(ns)
         out.update(

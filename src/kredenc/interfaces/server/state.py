@@ -77,12 +77,13 @@ class ServerState:
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         self.upstream = config.upstream if config.upstream is not None else s.server_upstream
         # POST /ingest's queue and every tenant's jobs: the server's thread (uploads a
-        # crash left, removed), or RQ workers with the jobs' records in Redis.
+        # crash left, removed; not where other servers share the store: the folder holds
+        # their uploads too), or RQ workers with the jobs' records in Redis.
         self.jobs: IngestJobs | RqJobs
         if s.jobs_queue == "rq":
             self.jobs = RqJobs(s)
         else:
-            self.jobs = IngestJobs(None if kb.read_only else kb.home / UPLOADS)
+            self.jobs = IngestJobs(None if kb.read_only or kb.store.shared else kb.home / UPLOADS)
         self._views: dict[str, Kredenc] = {kb.namespace: kb}
         self._lock = threading.Lock()
         # The last run of each lifecycle job per namespace: (finished at, report).

@@ -13,6 +13,14 @@ one transaction, so it lands whole or not at all, and the seqs have no gaps (a
 PostgreSQL ``SEQUENCE`` would leave one behind every rolled-back append). The row
 lock on the counter also serialises writers from any number of processes.
 
+Several processes may write one log (two ``kredenc serve`` on one database):
+:meth:`PostgresLog.exclusive` is the writers' lock, a session-level advisory lock on
+the schema that the housekeeper holds while it appends and applies a group, so the
+index is fed the log's records in seq order by one process at a time (and takes in
+another process's records first when they are not applied yet). The lock goes with
+the session when a process dies. Appends run on the writer's own connection; reads
+(``read``, ``iter_from``, ``follow``, ``check``) on a small pool, from any thread.
+
 Recovery: a database commits whole transactions, so no torn tail and no half batch
 can exist. What remains is damage (a payload that no longer matches its checksum):
 opening verifies every record, refuses (``CorruptLog``, the record's address) a log
@@ -26,6 +34,7 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -48,6 +57,8 @@ log = logging.getLogger(__name__)
 
 #: Records read per round trip when iterating or verifying.
 _PAGE = 2000
+#: Connections for reads (search fetches records by seq from many threads at once).
+READ_POOL = 4
 
 STEPS: tuple[Step, ...] = (
     Step(
@@ -75,7 +86,10 @@ def _hint(schema: str) -> str:
 
 class PostgresLog:
     """An open PostgreSQL log. Appends are serialised by the caller (the housekeeper)
-    and, across processes, by the row lock on ``log_head``."""
+    and, across processes, by :meth:`exclusive` (and the row lock on ``log_head``)."""
+
+    #: Other processes may append to this log (``Log.shared``).
+    shared = True
 
     def __init__(
         self,
@@ -95,11 +109,17 @@ class PostgresLog:
         if writable:
             migrate.migrate(dsn, schema, STEPS)
         self._conn = migrate.connect(dsn, schema)
+        self._lock_key = f"kredenc-writer:{self.schema}"
         self.recovery = Recovery(end=1)
+        try:
+            self._reads = migrate.pool(dsn, schema, max_size=READ_POOL)
+        except BaseException:
+            self._conn.close()
+            raise
         try:
             self._open()
         except BaseException:
-            self._conn.close()
+            self.close()
             raise
 
     # -- opening and recovery ---------------------------------------------------
@@ -113,7 +133,11 @@ class PostgresLog:
                         f"PostgreSQL schema {self.schema} holds no log",
                         "open the store for writing once to create it",
                     )
-                conn.execute("INSERT INTO log_head(log_id) VALUES (%s)", [uuid.uuid4()])
+                # Two processes creating the store at once: one id wins, both adopt it.
+                conn.execute(
+                    "INSERT INTO log_head(log_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                    [uuid.uuid4()],
+                )
                 row = conn.execute("SELECT log_id, last_seq FROM log_head").fetchone()
         assert row is not None
         self.log_id: bytes = row[0].bytes
@@ -174,6 +198,32 @@ class PostgresLog:
         """The address the next record gets (addresses are seqs)."""
         return self.last_seq + 1
 
+    # -- the writers' lock ---------------------------------------------------------------
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the writers' lock (across processes) for the block, with ``last_seq``
+        brought up to what other processes appended before it was taken."""
+        conn = self._conn
+        try:
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [self._lock_key])
+            conn.commit()
+        except psycopg.Error as exc:
+            conn.rollback()
+            raise StoreError(
+                f"PostgreSQL log {self.schema}: cannot take the writers' lock ({exc})",
+                "check the database server",
+            ) from None
+        try:
+            self.follow()
+            yield
+        finally:
+            try:
+                conn.rollback()  # a failed statement may have left a transaction open
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [self._lock_key])
+                conn.commit()
+            except psycopg.Error as exc:  # a broken session has released it already
+                log.warning("postgres log %s: writers' lock release: %s", self.schema, exc)
+
     # -- appending ----------------------------------------------------------------------
     def append(
         self, payloads: Sequence[dict[str, Any]], *, batch: bool = False, sync: bool = True
@@ -231,18 +281,17 @@ class PostgresLog:
     def read(self, offset: int) -> dict[str, Any]:
         """The payload at address ``offset`` (verified against its checksum)."""
         if offset < 1 or offset >= self.end:
-            if not self.writable:
-                self.follow()
+            self.follow()  # another process (or this one's writer) appended since
             if offset < 1 or offset >= self.end:
                 raise StoreError(
                     f"PostgreSQL log {self.schema}: no record at address {offset} "
                     f"(the log ends at {self.end})",
                     "run 'kredenc check' to find what is at fault",
                 )
-        row = self._conn.execute(
-            "SELECT crc, payload FROM log_records WHERE seq = %s", [offset]
-        ).fetchone()
-        self._conn.commit()
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT crc, payload FROM log_records WHERE seq = %s", [offset]
+            ).fetchone()
         if row is None:
             raise CorruptLog(
                 f"PostgreSQL log {self.schema}: record {offset} is missing",
@@ -265,12 +314,12 @@ class PostgresLog:
         """Rows with ``start <= seq < stop`` in seq order, a page per round trip."""
         pos = start
         while pos < stop:
-            rows = self._conn.execute(
-                "SELECT seq, crc, payload FROM log_records WHERE seq >= %s AND seq < %s"
-                " ORDER BY seq LIMIT %s",
-                [pos, stop, _PAGE],
-            ).fetchall()
-            self._conn.commit()
+            with self._read() as conn:
+                rows = conn.execute(
+                    "SELECT seq, crc, payload FROM log_records WHERE seq >= %s AND seq < %s"
+                    " ORDER BY seq LIMIT %s",
+                    [pos, stop, _PAGE],
+                ).fetchall()
             if not rows:
                 return
             for seq, crc, payload in rows:
@@ -284,10 +333,9 @@ class PostgresLog:
             yield LogRecord(seq, self._decode(seq, crc, body), seq + 1)
 
     def follow(self) -> bool:
-        """A read-only log takes in what another process appended since; whether the
-        end moved."""
-        row = self._conn.execute("SELECT last_seq FROM log_head").fetchone()
-        self._conn.commit()
+        """Take in what another process appended since; whether the end moved."""
+        with self._read() as conn:
+            row = conn.execute("SELECT last_seq FROM log_head").fetchone()
         if row is None or int(row[0]) <= self.last_seq:
             return False
         self.last_seq = int(row[0])
@@ -295,8 +343,8 @@ class PostgresLog:
 
     def check(self) -> tuple[bool, list[str]]:
         """Verify every record without changing anything: (sound, findings)."""
-        row = self._conn.execute("SELECT last_seq FROM log_head").fetchone()
-        self._conn.commit()
+        with self._read() as conn:
+            row = conn.execute("SELECT last_seq FROM log_head").fetchone()
         last_seq = int(row[0]) if row else 0
         bad = self._verify(last_seq)
         if bad:
@@ -304,5 +352,17 @@ class PostgresLog:
             return False, [f"{len(bad)} damaged record(s) at address {shown}"]
         return True, [f"{last_seq} committed records, last seq {last_seq}"]
 
+    @contextmanager
+    def _read(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection for one read transaction (committed when the block ends)."""
+        try:
+            with self._reads.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"PostgreSQL log {self.schema}: read failed ({exc})", "check the database server"
+            ) from None
+
     def close(self) -> None:
+        self._reads.close()
         self._conn.close()
