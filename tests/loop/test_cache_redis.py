@@ -8,7 +8,7 @@ import logging
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,23 +19,12 @@ from kredenc.loop.cache import cache_for, cached_search
 from kredenc.loop.tool import Services
 from kredenc.storage.opcache_chain import TierChain
 from kredenc.storage.opcache_redis import RedisTier
-from kredenc.testing.redis import closed_port_url, key_prefix, redis_url_or_skip
+from kredenc.testing.redis import closed_port_url
 
 pytestmark = pytest.mark.integration
 
 OpenStore = Callable[..., Kredenc]
 QUESTION = "How many attention heads does the Transformer use?"
-
-
-@pytest.fixture(scope="module")
-def url() -> str:
-    return redis_url_or_skip()
-
-
-@pytest.fixture
-def prefix(url: str) -> Iterator[str]:
-    with key_prefix(url) as p:
-        yield p
 
 
 def _seed(kb: Kredenc) -> None:
@@ -54,10 +43,14 @@ def _hits(kb: Kredenc) -> int:
 
 
 def test_a_fresh_handle_hits_what_the_first_put_in_redis(
-    open_store: OpenStore, url: str, prefix: str
+    open_store: OpenStore, redis_url: str, redis_prefix: str
 ) -> None:
     # No file tier: a hit on the second open can only come from Redis.
-    opts = {"opcache_redis_url": url, "opcache_redis_prefix": prefix, "opcache_disk_bytes": 0}
+    opts = {
+        "opcache_redis_url": redis_url,
+        "opcache_redis_prefix": redis_prefix,
+        "opcache_disk_bytes": 0,
+    }
     with open_store(**opts) as kb:
         assert isinstance(kb.store.opcache_tier(), RedisTier)
         _seed(kb)
@@ -74,9 +67,13 @@ def test_a_fresh_handle_hits_what_the_first_put_in_redis(
 
 
 def test_a_second_process_hits_redis(
-    open_store: OpenStore, store_dir: Path, url: str, prefix: str
+    open_store: OpenStore, store_dir: Path, redis_url: str, redis_prefix: str
 ) -> None:
-    opts = {"opcache_redis_url": url, "opcache_redis_prefix": prefix, "opcache_disk_bytes": 0}
+    opts = {
+        "opcache_redis_url": redis_url,
+        "opcache_redis_prefix": redis_prefix,
+        "opcache_disk_bytes": 0,
+    }
     with open_store(**opts) as kb:
         _seed(kb)
         _hits(kb)
@@ -85,7 +82,7 @@ def test_a_second_process_hits_redis(
         from kredenc.engine import Kredenc
         from kredenc.testing.embedders import HashEmbedder
         with Kredenc.open({str(store_dir)!r}, embedder=HashEmbedder(), durability="none",
-                          opcache_redis_url={url!r}, opcache_redis_prefix={prefix!r},
+                          opcache_redis_url={redis_url!r}, opcache_redis_prefix={redis_prefix!r},
                           opcache_disk_bytes=0) as kb:
             answer = kb.ask({QUESTION!r})
             print(sum(s.cache_hits for s in answer.trace))
@@ -98,11 +95,13 @@ def test_a_second_process_hits_redis(
     assert int(done.stdout.strip().splitlines()[-1]) >= 2
 
 
-def test_the_file_tier_sits_under_redis(open_store: OpenStore, url: str, prefix: str) -> None:
+def test_the_file_tier_sits_under_redis(
+    open_store: OpenStore, redis_url: str, redis_prefix: str
+) -> None:
     with open_store() as kb:  # no Redis yet: the results go to opcache.db only
         _seed(kb)
         _hits(kb)
-    with open_store(opcache_redis_url=url, opcache_redis_prefix=prefix) as kb:
+    with open_store(opcache_redis_url=redis_url, opcache_redis_prefix=redis_prefix) as kb:
         tier = kb.store.opcache_tier()
         assert isinstance(tier, TierChain)
         assert _hits(kb) >= 2
@@ -133,9 +132,9 @@ def _values_holding(url: str, prefix: str, needle: bytes) -> int:
 
 
 def test_a_purge_erases_forgotten_text_from_redis_even_from_a_fresh_handle(
-    open_store: OpenStore, url: str, prefix: str
+    open_store: OpenStore, redis_url: str, redis_prefix: str
 ) -> None:
-    opts = {"opcache_redis_url": url, "opcache_redis_prefix": prefix}
+    opts = {"opcache_redis_url": redis_url, "opcache_redis_prefix": redis_prefix}
     with open_store(**opts) as kb:
         secret = kb.remember("the vault code is zebracanary 4921").id
         kb.remember("an ordinary note about the garden")
@@ -144,7 +143,9 @@ def test_a_purge_erases_forgotten_text_from_redis_even_from_a_fresh_handle(
         )
         assert secret in [h.id for h in cached_search(services, "vault code", k=2)]
         kb.forget(secret)
-    assert _values_holding(url, prefix, b"zebracanary") >= 1  # the search's hits hold it
+    assert (
+        _values_holding(redis_url, redis_prefix, b"zebracanary") >= 1
+    )  # the search's hits hold it
     with open_store(**opts) as kb:  # a CLI's `compact --purge`: it never used the cache
         kb.compact(purge=True)
-    assert _values_holding(url, prefix, b"zebracanary") == 0
+    assert _values_holding(redis_url, redis_prefix, b"zebracanary") == 0

@@ -7,7 +7,7 @@ as in-process; nothing left behind; concurrent asks apart)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -22,7 +22,7 @@ from kredenc.loop.mind import LocalMind, Mind, RedisMind, new_mind, open_mind
 from kredenc.storage.redis_board import RedisBoard
 from kredenc.testing.conformance import MindConformance
 from kredenc.testing.conformance.mind import sample_values
-from kredenc.testing.redis import closed_port_url, key_prefix, redis_url_or_skip
+from kredenc.testing.redis import closed_port_url
 
 OpenStore = Callable[..., Kredenc]
 
@@ -32,24 +32,6 @@ class TestLocalMind(MindConformance):
         return LocalMind()
 
 
-@pytest.fixture(scope="module")
-def url() -> str:
-    return redis_url_or_skip()
-
-
-@pytest.fixture
-def prefix(url: str) -> Iterator[str]:
-    with key_prefix(url) as p:
-        yield p
-
-
-@pytest.fixture
-def client(url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(url)
-    yield c
-    c.close()
-
-
 def _keys(client: redis.Redis, prefix: str) -> list[bytes]:
     return list(client.scan_iter(match=prefix + "*"))
 
@@ -57,8 +39,8 @@ def _keys(client: redis.Redis, prefix: str) -> list[bytes]:
 @pytest.mark.integration
 class TestRedisMind(MindConformance):
     @pytest.fixture(autouse=True)
-    def _redis(self, url: str, prefix: str) -> None:
-        self.url, self.prefix = url, prefix
+    def _redis(self, redis_url: str, redis_prefix: str) -> None:
+        self.url, self.prefix = redis_url, redis_prefix
 
     def make_mind(self) -> Mind:
         return RedisMind(RedisBoard(self.url, prefix=self.prefix, ttl_s=60))
@@ -102,22 +84,26 @@ def test_a_plugin_registers_its_own_result_type() -> None:
 
 @pytest.mark.integration
 def test_a_run_is_one_hash_with_a_ttl_deleted_when_the_run_ends(
-    url: str, prefix: str, client: redis.Redis
+    redis_url: str, redis_prefix: str, redis_client: redis.Redis
 ) -> None:
-    settings = Settings(mind_backend="redis", redis_url=url, redis_prefix=prefix, mind_ttl_s=90)
+    settings = Settings(
+        mind_backend="redis", redis_url=redis_url, redis_prefix=redis_prefix, mind_ttl_s=90
+    )
     with open_mind(settings) as mind:
         assert isinstance(mind, RedisMind)
         mind.write("retrieve.mode", "hybrid")
-        (name,) = _keys(client, prefix)
-        assert name == f"{prefix}mind:{mind.run_id}".encode() and len(mind.run_id) == 32
-        assert client.type(name) == b"hash" and 0 < client.ttl(name) <= 90
-        assert client.hget(name, "retrieve.mode") == b'"hybrid"'
-    assert _keys(client, prefix) == []
+        (name,) = _keys(redis_client, redis_prefix)
+        assert name == f"{redis_prefix}mind:{mind.run_id}".encode() and len(mind.run_id) == 32
+        assert redis_client.type(name) == b"hash" and 0 < redis_client.ttl(name) <= 90
+        assert redis_client.hget(name, "retrieve.mode") == b'"hybrid"'
+    assert _keys(redis_client, redis_prefix) == []
 
 
 @pytest.mark.integration
-def test_a_value_that_is_not_json_is_refused_and_nothing_is_written(url: str, prefix: str) -> None:
-    mind = RedisMind(RedisBoard(url, prefix=prefix))
+def test_a_value_that_is_not_json_is_refused_and_nothing_is_written(
+    redis_url: str, redis_prefix: str
+) -> None:
+    mind = RedisMind(RedisBoard(redis_url, prefix=redis_prefix))
     try:
         with pytest.raises(InvalidInput, match=r"retrieve\.chunks holds a object"):
             mind.write("retrieve.chunks", [object()])
@@ -161,14 +147,16 @@ QUESTIONS = (
 
 @pytest.mark.integration
 def test_asks_on_a_redis_mind_answer_as_in_process_and_leave_nothing(
-    open_store: OpenStore, url: str, prefix: str, client: redis.Redis
+    open_store: OpenStore, redis_url: str, redis_prefix: str, redis_client: redis.Redis
 ) -> None:
     local = open_store(opcache=False)
     for text in FACTS:
         local.remember(text)
     expected = {q: local.ask(q) for q in QUESTIONS}
     local.close()
-    kb = open_store(opcache=False, mind_backend="redis", redis_url=url, redis_prefix=prefix)
+    kb = open_store(
+        opcache=False, mind_backend="redis", redis_url=redis_url, redis_prefix=redis_prefix
+    )
     with ThreadPoolExecutor(3) as pool:  # concurrent asks: each on its own hash
         got = dict(zip(QUESTIONS, pool.map(kb.ask, QUESTIONS), strict=True))
     for q in QUESTIONS:
@@ -181,8 +169,11 @@ def test_asks_on_a_redis_mind_answer_as_in_process_and_leave_nothing(
         ), q
         assert [(s.tool, s.status) for s in b.trace] == [(s.tool, s.status) for s in a.trace]
     # Every run's hash is gone (the sessions' hot history has keys of its own).
-    assert _keys(client, prefix + "mind:") == []
+    assert _keys(redis_client, redis_prefix + "mind:") == []
     during: list[int] = []
-    kb.ask(QUESTIONS[0], on_step=lambda step: during.append(len(_keys(client, prefix + "mind:"))))
+    kb.ask(
+        QUESTIONS[0],
+        on_step=lambda step: during.append(len(_keys(redis_client, redis_prefix + "mind:"))),
+    )
     assert during and set(during) == {1}  # the run's state was in Redis, in one hash
-    assert _keys(client, prefix + "mind:") == []
+    assert _keys(redis_client, redis_prefix + "mind:") == []

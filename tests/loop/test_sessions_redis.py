@@ -11,7 +11,7 @@ import logging
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,27 +22,16 @@ from kredenc.engine import Kredenc
 from kredenc.storage import redis_sessions
 from kredenc.storage.redis_client import client_for
 from kredenc.storage.redis_sessions import SessionCache
-from kredenc.testing.redis import closed_port_url, key_prefix, redis_url_or_skip
+from kredenc.testing.redis import closed_port_url
 
 pytestmark = pytest.mark.integration
 
 OpenStore = Callable[..., Kredenc]
 
 
-@pytest.fixture(scope="module")
-def url() -> str:
-    return redis_url_or_skip()
-
-
 @pytest.fixture
-def prefix(url: str) -> Iterator[str]:
-    with key_prefix(url) as p:
-        yield p
-
-
-@pytest.fixture
-def opts(url: str, prefix: str) -> dict[str, Any]:
-    return {"redis_url": url, "redis_prefix": prefix, "opcache": False}
+def opts(redis_url: str, redis_prefix: str) -> dict[str, Any]:
+    return {"redis_url": redis_url, "redis_prefix": redis_prefix, "opcache": False}
 
 
 def _turns(n: int, start: int = 0) -> list[dict[str, str]]:
@@ -134,8 +123,10 @@ def test_another_process_reads_the_session_without_a_store_query(
     assert json.loads(done.stdout) == expected
 
 
-def test_a_copy_from_a_read_that_raced_a_filing_is_never_stored(url: str, prefix: str) -> None:
-    cache = SessionCache(url, store="s", prefix=prefix, depth=20)
+def test_a_copy_from_a_read_that_raced_a_filing_is_never_stored(
+    redis_url: str, redis_prefix: str
+) -> None:
+    cache = SessionCache(redis_url, store="s", prefix=redis_prefix, depth=20)
     found, token = cache.get("ns", "s1", 20)
     assert found is None and token == "0"
     stale = [{"role": "user", "content": "before"}]
@@ -147,12 +138,12 @@ def test_a_copy_from_a_read_that_raced_a_filing_is_never_stored(url: str, prefix
     assert cache.get("ns", "s1", 20)[0] == stale
 
 
-def test_keys_have_a_ttl(url: str, prefix: str) -> None:
-    cache = SessionCache(url, store="s", prefix=prefix, ttl_s=77)
+def test_keys_have_a_ttl(redis_url: str, redis_prefix: str) -> None:
+    cache = SessionCache(redis_url, store="s", prefix=redis_prefix, ttl_s=77)
     cache.invalidate([("ns", "s1")])
     cache.put("ns", "s1", cache.get("ns", "s1", 5)[1] or "0", [], complete=True)
-    client = client_for(url)
-    names = list(client.scan_iter(match=prefix + "*"))
+    client = client_for(redis_url)
+    names = list(client.scan_iter(match=redis_prefix + "*"))
     assert len(names) == 2 and all(0 < client.ttl(n) <= 77 for n in names)
 
 
@@ -175,10 +166,10 @@ def test_redis_down_means_the_store_said_once(
 
 
 def test_invalidations_that_failed_are_sent_before_the_cache_is_used_again(
-    url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redis_sessions, "RETRY_S", 0.0)
-    cache = SessionCache(url, store="s", prefix=prefix)
+    cache = SessionCache(redis_url, store="s", prefix=redis_prefix)
     _, token = cache.get("ns", "s1", 20)
     cache.put("ns", "s1", str(token), [{"role": "user", "content": "old"}], complete=True)
     good = cache._client
@@ -188,9 +179,9 @@ def test_invalidations_that_failed_are_sent_before_the_cache_is_used_again(
     assert cache.get("ns", "s1", 20)[0] is None  # the owed invalidation went first
 
 
-def test_clear_drops_every_copy_of_the_store_only(url: str, prefix: str) -> None:
-    mine = SessionCache(url, store="a", prefix=prefix)
-    other = SessionCache(url, store="b", prefix=prefix)
+def test_clear_drops_every_copy_of_the_store_only(redis_url: str, redis_prefix: str) -> None:
+    mine = SessionCache(redis_url, store="a", prefix=redis_prefix)
+    other = SessionCache(redis_url, store="b", prefix=redis_prefix)
     for cache in (mine, other):
         cache.invalidate([("ns", "s1")])  # version 1
         cache.put("ns", "s1", "1", [{"role": "user", "content": "x"}], complete=True)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -17,7 +17,7 @@ from kredenc.engine import Kredenc
 from kredenc.errors import StoreError, StoreLocked
 from kredenc.memory.scheduler import Scheduler, default_jobs, run_jobs
 from kredenc.storage.locks import LocalLock, RedisLock, held, lock_for
-from kredenc.testing.redis import closed_port_url, key_prefix, redis_url_or_skip
+from kredenc.testing.redis import closed_port_url
 
 OpenStore = Callable[..., Kredenc]
 
@@ -81,22 +81,13 @@ def test_local_locks_exclude_within_the_process_and_only_the_holder_releases() -
         pass
 
 
-@pytest.fixture(scope="module")
-def url() -> str:
-    return redis_url_or_skip()
-
-
-@pytest.fixture
-def prefix(url: str) -> Iterator[str]:
-    with key_prefix(url) as p:
-        yield p
-
-
 @pytest.mark.integration
-def test_a_lock_another_process_holds_is_refused_until_it_lets_go(url: str, prefix: str) -> None:
-    name = prefix + "lock"
-    holder = Holder(url, name)
-    mine = RedisLock(url, name)
+def test_a_lock_another_process_holds_is_refused_until_it_lets_go(
+    redis_url: str, redis_prefix: str
+) -> None:
+    name = redis_prefix + "lock"
+    holder = Holder(redis_url, name)
+    mine = RedisLock(redis_url, name)
     try:
         assert not mine.acquire()
         assert not mine.acquire(wait=0.3)
@@ -110,10 +101,12 @@ def test_a_lock_another_process_holds_is_refused_until_it_lets_go(url: str, pref
 
 
 @pytest.mark.integration
-def test_a_killed_holders_lock_frees_itself_after_its_ttl(url: str, prefix: str) -> None:
-    name = prefix + "lock"
-    holder = Holder(url, name, ttl_s=1.0)
-    mine = RedisLock(url, name)
+def test_a_killed_holders_lock_frees_itself_after_its_ttl(
+    redis_url: str, redis_prefix: str
+) -> None:
+    name = redis_prefix + "lock"
+    holder = Holder(redis_url, name, ttl_s=1.0)
+    mine = RedisLock(redis_url, name)
     time.sleep(1.5)  # past one TTL: the holder's renewals keep it
     assert not mine.acquire()
     holder.kill()
@@ -124,11 +117,11 @@ def test_a_killed_holders_lock_frees_itself_after_its_ttl(url: str, prefix: str)
 
 
 @pytest.mark.integration
-def test_a_lock_is_released_only_with_its_token(url: str, prefix: str) -> None:
-    a = RedisLock(url, prefix + "lock", ttl_s=5)
+def test_a_lock_is_released_only_with_its_token(redis_url: str, redis_prefix: str) -> None:
+    a = RedisLock(redis_url, redis_prefix + "lock", ttl_s=5)
     assert a.acquire()
     token = a.token
-    b = RedisLock(url, prefix + "lock", ttl_s=5)
+    b = RedisLock(redis_url, redis_prefix + "lock", ttl_s=5)
     b.token = "not-the-holders"
     b.release()
     assert a.holder() == token
@@ -144,12 +137,12 @@ def test_a_redis_that_does_not_answer_is_no_lock() -> None:
 
 @pytest.mark.integration
 def test_jobs_and_the_rebuild_refuse_while_another_process_holds_their_lock(
-    open_store: OpenStore, url: str, prefix: str
+    open_store: OpenStore, redis_url: str, redis_prefix: str
 ) -> None:
-    with open_store(redis_url=url, redis_prefix=prefix) as kb:
+    with open_store(redis_url=redis_url, redis_prefix=redis_prefix) as kb:
         kb.remember("The user drinks green tea.")
         job = kb.store.lock("job:default:decay").name
-        holder = Holder(url, job)
+        holder = Holder(redis_url, job)
         try:
             with pytest.raises(StoreLocked, match="lifecycle job decay"):
                 run_jobs(kb.store, "default", ["decay"])
@@ -162,7 +155,7 @@ def test_jobs_and_the_rebuild_refuse_while_another_process_holds_their_lock(
         finally:
             holder.let_go()
         assert [r.job for r in run_jobs(kb.store, "default", ["decay"])] == ["decay"]
-        holder = Holder(url, kb.store.lock("rebuild").name)
+        holder = Holder(redis_url, kb.store.lock("rebuild").name)
         try:
             with pytest.raises(StoreLocked, match="a rebuild of this store"):
                 kb.rebuild()

@@ -8,7 +8,6 @@ import logging
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,45 +19,27 @@ from kredenc.storage.opcache import SqliteTier
 from kredenc.storage.opcache_chain import TierChain
 from kredenc.storage.opcache_redis import RedisTier, redacted, store_id
 from kredenc.testing.conformance import CacheTierConformance
-from kredenc.testing.redis import closed_port_url, key_prefix, redis_url_or_skip
+from kredenc.testing.redis import closed_port_url
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def url() -> str:
-    return redis_url_or_skip()
-
-
-@pytest.fixture
-def prefix(url: str) -> Iterator[str]:
-    with key_prefix(url) as p:
-        yield p
-
-
-@pytest.fixture
-def client(url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(url)
-    yield c
-    c.close()
-
-
 class TestRedisTier(CacheTierConformance):
     @pytest.fixture(autouse=True)
-    def _redis(self, prefix: str, url: str) -> None:
-        self.prefix, self.url = prefix, url
+    def _redis(self, redis_prefix: str, redis_url: str) -> None:
+        self.prefix, self.url = redis_prefix, redis_url
 
     def make_tier(self, path: Path) -> CacheTier:
         return RedisTier(self.url, store=store_id("conformance", path), prefix=self.prefix)
 
 
 def test_two_stores_never_share_entries_even_a_copied_one(
-    url: str, prefix: str, tmp_path: Path
+    redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
-    a = RedisTier(url, store=store_id("log1", tmp_path / "a"), prefix=prefix)
-    copy = RedisTier(url, store=store_id("log1", tmp_path / "copy"), prefix=prefix)
-    other = RedisTier(url, store=store_id("log2", tmp_path / "a"), prefix=prefix)
-    same = RedisTier(url, store=store_id("log1", tmp_path / "a"), prefix=prefix)
+    a = RedisTier(redis_url, store=store_id("log1", tmp_path / "a"), prefix=redis_prefix)
+    copy = RedisTier(redis_url, store=store_id("log1", tmp_path / "copy"), prefix=redis_prefix)
+    other = RedisTier(redis_url, store=store_id("log2", tmp_path / "a"), prefix=redis_prefix)
+    same = RedisTier(redis_url, store=store_id("log1", tmp_path / "a"), prefix=redis_prefix)
     try:
         a.put("search", "k", "from a")
         assert copy.get("search", "k") is None and other.get("search", "k") is None
@@ -72,30 +53,30 @@ def test_two_stores_never_share_entries_even_a_copied_one(
 
 
 def test_values_are_the_file_tiers_bytes_with_a_ttl_and_a_size_bound(
-    url: str, prefix: str, client: redis.Redis
+    redis_url: str, redis_prefix: str, redis_client: redis.Redis
 ) -> None:
-    tier = RedisTier(url, store="s", prefix=prefix, ttl_s=60, max_value_bytes=100)
+    tier = RedisTier(redis_url, store="s", prefix=redis_prefix, ttl_s=60, max_value_bytes=100)
     try:
         tier.put("llm", "k", '{"text": "naïve"}')
-        assert client.get(tier.name("llm", "k")) == '{"text": "naïve"}'.encode()
-        assert 0 < client.ttl(tier.name("llm", "k")) <= 60
+        assert redis_client.get(tier.name("llm", "k")) == '{"text": "naïve"}'.encode()
+        assert 0 < redis_client.ttl(tier.name("llm", "k")) <= 60
         tier.put("llm", "big", "x" * 101)  # over the bound: not stored, no error
-        assert tier.get("llm", "big") is None and not client.exists(tier.name("llm", "big"))
+        assert tier.get("llm", "big") is None and not redis_client.exists(tier.name("llm", "big"))
     finally:
         tier.close()
-    forever = RedisTier(url, store="s", prefix=prefix, ttl_s=0)
+    forever = RedisTier(redis_url, store="s", prefix=redis_prefix, ttl_s=0)
     try:
         forever.put("llm", "k", "1")
-        assert client.ttl(forever.name("llm", "k")) == -1  # no expiry: Redis evicts it
+        assert redis_client.ttl(forever.name("llm", "k")) == -1  # no expiry: Redis evicts it
     finally:
         forever.close()
 
 
 def test_a_prefix_with_glob_characters_clears_only_its_own_keys(
-    url: str, prefix: str, client: redis.Redis
+    redis_url: str, redis_prefix: str, redis_client: redis.Redis
 ) -> None:
-    starred = RedisTier(url, store="s", prefix=prefix + "a*")
-    plain = RedisTier(url, store="s", prefix=prefix + "ab")
+    starred = RedisTier(redis_url, store="s", prefix=redis_prefix + "a*")
+    plain = RedisTier(redis_url, store="s", prefix=redis_prefix + "ab")
     try:
         starred.put("search", "k", "1")
         plain.put("search", "k", "2")
@@ -106,9 +87,11 @@ def test_a_prefix_with_glob_characters_clears_only_its_own_keys(
         plain.close()
 
 
-def test_a_read_only_handle_reads_but_never_writes_or_deletes(url: str, prefix: str) -> None:
-    writer = RedisTier(url, store="s", prefix=prefix)
-    reader = RedisTier(url, store="s", prefix=prefix, read_only=True)
+def test_a_read_only_handle_reads_but_never_writes_or_deletes(
+    redis_url: str, redis_prefix: str
+) -> None:
+    writer = RedisTier(redis_url, store="s", prefix=redis_prefix)
+    reader = RedisTier(redis_url, store="s", prefix=redis_prefix, read_only=True)
     try:
         writer.put("search", "k", "1")
         reader.put("search", "r", "2")
@@ -148,10 +131,10 @@ def test_the_url_is_a_secret_in_log_lines() -> None:
 
 
 def test_the_chain_backfills_a_file_tier_hit_into_redis(
-    url: str, prefix: str, tmp_path: Path
+    redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
     lower = SqliteTier(tmp_path / "opcache.db")
-    upper = RedisTier(url, store="s", prefix=prefix)
+    upper = RedisTier(redis_url, store="s", prefix=redis_prefix)
     chain = TierChain(upper, lower)
     try:
         lower.put("judge", "k", '{"confidence_score": 90}')  # written before Redis was set
@@ -170,10 +153,12 @@ def test_the_chain_backfills_a_file_tier_hit_into_redis(
         chain.close()
 
 
-def test_the_chain_runs_the_conformance_suite_too(url: str, prefix: str, tmp_path: Path) -> None:
+def test_the_chain_runs_the_conformance_suite_too(
+    redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
     class TestChain(CacheTierConformance):
         def make_tier(self, path: Path) -> CacheTier:
-            upper = RedisTier(url, store=store_id("chain", path), prefix=prefix)
+            upper = RedisTier(redis_url, store=store_id("chain", path), prefix=redis_prefix)
             return TierChain(upper, SqliteTier(path / "opcache.db"))
 
     suite = TestChain()

@@ -4,6 +4,10 @@ The tests of the Redis tier run against the Redis on 127.0.0.1:6379 (``.ci/run``
 starts one when it is down; ``KREDENC_TEST_REDIS_URL`` names another). Where none
 answers they skip with the reason, except under ``CI``, where a missing Redis is a
 failure: CI must not pass by skipping what it was meant to test.
+
+These are the bodies of the pytest fixtures ``tests/conftest.py`` names once for every
+test module: ``redis_url`` (per session), ``redis_prefix`` and ``redis_client`` (per
+test), as it names ``postgres_server`` over :mod:`kredenc.testing.postgres`.
 """
 
 from __future__ import annotations

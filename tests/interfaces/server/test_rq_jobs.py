@@ -37,7 +37,6 @@ from kredenc.interfaces.server.rq_jobs import RqJobs
 from kredenc.interfaces.server.run import ServerThread
 from kredenc.interfaces.server.state import ServerConfig
 from kredenc.testing.embedders import HashEmbedder
-from kredenc.testing.redis import key_prefix, redis_url_or_skip
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
@@ -47,43 +46,33 @@ DOCS = 24
 
 
 @pytest.fixture
-def url() -> str:
-    return redis_url_or_skip()
+def rq_prefix(redis_prefix: str, redis_client: redis.Redis) -> Iterator[str]:
+    """The test's key prefix (and RQ queue); RQ's keys for it removed after (the
+    queue's, its jobs', the test's workers': each names the prefix's token)."""
+    yield redis_prefix
+    token = redis_prefix.split(":")[1]
+    gone: list[bytes] = []
+    for key in redis_client.scan_iter(match="rq:*", count=1000):
+        name = key.decode()
+        if token in name:
+            gone.append(key)
+        elif (
+            name.startswith("rq:job:")
+            and redis_client.type(key) == b"hash"
+            and redis_client.hget(key, "origin") == redis_prefix.encode()
+        ):
+            job_id = name.removeprefix("rq:job:")
+            gone += [key, *redis_client.scan_iter(match=f"rq:*{job_id}*", count=1000)]
+    if gone:
+        redis_client.unlink(*set(gone))
+    for registry in ("rq:queues", "rq:workers"):
+        mine = [m for m in redis_client.smembers(registry) if token in m.decode()]
+        if mine:
+            redis_client.srem(registry, *mine)
 
 
 @pytest.fixture
-def prefix(url: str) -> Iterator[str]:
-    """A key prefix (and RQ queue) of the test's own; RQ's keys for it removed after
-    (the queue's, its jobs', the test's workers': each names the prefix's token)."""
-    with key_prefix(url) as p:
-        yield p
-        token = p.split(":")[1]
-        client = redis.Redis.from_url(url)
-        try:
-            gone: list[bytes] = []
-            for key in client.scan_iter(match="rq:*", count=1000):
-                name = key.decode()
-                if token in name:
-                    gone.append(key)
-                elif (
-                    name.startswith("rq:job:")
-                    and client.type(key) == b"hash"
-                    and client.hget(key, "origin") == p.encode()
-                ):
-                    job_id = name.removeprefix("rq:job:")
-                    gone += [key, *client.scan_iter(match=f"rq:*{job_id}*", count=1000)]
-            if gone:
-                client.unlink(*set(gone))
-            for registry in ("rq:queues", "rq:workers"):
-                mine = [m for m in client.smembers(registry) if token in m.decode()]
-                if mine:
-                    client.srem(registry, *mine)
-        finally:
-            client.close()
-
-
-@pytest.fixture
-def settings(postgres_dsn: str, url: str, prefix: str) -> dict[str, Any]:
+def settings(postgres_dsn: str, redis_url: str, rq_prefix: str) -> dict[str, Any]:
     """A PostgreSQL store in its own schema, its jobs on RQ under the test's prefix."""
     return {
         "backend": "postgres",
@@ -91,8 +80,8 @@ def settings(postgres_dsn: str, url: str, prefix: str) -> dict[str, Any]:
         "postgres_schema": "t_rq_" + uuid.uuid4().hex[:12],
         "durability": "none",
         "jobs_queue": "rq",
-        "jobs_redis_url": url,
-        "jobs_redis_prefix": prefix,
+        "jobs_redis_url": redis_url,
+        "jobs_redis_prefix": rq_prefix,
         "jobs_heartbeat_s": 1,
         "jobs_retries": 3,
     }
@@ -340,7 +329,7 @@ def test_a_cut_database_connection_is_recovered_without_loss_or_duplicates(
 
 
 def test_the_thread_queue_is_the_default_and_rq_needs_postgres(
-    tmp_path: Path, url: str, prefix: str
+    tmp_path: Path, redis_url: str, rq_prefix: str
 ) -> None:
     from kredenc.errors import InvalidInput
 

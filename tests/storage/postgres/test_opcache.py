@@ -23,7 +23,6 @@ from kredenc.storage.opcache_redis import RedisTier
 from kredenc.testing.conformance import CacheTierConformance
 from kredenc.testing.embedders import HashEmbedder
 from kredenc.testing.postgres import require
-from kredenc.testing.redis import key_prefix, redis_url_or_skip
 
 pytestmark = pytest.mark.postgres
 
@@ -159,28 +158,26 @@ def test_a_postgres_store_caches_in_its_schema_and_a_rebuild_empties_it(
 
 
 def test_the_chain_on_postgres_is_lru_redis_postgres_with_backfill(
-    tmp_path: Path, pg: dict[str, Any]
+    tmp_path: Path, pg: dict[str, Any], redis_url: str, redis_prefix: str
 ) -> None:
-    url = redis_url_or_skip()
-    with key_prefix(url) as prefix:
-        opts = {**pg, "opcache_redis_url": url, "opcache_redis_prefix": prefix}
-        question = "How many attention heads does the Transformer use?"
-        with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), **opts) as kb:
-            kb.remember("The Transformer uses h = 8 parallel attention heads.")
-            kb.ask(question)
-            chain = kb.store.opcache_tier()
-            assert isinstance(chain, TierChain)
-            assert isinstance(chain.upper, RedisTier) and isinstance(chain.lower, PostgresTier)
-            chain.upper.clear()  # Redis lost everything (a restart); PostgreSQL kept it
-        # A second process on another machine: another store directory, the same schema.
-        with Kredenc.open(tmp_path / "other", embedder=HashEmbedder(), **opts) as kb:
-            answer = kb.ask(question)
-            cold = kb.store.opcache_tier()
-            assert isinstance(cold, TierChain) and cold.backfills > 0  # found in PostgreSQL
-            assert sum(s.cache_hits for s in answer.trace) > 0
-            cache = cache_for(kb.store)
-            assert cache is not None
-            cache.lru.clear()  # the LRU forgets: the next lookups hit Redis, not PostgreSQL
-            backfills = cold.backfills
-            kb.ask(question)
-            assert cold.backfills == backfills
+    opts = {**pg, "opcache_redis_url": redis_url, "opcache_redis_prefix": redis_prefix}
+    question = "How many attention heads does the Transformer use?"
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), **opts) as kb:
+        kb.remember("The Transformer uses h = 8 parallel attention heads.")
+        kb.ask(question)
+        chain = kb.store.opcache_tier()
+        assert isinstance(chain, TierChain)
+        assert isinstance(chain.upper, RedisTier) and isinstance(chain.lower, PostgresTier)
+        chain.upper.clear()  # Redis lost everything (a restart); PostgreSQL kept it
+    # A second process on another machine: another store directory, the same schema.
+    with Kredenc.open(tmp_path / "other", embedder=HashEmbedder(), **opts) as kb:
+        answer = kb.ask(question)
+        cold = kb.store.opcache_tier()
+        assert isinstance(cold, TierChain) and cold.backfills > 0  # found in PostgreSQL
+        assert sum(s.cache_hits for s in answer.trace) > 0
+        cache = cache_for(kb.store)
+        assert cache is not None
+        cache.lru.clear()  # the LRU forgets: the next lookups hit Redis, not PostgreSQL
+        backfills = cold.backfills
+        kb.ask(question)
+        assert cold.backfills == backfills
