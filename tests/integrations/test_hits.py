@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kredenc import AsyncKredenc, Kredenc
+from kredenc import AsyncKredenc, Client, Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.integrations import hits
 from kredenc.records import Hit, LegScore
@@ -57,3 +59,21 @@ def test_search_and_asearch_filter_by_scope_on_every_handle(
         akb = AsyncKredenc(kb)
         assert [h.user_id for h in hits.search(akb, "jasmine tea", opts)] == ["bob"]
         assert [h.user_id for h in asyncio.run(hits.asearch(akb, "jasmine tea", opts))] == ["bob"]
+
+
+def test_the_options_are_keywords_of_every_handles_search() -> None:
+    for handle in (Kredenc, Client, AsyncKredenc):
+        params = inspect.signature(handle.search).parameters
+        missing = [name for name in hits.OPTIONS if name not in params]
+        assert not missing, f"{handle.__name__}.search has no {missing}"
+
+
+def test_every_option_reaches_the_search_and_a_per_call_override_wins(
+    every_option: dict[str, Any], recording_kb: tuple[Kredenc, list[dict[str, Any]]]
+) -> None:
+    kb, calls = recording_kb
+    options = hits.search_options(search_kwargs={"hops": 1}, **every_option)
+    hits.search(kb, "tea", options)
+    asyncio.run(hits.asearch(kb, "tea", options))
+    assert calls == [{**every_option, "hops": 1}] * 2
+    assert hits.SearchOptions().merged(every_option).kwargs() == every_option

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +82,13 @@ def test_bad_options_are_one_clear_error(open_store: Callable[..., Kredenc]) -> 
             retriever.invoke("tea", kk=3)
         with pytest.raises(InvalidInput):
             retriever.invoke("tea", k=0)
+
+
+def test_every_search_option_is_a_field_passed_to_the_search(
+    every_option: dict[str, Any], recording_kb: tuple[Kredenc, list[dict[str, Any]]]
+) -> None:
+    kb, calls = recording_kb
+    retriever = KredencRetriever(kb=kb, **every_option)
+    assert retriever.invoke("tea") == []
+    assert asyncio.run(retriever.ainvoke("tea")) == []
+    assert calls == [every_option] * 2

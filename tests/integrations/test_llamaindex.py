@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kredenc import AsyncKredenc, Kredenc
+from kredenc.errors import InvalidInput
 
 pytest.importorskip(
     "llama_index.core", reason="llama-index-core is not installed (extra: llamaindex)"
@@ -76,3 +78,15 @@ def test_async_retrieval_on_both_handles(
             assert [n.node.get_content() for n in nodes] == [
                 "Alice drinks jasmine tea every morning."
             ]
+
+
+def test_every_search_option_is_passed_to_the_search(
+    every_option: dict[str, Any], recording_kb: tuple[Kredenc, list[dict[str, Any]]]
+) -> None:
+    kb, calls = recording_kb
+    retriever = KredencRetriever(kb, **every_option)
+    assert retriever.retrieve("tea") == []
+    assert asyncio.run(retriever.aretrieve("tea")) == []
+    assert calls == [every_option] * 2
+    with pytest.raises(InvalidInput, match="unknown search option kk"):
+        KredencRetriever(kb, kk=2)

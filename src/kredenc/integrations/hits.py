@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from kredenc.aio import AsyncKredenc
@@ -22,9 +22,6 @@ from kredenc.records import Hit
 if TYPE_CHECKING:
     from kredenc.client import Client
     from kredenc.engine import Kredenc
-
-#: The search arguments a retriever passes through, set once or per call.
-OPTIONS = ("k", "mode", "user_id", "agent_id", "run_id", "tags", "where", "min_score")
 
 
 @dataclass(frozen=True)
@@ -59,14 +56,20 @@ class SearchOptions:
 
     def kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``search``."""
-        out: dict[str, Any] = {**self.extra, "k": self.k, "mode": self.mode}
-        for key in ("user_id", "agent_id", "run_id", "where", "min_score"):
+        out: dict[str, Any] = dict(self.extra)
+        for key in OPTIONS:
             value = getattr(self, key)
+            if key == "tags":
+                value = list(value) or None
             if value is not None:
                 out[key] = value
-        if self.tags:
-            out["tags"] = list(self.tags)
         return out
+
+
+#: The search arguments a retriever passes through, set once or per call: the fields of
+#: :class:`SearchOptions` (each a keyword of ``Kredenc.search``), so an adapter that
+#: builds its options from this tuple passes a new one without a change.
+OPTIONS = tuple(f.name for f in fields(SearchOptions) if f.name != "extra")
 
 
 def _names(key: str, value: Any) -> tuple[str, ...]:
@@ -78,36 +81,18 @@ def _names(key: str, value: Any) -> tuple[str, ...]:
 
 
 def search_options(
-    *,
-    k: int = 4,
-    mode: str = "hybrid",
-    user_id: str | None = None,
-    agent_id: str | None = None,
-    run_id: str | None = None,
-    tags: Sequence[str] = (),
-    where: Mapping[str, Any] | None = None,
-    min_score: float | None = None,
-    search_kwargs: Mapping[str, Any] | None = None,
+    *, search_kwargs: Mapping[str, Any] | None = None, **options: Any
 ) -> SearchOptions:
-    """A retriever's options; ``search_kwargs`` holds any other ``search`` argument
-    (``types``, ``hops``, ``per_document``, ``drawer``, ``source``, ``pages``...)."""
+    """A retriever's options: ``options`` by the names of :data:`OPTIONS` (``None``
+    leaves the default), ``search_kwargs`` any other ``search`` argument (``types``,
+    ``hops``, ``per_document``, ``drawer``, ``source``, ``pages``...)."""
     extra = dict(search_kwargs or {})
     clash = sorted(set(extra) & {*OPTIONS, "query"})
     if clash:
         raise InvalidInput(
             f"search_kwargs repeats {', '.join(clash)}", "pass those as the retriever's own"
         )
-    return SearchOptions(
-        k=k,
-        mode=mode,
-        user_id=user_id,
-        agent_id=agent_id,
-        run_id=run_id,
-        tags=_names("tags", tags),
-        where=where,
-        min_score=min_score,
-        extra=extra,
-    )
+    return SearchOptions(extra=extra).merged(options)
 
 
 def search(kb: Kredenc | Client | AsyncKredenc, query: str, options: SearchOptions) -> list[Hit]:

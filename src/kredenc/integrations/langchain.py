@@ -65,17 +65,8 @@ class KredencRetriever(BaseRetriever):
     def _options(self, overrides: dict[str, Any]) -> hits.SearchOptions:
         for key in _LANGCHAIN_KEYS:
             overrides.pop(key, None)
-        base = hits.search_options(
-            k=self.k,
-            mode=self.mode,
-            user_id=self.user_id,
-            agent_id=self.agent_id,
-            run_id=self.run_id,
-            tags=self.tags,
-            where=self.where,
-            min_score=self.min_score,
-            search_kwargs=self.search_kwargs,
-        )
+        fields = {name: getattr(self, name) for name in hits.OPTIONS}
+        base = hits.search_options(search_kwargs=self.search_kwargs, **fields)
         return base.merged(overrides)
 
     def _get_relevant_documents(

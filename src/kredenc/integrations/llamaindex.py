@@ -20,7 +20,7 @@ view of the node; the rest of the metadata is excluded from both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from kredenc.aio import AsyncKredenc
@@ -69,39 +69,23 @@ def to_node(hit: Hit) -> NodeWithScore:
 class KredencRetriever(BaseRetriever):
     """``Kredenc.search`` as a LlamaIndex ``BaseRetriever`` (sync and async).
 
-    ``k``, ``mode``, ``user_id``, ``agent_id``, ``run_id``, ``tags``, ``where`` and
-    ``min_score`` are passed to every search; ``search_kwargs`` holds any other
-    ``search`` argument. ``kb`` is a ``Kredenc``, a ``Client`` or an ``AsyncKredenc``.
+    ``options`` (``k``, ``mode``, ``user_id``, ``agent_id``, ``run_id``, ``tags``,
+    ``where``, ``min_score``: the names of :data:`kredenc.integrations.hits.OPTIONS`) are
+    passed to every search; ``search_kwargs`` holds any other ``search`` argument. ``kb``
+    is a ``Kredenc``, a ``Client`` or an ``AsyncKredenc``.
     """
 
     def __init__(
         self,
         kb: Kredenc | Client | AsyncKredenc,
         *,
-        k: int = 4,
-        mode: str = "hybrid",
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
-        tags: Sequence[str] = (),
-        where: Mapping[str, Any] | None = None,
-        min_score: float | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        **options: Any,
     ) -> None:
         self.kb = kb
-        self.options = hits.search_options(
-            k=k,
-            mode=mode,
-            user_id=user_id,
-            agent_id=agent_id,
-            run_id=run_id,
-            tags=tags,
-            where=where,
-            min_score=min_score,
-            search_kwargs=search_kwargs,
-        )
+        self.options = hits.search_options(search_kwargs=search_kwargs, **options)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
