@@ -7,6 +7,9 @@ They have the layout of a sentence-transformers folder's ONNX export (``model.on
 real one, and a test computes the expected vectors and scores with numpy from
 :attr:`TinyModel.weights`. Built with the ``onnx`` package's helper API (a runtime
 dependency of kredenc: the 8-bit query graph needs it); nothing is downloaded.
+
+:func:`build_sentence_transformers` saves a tiny BERT as a sentence-transformers folder
+(``providers/embed/sbert.py``; needs torch, the ``rerank`` extra).
 """
 
 from __future__ import annotations
@@ -209,3 +212,32 @@ def build_cross_encoder(
     _save(graph, folder / "model.onnx")
     write_tokenizer(folder, vocab)
     return TinyModel(folder, vocab, {"E": emb, "w": head, "b": bias})
+
+
+def build_sentence_transformers(root: Path) -> Path:
+    """A tiny one-layer BERT (random weights, seed 0; MiniLM's vocabulary) saved as a
+    sentence-transformers folder with mean pooling under ``root / "st"``, returned. Needs
+    the ``rerank`` extra (torch, sentence-transformers)."""
+    from importlib import resources
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
+    from transformers import BertConfig, BertModel, BertTokenizerFast  # type: ignore[attr-defined]
+
+    torch.manual_seed(0)
+    vocab = resources.files("kredenc.providers.embed").joinpath("data/minilm-vocab.txt")
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+    )
+    BertModel(config).save_pretrained(root / "bert")
+    tokenizer.save_pretrained(root / "bert")
+    word = models.Transformer(str(root / "bert"), max_seq_length=32)
+    pooling = models.Pooling(16, pooling_mode="mean")
+    SentenceTransformer(modules=[word, pooling], device="cpu").save(str(root / "st"))
+    return root / "st"

@@ -1,17 +1,24 @@
-"""Concurrent query embeddings run as one batch (providers/embed/coalesce.py)."""
+"""Concurrent query embeddings run as one batch (providers/embed/coalesce.py), through
+every embedder's ``embed_query`` (the base class's coalescer)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from kredenc.errors import InvalidInput
+from kredenc.providers.embed.base import Embedder
 from kredenc.providers.embed.coalesce import Coalescer
 from kredenc.providers.embed.minilm import MiniLMEmbedder
+from kredenc.providers.embed.onnx import OnnxEmbedder
+from kredenc.testing.embedders import HashEmbedder
+from kredenc.testing.tiny_models import build_embedder, build_sentence_transformers
 
 
 def vector_of(text: str) -> np.ndarray:
@@ -111,29 +118,71 @@ def test_a_short_batch_from_the_embedder_is_an_error_for_every_caller() -> None:
         coalesce("x")
 
 
-def test_minilm_queries_from_many_threads_match_one_at_a_time() -> None:
-    minilm = MiniLMEmbedder()
-    questions = [
-        "when do we deploy?",
-        "what does the user drink in the morning",
-        "who is my manager",
-        "which pizza do I like best",
-        "what optimizer did the transformer paper use",
-        "hi",
-        "where did we go on holiday last year?",
-        "the user's mother",
-    ]
-    alone = np.stack([minilm.embed_query(q) for q in questions])
-    barrier = threading.Barrier(len(questions))
+#: Queries every embedder below can read (the tiny model's words, and one it cannot).
+QUESTIONS = [
+    "the apple grows on a tree",
+    "kestrel",
+    "which bird is fast",
+    "what is the capital city of paris",
+    "a slow boat on the river",
+    "red apples and green fruit",
+    "what fish is in the water",
+    "zebra",
+]
 
-    def at_once(q: str) -> np.ndarray:
-        barrier.wait(10)
-        return minilm.embed_query(q)
 
-    runs_before = minilm._queries.runs if minilm._queries else 0
-    with ThreadPoolExecutor(len(questions)) as pool:
-        together = np.stack(list(pool.map(at_once, questions)))
-    cosines = (alone * together).sum(axis=1)
-    assert cosines.min() > 0.9999
-    assert minilm._queries is not None
-    assert minilm._queries.runs - runs_before < len(questions)
+def _minilm(tmp_path: Path) -> Embedder:
+    return MiniLMEmbedder()
+
+
+def _tiny_onnx(tmp_path: Path) -> Embedder:
+    return OnnxEmbedder(build_embedder(tmp_path / "tiny").path, batch_size=3)
+
+
+def _tiny_sbert(tmp_path: Path) -> Embedder:
+    pytest.importorskip("sentence_transformers")
+    from kredenc.providers.embed.sbert import SentenceTransformersEmbedder
+
+    return SentenceTransformersEmbedder(build_sentence_transformers(tmp_path / "sbert"))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        _minilm,
+        _tiny_onnx,
+        pytest.param(_tiny_sbert, marks=pytest.mark.slow),
+        lambda tmp_path: HashEmbedder(),
+    ],
+    ids=["minilm", "onnx", "sentence-transformers", "hash"],
+)
+def test_queries_from_many_threads_run_as_one_batch_and_match_one_at_a_time(
+    make: Callable[[Path], Embedder], tmp_path: Path
+) -> None:
+    embedder = make(tmp_path)
+    alone = np.stack([embedder.embed_query(q) for q in QUESTIONS])
+    coalescer = embedder.query_coalescer
+    assert (coalescer.runs, coalescer.queries) == (len(QUESTIONS), len(QUESTIONS))
+    # Hold the first run of the burst until every other query waits behind it.
+    held = threading.Event()
+    run = coalescer._embed
+
+    def first_waits(texts: Sequence[str]) -> np.ndarray:
+        if not held.is_set():
+            held.set()
+            deadline = time.monotonic() + 10
+            while len(coalescer._queue) < len(QUESTIONS) - 1:
+                assert time.monotonic() < deadline, "the other queries never queued"
+                time.sleep(0.001)
+        return run(texts)
+
+    coalescer._embed = first_waits
+    with ThreadPoolExecutor(len(QUESTIONS)) as pool:
+        first = pool.submit(embedder.embed_query, QUESTIONS[0])
+        assert held.wait(10)
+        rest = [pool.submit(embedder.embed_query, q) for q in QUESTIONS[1:]]
+        together = np.stack([first.result(10)] + [f.result(10) for f in rest])
+    assert coalescer.runs - len(QUESTIONS) == 2  # the first alone, then the other seven
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    with pytest.raises(InvalidInput, match="the query is int, not str"):
+        embedder.embed_query(7)  # type: ignore[arg-type]

@@ -3,7 +3,6 @@ one-layer BERT the test builds and saves."""
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from kredenc.errors import InvalidInput
 from kredenc.providers.embed.sbert import SentenceTransformersEmbedder
+from kredenc.testing.tiny_models import build_sentence_transformers
 
 pytestmark = pytest.mark.slow
 
@@ -18,28 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("sentence_transformers")
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer import modules as models
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    torch.manual_seed(0)
-    root = tmp_path_factory.mktemp("sbert")
-    vocab = resources.files("kredenc.providers.embed").joinpath("data/minilm-vocab.txt")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-    )
-    BertModel(config).save_pretrained(root / "bert")
-    tokenizer.save_pretrained(root / "bert")
-    word = models.Transformer(str(root / "bert"), max_seq_length=32)
-    pooling = models.Pooling(16, pooling_mode="mean")
-    SentenceTransformer(modules=[word, pooling], device="cpu").save(str(root / "st"))
-    return root / "st"
+    return build_sentence_transformers(tmp_path_factory.mktemp("sbert"))
 
 
 def test_vectors_are_the_library_s_normalised(folder: Path) -> None:

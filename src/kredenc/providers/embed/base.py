@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
-import numpy.typing as npt
 
-Vectors = npt.NDArray[np.float32]
+from kredenc.errors import InvalidInput
+from kredenc.providers.embed.coalesce import Coalescer, Vectors
+
+__all__ = ["Embedder", "Vectors", "l2_normalise"]
+
+#: Guards the first making of an embedder's query coalescer (subclasses need not call
+#: ``Embedder.__init__``, so it is made on the first query).
+_COALESCER_LOCK = threading.Lock()
 
 
 class Embedder(ABC):
@@ -34,9 +41,30 @@ class Embedder(ABC):
         return self.model_id
 
     def embed_query(self, text: str) -> Vectors:
-        """A search query's vector. The same as :meth:`embed_one` unless a provider has a
-        faster graph for queries that agrees with its documents' (MiniLM's 8-bit copy)."""
-        return self.embed_one(text)
+        """A search query's vector: its row of :meth:`embed_queries`. Queries from several
+        threads at once run as one batch (:attr:`query_coalescer`); a query alone runs at
+        once. Thread-safe where :meth:`embed_queries` is."""
+        if not isinstance(text, str):
+            raise InvalidInput(f"the query is {type(text).__name__}, not str")
+        return self.query_coalescer(text)
+
+    @property
+    def query_coalescer(self) -> Coalescer:
+        """What :meth:`embed_query` runs through (:mod:`~kredenc.providers.embed.coalesce`,
+        over :meth:`embed_queries`; made on the first query); its ``runs`` and ``queries``
+        count the batches."""
+        coalescer: Coalescer | None = self.__dict__.get("_query_coalescer")
+        if coalescer is None:
+            with _COALESCER_LOCK:
+                coalescer = self.__dict__.setdefault(
+                    "_query_coalescer", Coalescer(self.embed_queries)
+                )
+        return coalescer
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Queries' vectors in one run: :meth:`embed`, unless a provider has a faster graph
+        for queries that agrees with its documents' (MiniLM's 8-bit copy)."""
+        return self.embed(texts)
 
 
 def l2_normalise(matrix: Vectors) -> Vectors:

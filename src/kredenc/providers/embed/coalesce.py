@@ -2,9 +2,11 @@
 
 A server that recalls for several conversations at once (the proxy, ``kredenc serve``)
 calls :meth:`~kredenc.providers.embed.base.Embedder.embed_query` from several threads
-at the same moment. Run one by one, each call reads the whole model on its own and the
-runs fight for the cores (every onnxruntime run has its own intra-op threads), so the
-last of a burst waits for all the others. A batch of short queries costs little more
+at the same moment; every embedder's ``embed_query`` goes through one :class:`Coalescer`
+(the base class makes it, over the embedder's ``embed_queries``). Run one by one, each
+call reads the whole model on its own and the runs fight for the cores (every
+onnxruntime run has its own intra-op threads), so the last of a burst waits for all the
+others. A batch of short queries costs little more
 than one of them (the weights are read once: on the 2-vCPU machine a batch of eight
 took 2-2.7x one query, docs/benchmarks.md), so :class:`Coalescer` runs the queries that
 arrive while a run is under way as the next batch.
@@ -23,8 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
-from kredenc.providers.embed.base import Vectors
+#: One row per text (``base.Vectors``; named here too: ``base`` imports this module).
+Vectors = npt.NDArray[np.float32]
 
 #: Queries in one run at most (a burst of a server's recalls; more wait for the next run).
 MAX_BATCH = 16

@@ -23,7 +23,6 @@ import numpy.typing as npt
 from kredenc.config import Settings
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.providers.embed.base import Embedder, Vectors, l2_normalise
-from kredenc.providers.embed.coalesce import Coalescer
 from kredenc.providers.onnx_runtime import open_session, pad, pool
 
 log = logging.getLogger(__name__)
@@ -116,8 +115,6 @@ class MiniLMEmbedder(Embedder):
         self._query: _Runtime | None = None
         self._query_checked = False
         self._query_lock = threading.Lock()
-        #: Concurrent queries run as one batch (a server's recalls for several chats).
-        self._queries: Coalescer | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MiniLMEmbedder:
@@ -153,22 +150,12 @@ class MiniLMEmbedder(Embedder):
             return np.empty((0, DIM), dtype=np.float32)
         return self._embed_with(self._ensure(), texts)
 
-    def embed_query(self, text: str) -> Vectors:
-        """A query's vector, from the 8-bit copy of the graph when ``quantized_queries``
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Queries' vectors, from the 8-bit copy of the graph when ``quantized_queries``
         (cosine >= 0.998 to the full model's, checked when the copy is made); from the
-        full model when the copy cannot be made (a WARNING says why, once). Queries from
-        several threads at once run as one batch (:mod:`~kredenc.providers.embed.coalesce`)."""
-        if not isinstance(text, str):
-            raise InvalidInput(f"the query is {type(text).__name__}, not str")
-        queries = self._queries
-        if queries is None:
-            rt = self._ensure_query() if self.quantized_queries else None
-            graph = rt if rt is not None else self._ensure()
-            with self._query_lock:
-                if self._queries is None:
-                    self._queries = Coalescer(lambda texts: self._embed_with(graph, texts))
-                queries = self._queries
-        return queries(text)
+        full model when the copy cannot be made (a WARNING says why, once)."""
+        rt = self._ensure_query() if self.quantized_queries else None
+        return self._embed_with(rt if rt is not None else self._ensure(), texts)
 
     @property
     def query_model(self) -> str:
