@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -191,3 +193,21 @@ def test_from_settings_reads_the_embed_settings(server: LoopbackServer) -> None:
     with pytest.raises(InvalidInput, match="needs embed_url and embed_model") as info:
         OpenAIEmbedder.from_settings(Settings(embed_provider="openai"))
     assert "KREDENC_EMBED_URL" in info.value.hint
+
+
+def test_concurrent_queries_are_concurrent_requests_not_one_batch(
+    server: LoopbackServer,
+) -> None:
+    inner = embeddings_route(dim=8)
+    together = threading.Barrier(4)
+
+    def all_four_in_flight(request: Request) -> Reply:
+        together.wait(10)  # breaks (a 500) unless four requests are open at once
+        return inner(request)
+
+    server.route(*EMBEDDINGS, all_four_in_flight)
+    texts = ["alpha", "beta", "gamma", "delta"]
+    with make(server, dim=8, max_retries=0) as emb, ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(emb.embed_query, texts))
+    np.testing.assert_allclose(np.stack(got), np.stack([expected(t) for t in texts]), atol=1e-6)
+    assert sorted(r.json()["input"][0] for r in server.requests) == sorted(texts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -27,6 +28,9 @@ class Embedder(ABC):
 
     model_id: str
     dim: int
+    #: Whether concurrent queries run as one batch (:attr:`query_coalescer`): for a model
+    #: on this machine's cores; a remote endpoint sets it False (its requests overlap).
+    coalesce_queries: ClassVar[bool] = True
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> Vectors:
@@ -42,10 +46,13 @@ class Embedder(ABC):
 
     def embed_query(self, text: str) -> Vectors:
         """A search query's vector: its row of :meth:`embed_queries`. Queries from several
-        threads at once run as one batch (:attr:`query_coalescer`); a query alone runs at
-        once. Thread-safe where :meth:`embed_queries` is."""
+        threads at once run as one batch (:attr:`query_coalescer`, unless
+        :attr:`coalesce_queries` is False); a query alone runs at once."""
         if not isinstance(text, str):
             raise InvalidInput(f"the query is {type(text).__name__}, not str")
+        if not self.coalesce_queries:
+            vec: Vectors = self.embed_queries([text])[0]
+            return vec
         return self.query_coalescer(text)
 
     @property

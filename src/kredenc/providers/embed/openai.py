@@ -30,7 +30,10 @@ class OpenAIEmbedder(Embedder):
     any embed asks the server once). Requests go through
     :class:`~kredenc.providers.openai_compat.OpenAICompatClient`, which retries
     (an embedding request is safe to repeat). Thread-safe; call :meth:`close` when done.
+    Concurrent queries go as concurrent requests, not coalesced: the server batches.
     """
+
+    coalesce_queries = False
 
     def __init__(
         self,
