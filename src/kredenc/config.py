@@ -352,7 +352,8 @@ class Settings(BaseSettings):
         SecretStr(""),
         description="Redis for the operation cache's shared tier, between the in-memory "
         "LRU and opcache.db (e.g. redis://127.0.0.1:6379/0; needs the 'redis' extra); "
-        "empty: off.",
+        "empty: off (redis_url does not turn it on: a cache wants an allkeys-lru Redis, "
+        "the locks' must not evict; see docs/redis.md).",
     )
     opcache_redis_ttl_s: int = Field(
         86400, ge=0, description="Seconds a Redis cache entry lives (0: until Redis evicts it)."
