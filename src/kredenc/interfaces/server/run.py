@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 import time
+from typing import Any
 
 import uvicorn
 
@@ -19,6 +20,24 @@ from kredenc.interfaces.server.state import ServerConfig
 log = logging.getLogger("kredenc.server")
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server that, as it begins to shut down (SIGINT, SIGTERM, ``stop``),
+    sets the app's ``closing`` first: uvicorn waits for every open response, and an
+    event stream (an ask's, a job's) would otherwise keep it waiting (``sse.py``)."""
+
+    def __init__(self, config: uvicorn.Config, closing: threading.Event) -> None:
+        super().__init__(config)
+        self.closing = closing
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.closing.set()
+        await super().shutdown(sockets)
+
+
+def _server(app: Any, host: str, port: int, log_level: str) -> uvicorn.Server:
+    return _Server(uvicorn_config(app, host, port, log_level), app.state.kredenc.closing)
+
+
 def serve(kb: Kredenc, config: ServerConfig, *, sock: socket.socket | None = None) -> None:
     """Serve until interrupted, on ``sock`` (from :func:`listen`; default: bound here)."""
     app = create_app(kb, config)
@@ -26,7 +45,7 @@ def serve(kb: Kredenc, config: ServerConfig, *, sock: socket.socket | None = Non
     if sock is None:
         sock = listen(config.host, config.port)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(app, config.host, port, "info"))
+    server = _server(app, config.host, port, "info")
     log.info("kredenc serving on http://%s:%d/", config.host, port)
     server.run(sockets=[sock])
 
@@ -42,7 +61,7 @@ class ServerThread:
         self.config = config or ServerConfig()
         self.app = create_app(kb, self.config)
         check_bind(self.config.host, self.app.state.kredenc.keys)
-        self._server = uvicorn.Server(uvicorn_config(self.app, self.config.host, 0, "warning"))
+        self._server = _server(self.app, self.config.host, 0, "warning")
         self._thread: threading.Thread | None = None
 
     @property

@@ -85,6 +85,8 @@ class ServerState:
         else:
             self.jobs = IngestJobs(None if kb.read_only or kb.store.shared else kb.home / UPLOADS)
         self._views: dict[str, Kredenc] = {kb.namespace: kb}
+        #: Set as the server begins to shut down: open event streams end (sse.py).
+        self.closing = threading.Event()
         self._lock = threading.Lock()
         # The last run of each lifecycle job per namespace: (finished at, report).
         self._job_runs: dict[str, dict[str, tuple[float, dict[str, Any]]]] = {}

@@ -55,6 +55,19 @@ class AskRequest(Body):
     stream: bool = False
 
 
+#: The last event of a stream cut short because the server shuts down.
+SHUTTING_DOWN = sse.event(
+    "error",
+    {
+        "error": {
+            "code": "shutting_down",
+            "message": "the server is shutting down: the stream ended before the answer",
+            "hint": "ask again when the server is back",
+        }
+    },
+)
+
+
 def error_detail(exc: BaseException) -> dict[str, Any]:
     """The one error shape for a failure inside a stream (internals never named)."""
     if isinstance(exc, KredencError):
@@ -126,7 +139,7 @@ def ask(body: AskRequest, request: Request, kb: KB, state: State) -> Answer | Re
     if body.stream or SSE in request.headers.get("accept", ""):
         check_ask(kb.settings, body.question, body.session_id, body.agent)  # before the stream
         return StreamingResponse(
-            stream_answer(kb, body),
+            sse.until_closing(stream_answer(kb, body), state.closing, last=SHUTTING_DOWN),
             media_type=SSE,
             headers=sse.HEADERS,
         )

@@ -214,4 +214,6 @@ def job_events(
                 return
             await anyio.sleep(POLL_S)
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=sse.HEADERS)
+    # On shutdown the stream just ends: a client resumes with Last-Event-ID.
+    events = sse.until_closing(stream(), state.closing)
+    return StreamingResponse(events, media_type="text/event-stream", headers=sse.HEADERS)
