@@ -1,7 +1,7 @@
 // A memory's history (GET /memories/{id}/history): a small chart of its scores over its
 // changes and a table of every change, oldest first. Text only ever as text nodes.
 import { api } from "./api.js";
-import { h, s, fill, num, when } from "./dom.js";
+import { h, s, fill, num } from "./dom.js";
 
 const SCORES = [["importance", "#2f6fdf"], ["confidence", "#d9822b"], ["stability", "#3a9a5b"]];
 const W = 320, H = 90, PAD = 6;
@@ -13,15 +13,23 @@ export async function showHistory(box, id, onOpen) {
   fill(box,
     scoreChart(items),
     h("table", { class: "mini history" },
-      h("thead", {}, h("tr", {}, ["seq", "when", "change", "by", "why"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["seq", "when", "change"].map((t) => h("th", {}, t)))),
       h("tbody", {}, items.map((e) => h("tr", { dataset: { change: e.change, seq: String(e.seq) } },
         h("td", { class: "num" }, String(e.seq)),
-        h("td", {}, when(e.at)),
-        h("td", {}, what(e, onOpen)),
-        h("td", {}, e.by || ""),
-        h("td", {}, e.reason || ""))))),
+        h("td", { class: "when" }, short(e.at)),
+        h("td", {}, what(e, onOpen),
+          e.by ? [" ", h("span", { class: "badge by" }, `by ${e.by}`)] : null,
+          e.reason ? h("div", { class: "why muted" }, e.reason) : null))))),
     page.next_offset !== null && page.next_offset !== undefined
       ? h("p", { class: "muted" }, `the first ${items.length} changes`) : null);
+}
+
+/** A time as "Dec 3, 09:11" (the year when it is not this one). */
+function short(seconds) {
+  if (!seconds) return "";
+  const d = new Date(seconds * 1000);
+  const year = d.getFullYear() === new Date().getFullYear() ? undefined : "numeric";
+  return d.toLocaleString(undefined, { year, month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
 }
 
 function value(v) {
@@ -33,7 +41,9 @@ function what(e, onOpen) {
     return [h("span", { class: "badge" }, "created"), e.redacted ? " (forgotten: text not shown)" : ""];
   }
   if (e.change === "changed") {
-    return (e.fields || []).map((f, i) => h("span", { class: "field-change", dataset: { field: f.field } },
+    const fields = e.fields || [];
+    const moved = fields.filter((f) => f.old !== f.new);  // a field set to what it was says little
+    return (moved.length ? moved : fields).map((f, i) => h("span", { class: "field-change", dataset: { field: f.field } },
       i ? "; " : "", `${f.field} ${value(f.old)} → ${value(f.new)}`));
   }
   if (e.change === "related" || e.change === "unrelated") {

@@ -145,7 +145,7 @@ function renderDetail(m) {
   $("#s-stability").value = m.stability;
   fill($("#s-status"), STATUSES.map((st) => h("option", { value: st }, st)));
   $("#s-status").value = m.status;
-  $("#score-form").onsubmit = (e) => { e.preventDefault(); rescore(e.submitter, m.id); };
+  $("#score-form").onsubmit = (e) => { e.preventDefault(); rescore(e.submitter, m); };
   $("#relate-form").onsubmit = (e) => { e.preventDefault(); relate(e.submitter, m.id); };
   $("#forget").onclick = (e) => forget(e.currentTarget, m.id);
 }
@@ -178,12 +178,16 @@ async function changes(id) {
   }
 }
 
-async function rescore(button, id) {
+/** Save the fields the form changed (only those: the memory's history shows each edit). */
+async function rescore(button, m) {
+  const id = m.id;
   await busy(button, $("#detail-error"), async () => {
-    const body = {
+    const form = {
       importance: Number($("#s-importance").value), confidence: Number($("#s-confidence").value),
       stability: Number($("#s-stability").value), status: $("#s-status").value,
     };
+    const body = Object.fromEntries(Object.entries(form).filter(([k, v]) => v !== m[k]));
+    if (!Object.keys(body).length) throw { message: "nothing to change", hint: "change a score or the status first" };
     const reason = $("#s-reason").value.trim();
     if (reason) body.reason = reason;
     renderDetail(await api(`/memories/${encodeURIComponent(id)}`, { method: "PATCH", json: body }));
