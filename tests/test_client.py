@@ -106,6 +106,14 @@ def test_relate_shows_in_relationships_and_the_context_graph(
     assert (a.id, b.id, "depends_on") in {(e.src, e.dst, e.rel) for e in graph.edges}
     client.relate(a.id, b.id, "depends_on", remove=True)
     assert client.relationships_of(a.id) == []
+    client.score(a.id, importance=0.9, reason="seen at dusk")
+    changes = client.memory_history(a.id)
+    assert changes == kb.memory_history(a.id)  # the same dataclasses, old and new values kept
+    assert [c.change for c in changes] == ["created", "related", "unrelated", "changed"]
+    assert (changes[-1].fields[0].old, changes[-1].fields[0].new) == (0.5, 0.9)
+    assert client.memory_history(a.id, limit=1, offset=3) == changes[3:]
+    with pytest.raises(NotFound):
+        client.memory_history("m0000000000000000000")
 
 
 def test_listing_pages_like_the_facade(served: tuple[Kredenc, Client]) -> None:
@@ -293,7 +301,7 @@ def test_each_method_takes_the_facades_arguments_with_its_defaults() -> None:
         "ask", "session_history", "clear_session", "list_memories", "list_documents",
         "list_sessions", "ingest", "delete_document", "stats", "export", "import_lines",
         "import_mem0", "run_jobs", "check", "provenance", "close", "relationships_of",
-        "list_relationships", "read_document",
+        "list_relationships", "read_document", "memory_history",
     ]  # fmt: skip
     for name in shared:
         ours = inspect.signature(getattr(Client, name)).parameters

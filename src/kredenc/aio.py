@@ -189,6 +189,7 @@ class AsyncKredenc:
     relate = _twin(Kredenc.relate)
     list_relationships = _twin(Kredenc.list_relationships)
     relationships_of = _twin(Kredenc.relationships_of)
+    memory_history = _twin(Kredenc.memory_history)
     get = _twin(Kredenc.get)
     add_passages = _twin(Kredenc.add_passages)
     search = _twin(Kredenc.search)

@@ -28,6 +28,7 @@ from kredenc.wire import from_wire, to_wire
 if TYPE_CHECKING:
     from kredenc.ingest.pipeline import IngestReport
     from kredenc.loop.answer import Answer, Step
+    from kredenc.memory.history import HistoryEntry
     from kredenc.memory.lifecycle import JobReport
     from kredenc.memory.listing import DocumentEntry, SessionEntry
     from kredenc.memory.transfer import ImportReport
@@ -221,6 +222,17 @@ class Client:
         """The typed edges from or to ``record_id``."""
         data = self._json("GET", f"/relationships/{_seg(record_id)}")
         return [from_wire(GraphEdge, e) for e in data["items"]]
+
+    def memory_history(
+        self, record_id: str, *, limit: int = 100, offset: int = 0
+    ) -> list[HistoryEntry]:
+        """Every change to memory ``record_id``, oldest first, page by page."""
+        from kredenc.memory.history import HistoryEntry
+
+        found = self._page(
+            f"/memories/{_seg(record_id)}/history", _params(limit=limit, offset=offset)
+        )
+        return [from_wire(HistoryEntry, e) for e in found]
 
     def list_relationships(self, *, limit: int = 50, offset: int = 0) -> list[GraphEdge]:
         """The namespace's edges in the order written, page by page."""

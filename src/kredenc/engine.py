@@ -19,7 +19,7 @@ from kredenc.checks import check_name
 from kredenc.config import Settings, load_settings
 from kredenc.errors import StoreClosed
 from kredenc.ingest import passages
-from kredenc.memory import listing, transfer, writes
+from kredenc.memory import history, listing, transfer, writes
 from kredenc.memory.turns import TurnFiler
 from kredenc.providers.embed.base import Embedder
 from kredenc.retrieve import query as queries
@@ -210,6 +210,7 @@ class Kredenc:
     list_sessions = _in_namespace(listing.list_sessions)
     list_relationships = _in_namespace(listing.list_relationships)
     relationships_of = _in_namespace(listing.relationships_of)
+    memory_history = _in_namespace(history.memory_history)
     provenance = _in_namespace(listing.provenance)
 
     def run_jobs(self, names: Sequence[str] = (), *, now: float | None = None) -> list[JobReport]:

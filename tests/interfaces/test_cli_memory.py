@@ -1,4 +1,4 @@
-"""``kredenc remember|score|relate|graph|jobs run`` in-process through ``main()``.
+"""``kredenc remember|score|history|relate|graph|jobs run`` in-process through ``main()``.
 
 The store is opened with the test embedder (swapped in at the provider seam) so no
 model loads; one subprocess run checks the real entry point with the real model.
@@ -63,6 +63,23 @@ def test_score(run: Any) -> None:
     frozen = ok(run, "remember", "a rule", "--read-only")
     assert "is read-only" in fails(run, 1, "score", frozen["id"], "--importance", "0.1")
     assert "unknown status 'great'" in fails(run, 2, "score", mem["id"], "--status", "great")
+
+
+def test_history(run: Any) -> None:
+    mem = ok(run, "remember", "the kettle is descaled monthly", "--importance", "0.4")
+    ok(run, "score", mem["id"], "--importance", "0.7", "--reason", "it furs up")
+    got = ok(run, "history", mem["id"])
+    assert [e["change"] for e in got["items"]] == ["created", "changed"]
+    assert got["items"][1]["fields"] == [{"field": "importance", "old": 0.4, "new": 0.7}]
+    code, out, _ = run("history", mem["id"])
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2
+    assert lines[0].endswith("created [note] the kettle is descaled monthly")
+    assert lines[1].endswith("importance 0.4 -> 0.7  (it furs up)")
+    assert (
+        ok(run, "history", mem["id"], "--offset", "1", "--limit", "1")["items"] == got["items"][1:]
+    )
+    assert "no memory 'm-nope'" in fails(run, 1, "history", "m-nope")
 
 
 def test_relate_and_graph(run: Any) -> None:

@@ -82,6 +82,8 @@ def test_remember_over_url_then_get_prints_the_same(
     assert served.kb.get(mem["id"]).text == "Anna owns billing"
     local, remote = both(served, capsys, "get", mem["id"])
     assert local == remote
+    local, remote = both(served, capsys, "history", mem["id"])
+    assert local == remote and remote["items"][0]["text"] == "Anna owns billing"
     # The human form too, after the command name or before it.
     code, out, _err = run(capsys, "get", mem["id"], "--url", served.url)
     assert code == 0 and out.startswith(f"{mem['id']} [fact] Anna owns billing")

@@ -15,6 +15,7 @@ from kredenc.engine import Kredenc
 from kredenc.errors import StoreError
 from kredenc.retrieve.terms import phrases, query_terms
 from kredenc.storage.index.filters import Filters
+from kredenc.storage.index.schema import SCHEMA_VERSION
 from kredenc.storage.index.vectors import AnnParams, VectorShard
 from kredenc.testing.embedders import HashEmbedder
 
@@ -384,6 +385,22 @@ def _make_schema_3(index_db: Path) -> None:
     conn.close()
 
 
+def test_a_schema_4_index_is_rebuilt_with_the_histories(tmp_path: Path) -> None:
+    home = tmp_path / "store"
+    with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as kb:
+        mem = kb.remember("Alex drinks green tea").id
+        kb.score(mem, importance=0.9, reason="every morning")
+        before = kb.memory_history(mem)
+    conn = sqlite3.connect(home / "index.db")  # what schema 4 built: no history table
+    conn.execute("DROP TABLE history")
+    conn.execute("UPDATE meta SET value='4' WHERE key='schema'")
+    conn.commit()
+    conn.close()
+    with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as kb:
+        assert kb.memory_history(mem) == before
+        assert [e.change for e in before] == ["created", "changed"]
+
+
 def test_a_schema_3_index_is_rebuilt_with_the_scope_ids(tmp_path: Path) -> None:
     from kredenc.errors import IndexOutdated
 
@@ -392,7 +409,7 @@ def test_a_schema_3_index_is_rebuilt_with_the_scope_ids(tmp_path: Path) -> None:
         alex = kb.remember("Alex drinks green tea", user_id="u-alex", tags=["tea"]).id
         kb.remember("Sam drinks green tea", user_id="u-sam", meta={"team": "blue"})
     _make_schema_3(home / "index.db")
-    with pytest.raises(IndexOutdated, match="schema 3 is not 4") as err:
+    with pytest.raises(IndexOutdated, match=f"schema 3 is not {SCHEMA_VERSION}") as err:
         Kredenc.open(home, embedder=HashEmbedder(), read_only=True)
     assert "rebuild" in err.value.hint
     with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as kb:

@@ -30,7 +30,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: (rebuild, compact, keys, proxy, serve, eval, demo, …) work on a local store only.
 REMOTE_COMMANDS = frozenset(
     {
-        "remember", "get", "forget", "score", "relate", "search", "graph", "recall", "ask",
+        "remember", "get", "forget", "score", "history", "relate", "search", "graph", "recall",
+        "ask",
         "session show", "session clear", "list memories", "list documents", "list sessions",
         "ingest", "stats", "export", "import", "jobs run", "check",
     }

@@ -1,4 +1,5 @@
-"""``kredenc remember | score | relate | graph | jobs run``: memories and their lifecycle.
+"""``kredenc remember | score | history | relate | graph | jobs run``: memories and their
+lifecycle.
 
 ``cli.py`` registers :data:`COMMANDS` on the ``kredenc`` group.
 ``remember`` here is the full command, with the memory's scores and state as flags.
@@ -6,6 +7,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -22,7 +24,9 @@ from kredenc.interfaces.cli_common import (
     scope_text,
     short,
 )
+from kredenc.memory.history import HistoryEntry
 from kredenc.memory.scheduler import JOBS
+from kredenc.wire import to_wire
 
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +106,44 @@ def score(record_id: str, reason: str | None, **fields: Any) -> None:
         click.echo(f"{mem.id}: {shown}")
 
     c.emit(data, human)
+
+
+@click.command()
+@click.argument("record_id")
+@click.option("--limit", type=click.IntRange(1, 9_999), default=100, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@json_option
+def history(record_id: str, limit: int, offset: int) -> None:
+    """Every change to a memory, oldest first: created, score and status edits (old ->
+    new, with the reason), relations added and removed, forgotten."""
+    c = context()
+    with c.open(read_only=True) as kb:  # a read command never changes the store
+        entries = kb.memory_history(record_id, limit=limit, offset=offset)
+    data = {"id": record_id, "items": to_wire(entries), "limit": limit, "offset": offset}
+    c.emit(data, lambda: click.echo("\n".join(history_line(e) for e in entries)))
+
+
+def history_line(e: HistoryEntry) -> str:
+    """One history entry as a line: seq, time (UTC), what changed, why, by whom."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.at)) if e.at else "-"
+    if e.change == "created":
+        what = f"created [{e.kind or '?'}] {short(e.text)}" if e.text else "created (text erased)"
+    elif e.change == "changed":
+        what = ", ".join(f"{f.field} {_value(f.old)} -> {_value(f.new)}" for f in e.fields)
+    elif e.change in ("related", "unrelated"):
+        arrow = f"-[{e.rel}]-> {e.other}" if e.outgoing else f"<-[{e.rel}]- {e.other}"
+        what = f"{e.change} {arrow}"
+    else:
+        what = e.change
+    why = f"  ({e.reason})" if e.reason else ""
+    by = f"  by {e.by}" if e.by else ""
+    return f"{e.seq:>6}  {when}  {what}{why}{by}"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 @click.command()
@@ -189,4 +231,4 @@ def jobs_run(names: tuple[str, ...]) -> None:
     c.emit(data, lambda: click.echo("\n".join(r.summary() for r in reports)))
 
 
-COMMANDS: tuple[click.Command, ...] = (remember, score, relate, graph, jobs_group)
+COMMANDS: tuple[click.Command, ...] = (remember, score, history, relate, graph, jobs_group)

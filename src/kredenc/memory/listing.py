@@ -48,7 +48,8 @@ class SessionEntry:
     last_at: float
 
 
-def _page(limit: int, offset: int) -> None:
+def check_page(limit: int, offset: int) -> None:
+    """Refuse a page that is not 1..MAX_LIMIT items from an offset of at least 0."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be a whole number from 1 to {MAX_LIMIT}, not {limit!r}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -83,7 +84,7 @@ def list_memories(
     at most ``limit``: of any of ``kinds`` and ``statuses``, carrying every one of
     ``tags``, in ``drawer``, filed at or after ``since`` and before ``until`` (ISO 8601
     or Unix seconds), filed with the ``user_id``, ``agent_id`` and ``run_id`` given."""
-    _page(limit, offset)
+    check_page(limit, offset)
     scope = scope_filters(user_id=user_id, agent_id=agent_id, run_id=run_id, tags=tags)
     query = RecordQuery(
         types=("memory",),
@@ -120,7 +121,7 @@ def list_documents(
 ) -> list[DocumentEntry]:
     """Live documents of ``ns`` in filing order: read by any of ``loaders``, filed
     from an origin matching the glob ``source`` (``*.pdf``, ``docs/*``), in ``drawer``."""
-    _page(limit, offset)
+    check_page(limit, offset)
     query = RecordQuery(
         types=("document",), loaders=tuple(loaders), origin_glob=source, drawer=drawer
     )
@@ -164,7 +165,7 @@ def list_sessions(
     store: Store, ns: str, /, *, limit: int = 50, offset: int = 0
 ) -> list[SessionEntry]:
     """Sessions with live turns in ``ns``, the most recently active first."""
-    _page(limit, offset)
+    check_page(limit, offset)
     return [SessionEntry(*row) for row in store.index.sessions(ns, limit, offset)]
 
 
@@ -173,7 +174,7 @@ def list_relationships(
 ) -> list[GraphEdge]:
     """The edges of ``ns`` in the order they were written, ``offset`` skipped and at
     most ``limit`` (the memory graph of the Neuro Core design, page by page)."""
-    _page(limit, offset)
+    check_page(limit, offset)
     edges = store.index.edges_of(ns)[offset : offset + limit]
     return [GraphEdge(src, dst, rel, weight) for src, dst, rel, weight in edges]
 

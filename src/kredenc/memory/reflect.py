@@ -101,12 +101,17 @@ def reflect_episode(
     ts = wall_clock()
     batch: list[dict[str, Any]] = [payload]
     for member in members:
-        batch.extend(edge_payloads(ns, payload["id"], member.id, "derived_from", 1.0, ts))
+        edges = edge_payloads(ns, payload["id"], member.id, "derived_from", 1.0, ts)
+        batch.extend({**e, "by": "reflect"} for e in edges)
     for old in previous:
         if not old.read_only:
             batch.append(
                 score_payload(
-                    ns, old.id, {"status": "deprecated"}, reason=f"superseded by {payload['id']}"
+                    ns,
+                    old.id,
+                    {"status": "deprecated"},
+                    reason=f"superseded by {payload['id']}",
+                    by="reflect",
                 )
             )
     store.write(batch, batch=True)

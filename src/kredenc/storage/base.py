@@ -233,6 +233,14 @@ class Index(Protocol):
         """Every edge of ``ns`` as (src, dst, rel, weight), in the order written."""
         ...
 
+    def history_of(self, ns: str, rid: str) -> list[tuple[int, int]]:
+        """(seq, address) of each log record in the history of memory ``rid`` of
+        ``ns``, oldest first: its ``put`` (or the ``purged`` stub an erasure left), then
+        every ``score``, ``status``, ``edge``, ``unedge`` and ``tombstone`` naming it,
+        and the tombstone of a record at the other end of one of its edges. Forgotten
+        memories keep theirs; an id ``ns`` never filed a memory under has none."""
+        ...
+
     # -- edges ----------------------------------------------------------------
     def neighbours(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         """Edges touching ``ids`` as (seed id, neighbour id, relation, weight), both ways."""

@@ -51,12 +51,14 @@ from kredenc.storage.index.schema import INDEXED_TYPES
 
 NEW_SUFFIX = ".new"
 PURGED_OP = "purged"
-# What a record naming a forgotten id keeps: ids, relation names, numbers, times.
-_KEEP = frozenset(
+# What a record naming a forgotten id keeps: ids, relation names, numbers, times, the
+# job that wrote it. A forgotten memory's history shows no more than this
+# (memory.history), before a purge as after it.
+KEPT_FIELDS = frozenset(
     {
         "seq", "txn", "op", "ns", "id", "src", "dst", "rel", "weight", "ts", "counts",
         "importance", "confidence", "stability", "status", "valid_from", "valid_to",
-        "episode_id", "task_status", "decayed_at",
+        "episode_id", "task_status", "decayed_at", "by",
     }
 )  # fmt: skip
 # Files set aside beside the store's files; a purge deletes them.
@@ -120,7 +122,7 @@ def purge_store(home: Path, cache: Path, *, on_step: Step | None = None) -> Purg
             out.append(frame(encode_payload(stub)))
             report.purged += 1
         elif p.get("op") != "put" and any((ns, n) in forgotten for n in names):
-            kept = {k: v for k, v in p.items() if k in _KEEP}
+            kept = {k: v for k, v in p.items() if k in KEPT_FIELDS}
             if kept != p:
                 report.stripped += 1
             out.append(frame(encode_payload(kept)))

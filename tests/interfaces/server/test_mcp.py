@@ -123,7 +123,7 @@ def run(fn: Any, *args: Any) -> Any:
     return anyio.run(fn, *args)
 
 
-def test_http_lists_exactly_the_ten_tools_with_typed_described_parameters(
+def test_http_lists_exactly_the_eleven_tools_with_typed_described_parameters(
     server: dict[str, Any],
 ) -> None:
     async def go() -> Any:
@@ -132,7 +132,7 @@ def test_http_lists_exactly_the_ten_tools_with_typed_described_parameters(
 
     tools = run(go)
     assert [t.name for t in tools] == list(TOOL_NAMES)
-    assert len(TOOL_NAMES) == 10
+    assert len(TOOL_NAMES) == 11
     search = next(t for t in tools if t.name == "search")
     props = search.input_schema["properties"]
     assert props["k"]["type"] == "integer"
@@ -508,7 +508,7 @@ def test_a_fault_is_a_generic_tool_error_and_the_session_goes_on() -> None:
                 result = await client.call_tool("search", {"query": "anything"})
                 assert result.is_error
                 assert "secret" not in json.dumps(result.model_dump())
-            assert len((await client.list_tools()).tools) == 10
+            assert len((await client.list_tools()).tools) == len(TOOL_NAMES)
 
     run(go)
 
@@ -552,6 +552,12 @@ async def _stdio_checks(client: Client, root: Path, elsewhere: Path) -> None:
     names = [t.name for t in (await client.list_tools()).tools]
     assert names == list(TOOL_NAMES)
     mem = data(await client.call_tool("remember", {"text": "The kestrel nests on the water tower"}))
+    await client.call_tool("score", {"id": mem["id"], "importance": 0.8, "reason": "seen twice"})
+    changes = data(await client.call_tool("history", {"id": mem["id"]}))["items"]
+    assert [(c["change"], c["reason"]) for c in changes] == [
+        ("created", None),
+        ("changed", "seen twice"),
+    ]
     hits = data(await client.call_tool("search", {"query": "where does the kestrel nest"}))
     assert mem["id"] in [h["id"] for h in hits["hits"]]
     bad = refusal(await client.call_tool("search", {"query": "kestrel", "k": 0}))

@@ -290,6 +290,33 @@ def test_a_missing_memory_says_so(tab: Tab, served: Served) -> None:
     assert box.text_content() == detail["message"]
 
 
+def test_a_score_edit_shows_in_the_memory_history(tab: Tab, served: Served) -> None:
+    page = tab.page
+    with served.client() as api:
+        mem = api.post("/memories", json={"text": "The boiler is serviced in March."}).json()
+    page.goto(f"{served.url}/#memories/{mem['id']}")
+    rows = page.locator("#mem-history tbody tr")
+    page.locator("#mem-history tr[data-change=created]").wait_for()
+    assert rows.count() == 1
+    page.fill("#s-importance", "0.8")
+    page.fill("#s-confidence", "0.3")
+    page.fill("#s-reason", "the engineer said so")
+    page.click("#score-form button[type=submit]")
+    edit = page.locator("#mem-history tr[data-change=changed]")
+    edit.wait_for()
+    assert rows.count() == 2
+    assert "the engineer said so" in edit.text_content()
+    shown = edit.locator(".field-change").all_text_contents()
+    assert "importance 0.50 → 0.80" in shown[0] and "confidence 0.50 → 0.30" in shown[1]
+    # The chart draws each score over the two entries.
+    lines = page.locator("#mem-history svg polyline.score-line")
+    assert lines.count() == 3
+    importance = page.locator("#mem-history polyline[data-score=importance]")
+    assert len(importance.get_attribute("points").split()) == 2
+    assert page.locator("#s-reason").input_value() == ""  # the next edit needs its own
+    assert not tab.errors, tab.errors
+
+
 def test_a_refused_url_says_why_on_the_ingest_screen(tab: Tab, served: Served) -> None:
     """The fetcher's guard refuses a loopback URL; the page shows the refusal as sent."""
     if not served.has("POST", "/ingest"):
@@ -417,17 +444,26 @@ def test_the_tour_ingest_ask_memories_store(tab: Tab, served: Served) -> None:
             assert page.locator("#graph-box g.edge[data-rel='supports']").count() >= 1
     else:
         missing.append("GET /context_graph")
-    tab.shot("memories")
 
-    # Edit its scores, then forget the other one (the page confirms first).
+    # Edit its scores (the change shows in its history), then forget the other one
+    # (the page confirms first).
     if served.has("PATCH", "/memories/{record_id}"):
         page.fill("#s-importance", "0.9")
         page.fill("#s-reason", "checked against the paper")
         page.click("#score-form button[type=submit]")
         page.locator("#detail-body dd", has_text="0.90").wait_for()
         assert served.kb.get(ids[0]).importance == pytest.approx(0.9)
+        if served.has("GET", "/memories/{record_id}/history"):
+            change = page.locator("#mem-history tr[data-change=changed]")
+            change.wait_for()
+            assert "checked against the paper" in change.text_content()
+            assert "importance 0.50 → 0.90" in change.text_content()
+            assert page.locator("#mem-history tr[data-change=related]").count() == 1
+        else:
+            missing.append("GET /memories/{id}/history")
     else:
         missing.append("PATCH /memories/{id}")
+    tab.shot("memories")
     if served.has("DELETE", "/memories/{record_id}"):
         page.goto(f"{served.url}/#memories/{ids[1]}")
         page.locator(".mem-full-text", has_text="Multi-head attention").wait_for()

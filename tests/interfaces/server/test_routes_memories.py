@@ -101,6 +101,35 @@ def test_score_without_fields_is_refused(
     assert_error_shape(client.patch(f"/memories/{made['id']}", json={}), 422, "invalid_input")
 
 
+def test_history_pages_the_changes_and_404s_like_a_read(
+    client: httpx.Client, assert_error_shape: ErrorCheck
+) -> None:
+    made = file(client, "The shed key hangs by the back door", importance=0.4)
+    for n, why in enumerate(("moved it", "moved it back", None)):
+        body = {"importance": 0.5 + n / 10, **({"reason": why} if why else {})}
+        assert client.patch(f"/memories/{made['id']}", json=body).status_code == 200
+    first = client.get(f"/memories/{made['id']}/history", params={"limit": 2})
+    assert first.status_code == 200, first.text
+    page = first.json()
+    assert (page["limit"], page["offset"], page["next_offset"]) == (2, 0, 2)
+    assert [e["change"] for e in page["items"]] == ["created", "changed"]
+    assert page["items"][0]["text"] == made["text"]
+    assert page["items"][1]["fields"] == [{"field": "importance", "old": 0.4, "new": 0.5}]
+    assert page["items"][1]["reason"] == "moved it"
+    rest = client.get(f"/memories/{made['id']}/history", params={"offset": 2}).json()
+    assert [e["reason"] for e in rest["items"]] == ["moved it back", None]
+    assert rest["next_offset"] is None
+    assert client.delete(f"/memories/{made['id']}").status_code == 204
+    gone = client.get(f"/memories/{made['id']}/history").json()["items"]
+    assert [e["change"] for e in gone][-1] == "forgotten"
+    assert gone[0]["text"] is None and gone[0]["redacted"] is True
+    missing = client.get("/memories/m0000000000000000000/history")
+    assert_error_shape(missing, 404, "not_found")
+    assert_error_shape(
+        client.get(f"/memories/{made['id']}/history", params={"limit": 0}), 422, "invalid_request"
+    )
+
+
 def test_forget_removes_it_everywhere(client: httpx.Client, assert_error_shape: ErrorCheck) -> None:
     made = file(client, "The zeppelin hangar code is blue")
     assert made["id"] in hit_ids(client, "zeppelin hangar")

@@ -171,7 +171,8 @@ def test_the_route_list_covers_the_api(tenants: Tenants) -> None:
     paths = {(c.method, c.template) for c in calls(tenants.served.app)}
     expected = {
         ("GET", "/memories/{record_id}"), ("PATCH", "/memories/{record_id}"),
-        ("DELETE", "/memories/{record_id}"), ("GET", "/records/{record_id}"),
+        ("DELETE", "/memories/{record_id}"), ("GET", "/memories/{record_id}/history"),
+        ("GET", "/records/{record_id}"),
         ("GET", "/relationships/{memory_id}"), ("POST", "/ask"), ("GET", "/context_graph"),
         ("POST", "/v1/chat/completions"), ("GET", "/v1/{path:path}"),
         ("DELETE", "/sessions/{session_id}"), ("GET", "/check"), ("POST", "/jobs/run"),

@@ -77,6 +77,38 @@ def test_row_level_security_shows_one_namespace_whatever_the_sql(
             conn.execute("INSERT INTO edges(src, dst, rel, ns, seq) VALUES ('x', 'y', 'r', 'b', 1)")
 
 
+def test_history_is_walled_by_namespace_and_backfilled_by_its_step(
+    postgres_dsn: str, schema: str
+) -> None:
+    embedder = HashEmbedder(dim=DIM)
+    index = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")
+    try:
+        log = fill(index, embedder)
+        index.apply(
+            log.add({"op": "score", "ns": "a", "id": "a1", "importance": 0.9}),
+            None,
+            embedder.embed,
+            log.end,
+        )
+        assert [s for s, _ in index.history_of("a", "a1")] == [1, 7]
+        with migrate.connect(postgres_dsn, schema) as conn:
+            assert conn.execute("SELECT count(*) FROM history").fetchone() == (0,)
+            conn.execute("SELECT set_config('kredenc.ns', 'b', true)")
+            assert conn.execute("SELECT id FROM history").fetchall() == [("b1",)]
+            # A store from before the step: no history table, the step not recorded.
+            conn.execute("DROP TABLE history")
+            conn.execute("DELETE FROM migrations WHERE name = 'index/002 history'")
+            conn.commit()
+    finally:
+        index.close()
+    index = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")  # migrates
+    try:
+        assert [s for s, _ in index.history_of("a", "a1")] == [1]  # from its put
+        assert [s for s, _ in index.history_of("b", "b1")] == [6]
+    finally:
+        index.close()
+
+
 def test_bm25_scores_match_fts5s(index: PostgresIndex, tmp_path: Path) -> None:
     """Words both stemmers agree on get the SQLite index's BM25 scores."""
     embedder = HashEmbedder(dim=DIM)

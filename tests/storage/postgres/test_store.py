@@ -106,6 +106,30 @@ def test_the_same_answers_as_the_file_backend(tmp_path: Path, pg: dict[str, Any]
     assert answers[0] == answers[1]
 
 
+def test_a_memorys_history_is_the_file_backends(tmp_path: Path, pg: dict[str, Any]) -> None:
+    shapes = []
+    for where, extra in (("sqlite", {"durability": "none"}), ("pg", pg)):
+        with Kredenc.open(tmp_path / where, embedder=HashEmbedder(), **extra) as kb:
+            a, b, *_ = fill(kb)
+            kb.score(a, importance=0.8, reason="seen twice")
+            kb.relate(a, b, "supports")
+            kb.forget(b)
+            kb.rebuild()
+            shapes.append(
+                [
+                    [(e.change, e.text, [(f.field, f.old, f.new) for f in e.fields],
+                      (e.reason or "").replace(b, "B"), e.other in (a, b))
+                     for e in kb.memory_history(rid)]
+                    for rid in (a, b)
+                ]
+            )  # fmt: skip
+            with pytest.raises(NotFound):
+                kb.scoped("other").memory_history(a)
+    assert shapes[0] == shapes[1]
+    assert [c for c, *_ in shapes[1][0]] == ["created", "changed", "related", "unrelated"]
+    assert [c for c, *_ in shapes[1][1]] == ["created", "related", "forgotten"]
+
+
 def test_postgres_without_a_dsn_is_refused(tmp_path: Path) -> None:
     with pytest.raises((InvalidInput, ValueError), match="postgres_dsn"):
         Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), backend="postgres")

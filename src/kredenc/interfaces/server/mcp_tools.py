@@ -1,6 +1,6 @@
 """kredenc's MCP tools: the facade's verbs for an agent, over any MCP transport.
 
-:func:`build_server` makes one :class:`~mcp.server.mcpserver.MCPServer` with ten tools
+:func:`build_server` makes one :class:`~mcp.server.mcpserver.MCPServer` with eleven tools
 (:data:`TOOL_NAMES`). Each tool's typed, described parameters are its JSON schema (the
 SDK derives it); each returns the facade's result in its wire form
 (:func:`kredenc.wire.to_wire`) as structured content and as JSON text.
@@ -61,6 +61,7 @@ TOOL_NAMES = (
     "ask",
     "relate",
     "score",
+    "history",
     "reflect",
     "forget",
     "context_graph",
@@ -188,7 +189,7 @@ Time = Annotated[str | None, Field(description="A time: ISO 8601 or Unix seconds
 
 
 def build_server(host: ToolHost) -> KredencMCP:
-    """An MCP server with kredenc's ten tools, each running in ``host.view(ctx)``."""
+    """An MCP server with kredenc's eleven tools, each running in ``host.view(ctx)``."""
     server = KredencMCP(
         "kredenc",
         version=__version__,
@@ -375,6 +376,18 @@ def build_server(host: ToolHost) -> KredencMCP:
         return dict(to_wire(mem))
 
     @_as_tool_error
+    def history(
+        ctx: Context,
+        id: Id,
+        limit: Annotated[int, Field(ge=1, le=1000, description="Entries at most.")] = 100,
+        offset: Annotated[int, Field(ge=0, description="Entries skipped.")] = 0,
+    ) -> dict[str, Any]:
+        """A memory's history, oldest first: created, score and status edits (old to new,
+        with the reason), relations added and removed, forgotten."""
+        entries = host.view(ctx).memory_history(id, limit=limit, offset=offset)
+        return {"id": id, "items": to_wire(entries)}
+
+    @_as_tool_error
     def reflect(
         ctx: Context,
         episode_id: Annotated[
@@ -436,7 +449,7 @@ def build_server(host: ToolHost) -> KredencMCP:
         report = view.ingest(sources, drawer=drawer, on_progress=_progress(ctx))
         return dict(to_wire(report))
 
-    functions: list[Callable[..., Any]] = [remember, recall, search, ask, relate, score]
+    functions: list[Callable[..., Any]] = [remember, recall, search, ask, relate, score, history]
     functions += [reflect, forget, context_graph, ingest]
     tools = {f.__name__: f for f in functions}
     notes = {"remember": WRITE, "relate": WRITE, "score": WRITE, "reflect": WRITE, "ask": WRITE}

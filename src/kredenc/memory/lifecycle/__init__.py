@@ -134,13 +134,15 @@ def score_payload(
     fields: Mapping[str, Any],
     *,
     reason: str | None = None,
+    by: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A ``score`` record built exactly as ``memory.writes.score`` builds it.
 
     The caller has already checked that the record is a live, writable memory (the
-    jobs select only those in the index). ``extra`` adds job bookkeeping to the log record
-    (e.g. ``decayed_at``); the index ignores keys it does not keep.
+    jobs select only those in the index). ``by`` names the job that writes it (a
+    memory's history shows it); ``extra`` adds job bookkeeping to the log record (e.g.
+    ``decayed_at``); the index ignores keys it does not keep.
     """
     values = validate_fields(fields, strict=True, partial=True)
     payload: dict[str, Any] = {"op": "score", "ns": ns, "id": record_id}
@@ -148,6 +150,8 @@ def score_payload(
     payload["ts"] = wall_clock()
     if reason:
         payload["reason"] = reason
+    if by:
+        payload["by"] = by
     if extra:
         payload.update(extra)
     return payload

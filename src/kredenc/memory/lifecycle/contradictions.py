@@ -142,7 +142,8 @@ def run_contradictions(
         if found is None:
             continue
         related.add(frozenset((older.id, newer.id)))
-        group = edge_payloads(ns, newer.id, older.id, "contradicts", 1.0, wall_clock())
+        edges = edge_payloads(ns, newer.id, older.id, "contradicts", 1.0, wall_clock())
+        group = [{**e, "by": "contradictions"} for e in edges]
         loser = _loser(older, newer)
         other = newer if loser is older else older
         if loser is not None and loser.id not in disputed:
@@ -153,6 +154,7 @@ def run_contradictions(
                     loser.id,
                     {"status": "disputed"},
                     reason=f"contradicted by {other.id}: {found.reason}",
+                    by="contradictions",
                 )
             )
         groups.append(group)

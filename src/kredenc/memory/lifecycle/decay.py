@@ -96,6 +96,7 @@ def run_decay(
             row.id,
             {"importance": value},
             reason=f"decay: {days} day(s) at rate {rate}",
+            by="decay",
             extra={"decayed_at": base + days * DAY},
         )
         groups.append([payload])

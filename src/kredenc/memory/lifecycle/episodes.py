@@ -85,7 +85,9 @@ def run_episodes(
     groups = []
     for run in runs(rows, gap_s):
         for rid, episode in assign(run, min_size).items():
-            groups.append([score_payload(ns, rid, {"episode_id": episode}, reason="episodes")])
+            groups.append(
+                [score_payload(ns, rid, {"episode_id": episode}, reason="episodes", by="episodes")]
+            )
             report.note({"id": rid, "episode_id": episode})
     report.changed = len(groups)
     report.records = write_groups(store, groups)

@@ -3,7 +3,8 @@
 ``put`` adds a record (its row, card and vector; a document's row in ``documents``),
 ``tombstone`` marks it deleted and drops its card, vector and edges, ``edge`` and
 ``unedge`` add and remove edges, ``score``/``status`` update the current scores and
-state, ``access`` adds to access counts. Everything runs inside the caller's
+state, ``access`` adds to access counts. Before each record, :func:`note_history`
+adds its address to the ``history`` of every memory it touches. Everything runs inside the caller's
 transaction; the vector shards in memory are changed by the caller after it commits,
 from the adds and removes collected here.
 """
@@ -73,6 +74,56 @@ def fill_vectors(
     for _, p in entries:
         if p.get("op") == "put" and p.get("type") in INDEXED_TYPES and p["id"] not in vectors:
             vectors[p["id"]] = cached[text_hash(embed_text_of(p))]
+
+
+#: Log ops that start a record's history (a ``purged`` stub stands for an erased put).
+HISTORY_START = frozenset({"put", "purged"})
+#: Log ops that change a record already filed.
+HISTORY_CHANGES = frozenset({"score", "status", "tombstone", "edge", "unedge"})
+
+
+def history_subjects(p: dict[str, Any]) -> tuple[bool, tuple[str, ...]]:
+    """Whose history the log record ``p`` belongs in: (whether it starts a memory's
+    history, the ids it names). A ``put`` (or ``purged`` stub) of a memory starts its
+    id's; a change joins the history of each id it names that has one already (the
+    index checks), so chunks and documents keep none. ``access`` counts are no change."""
+    op = p.get("op")
+    if op in HISTORY_START:
+        return p.get("type") == "memory", (str(p["id"]),)
+    if op in ("edge", "unedge"):
+        return False, (str(p["src"]), str(p["dst"]))
+    if op in HISTORY_CHANGES:
+        return False, (str(p["id"]),)
+    return False, ()
+
+
+def note_history(conn: sqlite3.Connection, offset: int, p: dict[str, Any]) -> None:
+    """Add the record at ``offset`` to the history of each memory it touches (before
+    :func:`apply_one` applies it: a tombstone's edges are still there, so the memories
+    at their other ends note that they lost them)."""
+    starts, ids = history_subjects(p)
+    if not ids:
+        return
+    ns, seq = p["ns"], p["seq"]
+    if starts:
+        conn.execute(
+            "INSERT OR IGNORE INTO history(ns, id, seq, offset) VALUES (?,?,?,?)",
+            (ns, ids[0], seq, offset),
+        )
+        return
+    conn.executemany(
+        "INSERT OR IGNORE INTO history(ns, id, seq, offset) SELECT ?,?,?,?"
+        " WHERE EXISTS (SELECT 1 FROM history WHERE ns=? AND id=?)",
+        [(ns, rid, seq, offset, ns, rid) for rid in dict.fromkeys(ids)],
+    )
+    if p.get("op") == "tombstone":
+        conn.execute(
+            "INSERT OR IGNORE INTO history(ns, id, seq, offset)"
+            " SELECT DISTINCT e.ns, CASE WHEN e.src=? THEN e.dst ELSE e.src END, ?, ?"
+            " FROM edges e WHERE e.ns=? AND (e.src=? OR e.dst=?) AND EXISTS (SELECT 1 FROM"
+            " history h WHERE h.ns=e.ns AND h.id=CASE WHEN e.src=? THEN e.dst ELSE e.src END)",
+            (ids[0], seq, offset, ns, ids[0], ids[0], ids[0]),
+        )
 
 
 def apply_one(

@@ -73,6 +73,16 @@ def session_turns(
     return [(str(i), int(o)) for i, o in rows]
 
 
+def history_of(conn: sqlite3.Connection, ns: str, rid: str) -> list[tuple[int, int]]:
+    """(seq, address) of every log record in the history of memory ``rid`` of ``ns``
+    (its put, then each change that touched it), oldest first; empty for an id ``ns``
+    never had a memory by, forgotten and erased ones included."""
+    rows = conn.execute(
+        "SELECT seq, offset FROM history WHERE ns=? AND id=? ORDER BY seq", (ns, rid)
+    ).fetchall()
+    return [(int(s), int(o)) for s, o in rows]
+
+
 def neighbours(
     conn: sqlite3.Connection, ns: str, ids: Sequence[str]
 ) -> list[tuple[str, str, str, float]]:

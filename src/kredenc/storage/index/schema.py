@@ -18,7 +18,8 @@ from kredenc.storage.index import lexical
 # 3: records.session (the session of a turn), for a session's history.
 # 4: records.user_id, agent_id, run_id (indexed), tags and meta (JSON), for the
 #    scope, tag and meta filters of every leg and listing.
-SCHEMA_VERSION = 4
+# 5: history (the log records that touched each memory), for a memory's history.
+SCHEMA_VERSION = 5
 INDEXED_TYPES = frozenset({"memory", "chunk", "turn"})
 
 SCHEMA = f"""
@@ -83,6 +84,10 @@ CREATE TABLE IF NOT EXISTS documents(
 CREATE TABLE IF NOT EXISTS access(
   id TEXT PRIMARY KEY, count INTEGER NOT NULL, last_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS history(
+  ns TEXT NOT NULL, id TEXT NOT NULL, seq INTEGER NOT NULL, offset INTEGER NOT NULL,
+  PRIMARY KEY (ns, id, seq)
+) WITHOUT ROWID;
 """
 
 CACHE_SCHEMA = """

@@ -303,6 +303,7 @@ class SqliteIndex:
         touched: dict[projector.Scope, int] = {}
         with self._write_txn() as conn:
             for offset, payload in entries:
+                projector.note_history(conn, offset, payload)
                 scope = projector.apply_one(
                     conn, offset, payload, vectors, self.dim, shard_adds, shard_removes
                 )
@@ -385,6 +386,11 @@ class SqliteIndex:
     def namespaces(self) -> list[str]:
         """Every namespace with a live record, sorted."""
         return reads.namespaces(self.reader())
+
+    def history_of(self, ns: str, rid: str) -> list[tuple[int, int]]:
+        """The log records in ``rid``'s history, oldest first (see
+        :func:`reads.history_of`)."""
+        return reads.history_of(self.reader(), ns, rid)
 
     def edges_of(self, ns: str) -> list[tuple[str, str, str, float]]:
         """Every edge of ``ns`` (src, dst, rel, weight), in writing order."""
@@ -526,7 +532,8 @@ class SqliteIndex:
         edges = conn.execute(
             "SELECT src, dst, rel, weight FROM edges ORDER BY src, dst, rel"
         ).fetchall()
-        return {"records": recs, "edges": edges}
+        history = conn.execute("SELECT ns, id, seq FROM history ORDER BY ns, id, seq").fetchall()
+        return {"records": recs, "edges": edges, "history": history}
 
     # -- queries for the memory jobs ------------------------------------------
     MEMORY_ROW_COLUMNS = reads.MEMORY_ROW_COLUMNS

@@ -161,6 +161,7 @@ class PostgresIndex(IndexReads):
             # whose answer is read, a tombstone's or a score's, wait for the server).
             with conn.pipeline():
                 for offset, payload in entries:
+                    project.note_history(conn, offset, payload)
                     scope = project.apply_one(conn, offset, payload, vectors, self.dim, counts)
                     if scope is not None:
                         touched[scope] = int(payload["seq"])

@@ -3,7 +3,8 @@
 The same rules as the SQLite projector (``storage/index/projector.py``), record for
 record: ``put`` adds a record (row, card, vector; a document's row), ``tombstone``
 marks it deleted and drops its card, vector and edges, ``edge``/``unedge``,
-``score``/``status`` and ``access``. Everything runs in the caller's transaction.
+``score``/``status`` and ``access``; ``note_history`` before each. Everything runs in
+the caller's transaction.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import psycopg
 
 from kredenc.errors import StoreError
 from kredenc.storage.index.cards import card_of, context_of
-from kredenc.storage.index.projector import EDGES, Scope, session_of
+from kredenc.storage.index.projector import EDGES, Scope, history_subjects, session_of
 from kredenc.storage.index.schema import INDEXED_TYPES, SCORE_FIELDS, shard_key
 from kredenc.storage.index.vectors import F32
 from kredenc.storage.postgres.lexical import words
@@ -50,6 +51,39 @@ def reserve_rowids(conn: psycopg.Connection, n: int) -> list[int]:
         [n],
     ).fetchall()
     return [int(r[0]) for r in rows]
+
+
+def note_history(conn: psycopg.Connection, offset: int, p: dict[str, Any]) -> None:
+    """Add the record at address ``offset`` to the history of each memory it touches,
+    before ``apply_one`` (``projector.note_history``: the same rows)."""
+    starts, ids = history_subjects(p)
+    if not ids:
+        return
+    ns, seq = p["ns"], p["seq"]
+    if starts:
+        conn.execute(
+            "INSERT INTO history(ns, id, seq, address) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT DO NOTHING",
+            [ns, ids[0], seq, offset],
+        )
+        return
+    for rid in dict.fromkeys(ids):
+        conn.execute(
+            "INSERT INTO history(ns, id, seq, address) SELECT %s, %s, %s, %s"
+            " WHERE EXISTS (SELECT 1 FROM history WHERE ns = %s AND id = %s)"
+            " ON CONFLICT DO NOTHING",
+            [ns, rid, seq, offset, ns, rid],
+        )
+    if p.get("op") == "tombstone":
+        conn.execute(
+            "INSERT INTO history(ns, id, seq, address)"
+            " SELECT DISTINCT o.ns, o.other, %s::bigint, %s::bigint FROM (SELECT e.ns,"
+            " CASE WHEN e.src = %s THEN e.dst ELSE e.src END AS other FROM edges e"
+            " WHERE e.ns = %s AND (e.src = %s OR e.dst = %s)) o"
+            " WHERE EXISTS (SELECT 1 FROM history h WHERE h.ns = o.ns AND h.id = o.other)"
+            " ON CONFLICT DO NOTHING",
+            [seq, offset, ids[0], ns, ids[0], ids[0]],
+        )
 
 
 def apply_one(

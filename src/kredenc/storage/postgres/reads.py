@@ -206,6 +206,14 @@ class IndexReads:
             [ns],
         )
 
+    def history_of(self, ns: str, rid: str) -> list[tuple[int, int]]:
+        with self._tx(ns) as conn:
+            rows = conn.execute(
+                "SELECT seq, address FROM history WHERE ns = %s AND id = %s ORDER BY seq",
+                [ns, rid],
+            ).fetchall()
+        return [(int(s), int(a)) for s, a in rows]
+
     def neighbours(self, ns: str, ids: Sequence[str]) -> list[tuple[str, str, str, float]]:
         if not ids:
             return []
@@ -282,7 +290,14 @@ class IndexReads:
             edges = conn.execute(
                 "SELECT src, dst, rel, weight FROM edges ORDER BY src, dst, rel"
             ).fetchall()
-        return {"records": [tuple(r) for r in recs], "edges": [tuple(e) for e in edges]}
+            history = conn.execute(
+                "SELECT ns, id, seq FROM history ORDER BY ns, id, seq"
+            ).fetchall()
+        return {
+            "records": [tuple(r) for r in recs],
+            "edges": [tuple(e) for e in edges],
+            "history": [tuple(h) for h in history],
+        }
 
     def live_memory_rows(
         self,

@@ -6,11 +6,12 @@ text: a ``tsvector`` with the record's own words at weight A and its context at
 weight B, and the card's length in tokens for BM25, under a GIN index), ``vectors``
 (pgvector, under an HNSW index for inner product: the vectors are unit length, so it
 is the cosine the SQLite index scores with), ``edges``, ``documents``, ``access``,
+``history`` (the log records in each memory's history, by address),
 ``meta`` (applied position, generations, counts) and ``embeddings`` (the embedding
 cache by text hash, which survives a rebuild).
 
 Row-level security is the second wall behind the namespace every statement binds:
-``records``, ``vectors``, ``edges``, ``documents`` and ``access`` show a transaction
+``records``, ``vectors``, ``edges``, ``documents``, ``access`` and ``history`` show a transaction
 only the rows of the namespace in ``kredenc.ns`` (``set_config`` at its start), or
 every row when ``kredenc.all`` is ``on`` (applying the log, and the few reads that
 span namespaces). It binds every role but superusers (``FORCE`` includes the tables'
@@ -27,17 +28,19 @@ from __future__ import annotations
 from kredenc.storage.postgres.migrate import Step
 
 #: Tables that show one namespace at a time (row-level security).
-WALLED = ("records", "vectors", "edges", "documents", "access")
+WALLED = ("records", "vectors", "edges", "documents", "access", "history")
 #: What a rebuild drops (the embedding cache and the text configuration stay).
-INDEX_TABLES = ("records", "cards", "vectors", "edges", "documents", "access", "meta")
+INDEX_TABLES = (
+    "records", "cards", "vectors", "edges", "documents", "access", "history", "meta",
+)  # fmt: skip
 INDEX_PREFIX = "index/"
 
 _POLICY = "ns = current_setting('kredenc.ns', true) OR current_setting('kredenc.all', true) = 'on'"
 
 
-def _walls() -> tuple[str, ...]:
+def _walls(tables: tuple[str, ...]) -> tuple[str, ...]:
     out: list[str] = []
-    for table in WALLED:
+    for table in tables:
         out += [
             f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
             f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
@@ -116,7 +119,20 @@ def steps(dim: int) -> tuple[Step, ...]:
                 " version integer NOT NULL, PRIMARY KEY (ns, source))",
                 "CREATE TABLE access(id text PRIMARY KEY, ns text NOT NULL,"
                 " count bigint NOT NULL, last_at double precision NOT NULL)",
-                *_walls(),
+                *_walls(WALLED[:5]),
+            ),
+        ),
+        # A store made before this step has no history yet: each memory's starts from
+        # its put (what records still holds); 'kredenc rebuild' replays the whole of it.
+        Step(
+            f"{INDEX_PREFIX}002 history",
+            (
+                "CREATE TABLE history(ns text NOT NULL, id text NOT NULL, seq bigint NOT NULL,"
+                " address bigint NOT NULL, PRIMARY KEY (ns, id, seq))",
+                "SELECT set_config('kredenc.all', 'on', true)",
+                "INSERT INTO history(ns, id, seq, address)"
+                " SELECT ns, id, seq, address FROM records WHERE type = 'memory'",
+                *_walls(("history",)),
             ),
         ),
     )

@@ -9,7 +9,8 @@ and embeds with the deterministic :class:`~kredenc.testing.embedders.HashEmbedde
 It covers upserts (a refiled document, changed scores), tombstones, namespace
 isolation in every query, every :class:`~kredenc.storage.index.filters.Filters`
 field on both legs, the legs' order and score ranges, edges and neighbours, apply
-being atomic, the embedding cache, reopening, rebuild equivalence (the same records
+being atomic, the embedding cache, a memory's history (``index_history.py``),
+reopening, rebuild equivalence (the same records
 applied to a fresh index give the same answers) and readers running while records
 are applied.
 """
@@ -37,14 +38,15 @@ from kredenc.testing.conformance.index_data import (
     put,
     tombstone,
 )
+from kredenc.testing.conformance.index_history import IndexHistoryConformance
 from kredenc.testing.conformance.index_listing import IndexListingConformance
 from kredenc.testing.embedders import HashEmbedder
 
 __all__ = ["IndexConformance"]
 
 
-class IndexConformance(IndexListingConformance):
-    """Upsert, tombstone, isolation, filters, legs, edges, rebuild, concurrency.
+class IndexConformance(IndexListingConformance, IndexHistoryConformance):
+    """Upsert, tombstone, isolation, filters, legs, edges, history, rebuild, concurrency.
 
     Implement ``make_index(path, dim)`` (see :class:`IndexRecordConformance`).
     """

@@ -1,4 +1,5 @@
-"""Memories: create, read, list with filters and paging, score, forget.
+"""Memories: create, read, list with filters and paging, score, forget, and a memory's
+history (every change to it, paged).
 
 A route takes the caller's view (``kb: KB``), validates what the facade does not
 (limits from ``State``), calls the facade in a worker thread (FastAPI runs plain ``def``
@@ -24,6 +25,7 @@ from kredenc.interfaces.server.routes.paging import (
     page,
     time_value,
 )
+from kredenc.memory.history import HistoryEntry
 from kredenc.records import Memory
 
 router = APIRouter(tags=["memories"])
@@ -115,6 +117,16 @@ def list_memories(
 def read_memory(record_id: str, kb: KB) -> Memory:
     """One record of the caller's namespace; a foreign or missing id is 404 alike."""
     return kb.get(record_id)
+
+
+@router.get("/memories/{record_id}/history", response_model=Page[HistoryEntry])
+def memory_history(
+    record_id: str, kb: KB, limit: Limit = 100, offset: Offset = 0
+) -> Page[HistoryEntry]:
+    """Every change to one memory, oldest first: created, score and status edits (old
+    to new, with the reason), relations added and removed, forgotten. A forgotten
+    memory's history shows no text; a foreign or missing id is 404 alike."""
+    return page(lambda n, skip: kb.memory_history(record_id, limit=n, offset=skip), limit, offset)
 
 
 @router.patch("/memories/{record_id}", response_model=Memory)

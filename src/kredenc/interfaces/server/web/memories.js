@@ -1,11 +1,13 @@
 // The Memories screen: browse and filter (GET /memories), open one (its scores, its
-// history, its relations from GET /relationships/{id}), edit its scores (PATCH),
+// relations from GET /relationships/{id}, its history of changes from GET
+// /memories/{id}/history, history.js), edit its scores (PATCH),
 // relate it (POST /relationships), forget it (DELETE), and the context graph around a
 // query or a memory (GET /context_graph) drawn as SVG.
 import { api } from "./api.js";
 import { $, h, fill, facts, num, when } from "./dom.js";
 import { busy, showError, clearError } from "./ui.js";
 import { showGraph } from "./graph.js";
+import { showHistory } from "./history.js";
 
 export const KINDS = ["fact", "concept", "task", "event", "decision", "skill", "preference", "note"];
 export const STATUSES = ["unvalidated", "validated", "disputed", "deprecated"];
@@ -104,6 +106,7 @@ export async function open(id) {
   // Nothing of the memory shown before stays actionable while this one loads.
   fill($("#detail-body"), h("p", { class: "muted" }, "loading…"));
   fill($("#relations"));
+  fill($("#mem-history"));
   $("#score-form").onsubmit = (e) => e.preventDefault();
   $("#relate-form").onsubmit = (e) => e.preventDefault();
   $("#forget").onclick = null;
@@ -113,6 +116,7 @@ export async function open(id) {
     clearError(box);
     renderDetail(m);
     relations(m.id);
+    changes(m.id);
     graph(null, { seed_ids: m.id, query: (m.text || "").slice(0, 200), max_hops: $("#graph-hops").value });
   } catch (err) {
     fill($("#detail-body"));
@@ -130,7 +134,7 @@ function renderDetail(m) {
     h("p", { class: "mem-full-text" }, m.text || ""),
     h("h4", {}, "Scores"),
     facts([["importance", num(m.importance)], ["confidence", num(m.confidence)], ["stability", num(m.stability)]]),
-    h("h4", {}, "History"),
+    h("h4", {}, "Details"),
     facts([
       ["filed", when(m.created_at)], ["source", m.source], ["user", userOf(m)], ["drawer", m.drawer],
       ["tags", (m.tags || []).join(", ")], ["valid from", when(m.valid_from)], ["valid to", when(m.valid_to)],
@@ -141,7 +145,7 @@ function renderDetail(m) {
   $("#s-stability").value = m.stability;
   fill($("#s-status"), STATUSES.map((st) => h("option", { value: st }, st)));
   $("#s-status").value = m.status;
-  $("#score-form").onsubmit = (e) => { e.preventDefault(); rescore(e.submitter, m.id); };
+  $("#score-form").onsubmit = (e) => { e.preventDefault(); rescore(e.submitter, m); };
   $("#relate-form").onsubmit = (e) => { e.preventDefault(); relate(e.submitter, m.id); };
   $("#forget").onclick = (e) => forget(e.currentTarget, m.id);
 }
@@ -165,15 +169,30 @@ async function relations(id) {
   }
 }
 
-async function rescore(button, id) {
+async function changes(id) {
+  try {
+    await showHistory($("#mem-history"), id, open);
+  } catch (err) {
+    fill($("#mem-history"));
+    showError($("#detail-error"), err);
+  }
+}
+
+/** Save the fields the form changed (only those: the memory's history shows each edit). */
+async function rescore(button, m) {
+  const id = m.id;
   await busy(button, $("#detail-error"), async () => {
-    const body = {
+    const form = {
       importance: Number($("#s-importance").value), confidence: Number($("#s-confidence").value),
       stability: Number($("#s-stability").value), status: $("#s-status").value,
     };
+    const body = Object.fromEntries(Object.entries(form).filter(([k, v]) => v !== m[k]));
+    if (!Object.keys(body).length) throw { message: "nothing to change", hint: "change a score or the status first" };
     const reason = $("#s-reason").value.trim();
     if (reason) body.reason = reason;
     renderDetail(await api(`/memories/${encodeURIComponent(id)}`, { method: "PATCH", json: body }));
+    $("#s-reason").value = "";
+    changes(id);
     browse();
   });
 }
@@ -186,6 +205,7 @@ async function relate(button, id) {
     await api("/relationships", { method: "POST", json: { src: id, dst, rel: $("#rel-type").value, weight } });
     $("#rel-dst").value = "";
     relations(id);
+    changes(id);
   });
 }
 
