@@ -56,6 +56,15 @@ def run_file(out: Path, backend: str, mode: str, modes: Sequence[str]) -> Path:
     return out / (f"{backend}.{mode}.jsonl" if len(modes) > 1 else f"{backend}.jsonl")
 
 
+def cell(agree: dict[str, Any], name: str) -> str:
+    lo, hi = agree[f"{name}_ci95"]
+    return f"{agree[name]:.4f} [{lo:.3f},{hi:.3f}]"
+
+
+def ms(timing: dict[str, float]) -> str:
+    return f"{timing['search_ms_p50']:.0f}/{timing['search_ms_p95']:.0f}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory")
@@ -113,18 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
         )
 
-        def cell(name: str, agree: dict[str, Any] = agree) -> str:
-            lo, hi = agree[f"{name}_ci95"]
-            return f"{agree[name]:.4f} [{lo:.3f},{hi:.3f}]"
-
-        def ms(b: str) -> str:
-            return f"{timing[b]['search_ms_p50']:.0f}/{timing[b]['search_ms_p95']:.0f}"
-
         print(
             f"{mode:8} {ndcg['sqlite']:14.4f} {ndcg['postgres']:9.4f}"
-            f" {ndcg['postgres'] - ndcg['sqlite']:+8.4f} {cell('same_set'):>22}"
-            f" {cell('same_order'):>22} {cell('overlap'):>22} {ms('sqlite'):>18}"
-            f" {ms('postgres'):>12}"
+            f" {ndcg['postgres'] - ndcg['sqlite']:+8.4f} {cell(agree, 'same_set'):>22}"
+            f" {cell(agree, 'same_order'):>22} {cell(agree, 'overlap'):>22}"
+            f" {ms(timing['sqlite']):>18} {ms(timing['postgres']):>12}"
         )
     args.results.parent.mkdir(parents=True, exist_ok=True)
     payload = {

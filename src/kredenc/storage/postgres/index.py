@@ -111,8 +111,8 @@ class PostgresIndex(IndexReads):
         if not read_only:
             migrate.migrate(dsn, self.schema, schema.steps(dim))
         self._pool = migrate.pool(dsn, self.schema, max_size=pool_size, configure=register_vector)
-        self._stems = lexical.Stems()
         self._closed = False
+        self._stems = self._lexemes()
 
     @staticmethod
     def drop(dsn: str, schema_name: str) -> None:
@@ -163,6 +163,28 @@ class PostgresIndex(IndexReads):
         self._closed = True
         self._pool.close()
 
+    def _lexemes(self) -> lexical.Stems:
+        """FTS5's Porter lexemes (``lexical.PorterStems``) for an index that has them,
+        or has no cards yet (it is marked so then); PostgreSQL's Snowball lexemes for
+        one built before them, until ``kredenc rebuild`` (a WARNING says so)."""
+        with self._tx(ALL) as conn:
+            if not self.read_only:
+                conn.execute(
+                    "INSERT INTO meta(key, value) SELECT 'lexemes', 'porter'"
+                    " WHERE NOT EXISTS (SELECT FROM cards) ON CONFLICT (key) DO NOTHING"
+                )
+            row = conn.execute("SELECT value FROM meta WHERE key = 'lexemes'").fetchone()
+            empty = conn.execute("SELECT NOT EXISTS (SELECT FROM cards)").fetchone()
+        if (row is not None and row[0] == "porter") or (empty is not None and empty[0]):
+            return lexical.PorterStems()
+        log.warning(
+            "the PostgreSQL index of schema %s has Snowball lexemes (built before FTS5's"
+            " Porter ones): its lexical leg ranks a few words unlike SQLite's; run"
+            " 'kredenc rebuild' to index it again",
+            self.schema,
+        )
+        return lexical.Stems()
+
     # -- the position --------------------------------------------------------------
     def applied(self) -> tuple[int, int]:
         with self._tx(ALL) as conn:
@@ -195,7 +217,9 @@ class PostgresIndex(IndexReads):
             # whose answer is read, a tombstone's or a score's, wait for the server).
             with conn.pipeline():
                 for offset, payload in entries:
-                    scope = project.apply_one(conn, offset, payload, vectors, self.dim, counts)
+                    scope = project.apply_one(
+                        conn, offset, payload, vectors, self.dim, counts, self._stems
+                    )
                     if scope is not None:
                         touched[scope] = int(payload["seq"])
             last_seq = max(int(entries[-1][1]["seq"]), applied_through or 0)
