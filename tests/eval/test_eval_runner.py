@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from kredenc.errors import InvalidInput
-from kredenc.eval import EvalDoc, Retriever, load_locomo, read_run, recompute, run, write_run
+from kredenc.eval import (
+    EvalDoc,
+    Retriever,
+    agreement,
+    load_locomo,
+    read_run,
+    recompute,
+    run,
+    write_run,
+)
 from kredenc.testing.retrievers import OverlapRetriever
 
 
@@ -65,3 +74,21 @@ def test_read_run_errors(tmp_path: Path) -> None:
     p.write_text("not json\n")
     with pytest.raises(InvalidInput):
         read_run(p)
+
+
+def test_agreement_counts_sets_orders_and_overlap() -> None:
+    a = {"q1": ["x", "y", "z"], "q2": ["x", "y", "z"], "q3": ["x", "y", "z"], "q4": ["x"]}
+    b = {"q1": ["x", "y", "z"], "q2": ["y", "x", "z"], "q3": ["x", "y", "w"], "q5": ["x"]}
+    out = agreement(a, b, k=3)
+    assert out["queries"] == 5  # q4 and q5 are each empty in the other run
+    assert out["same_set"] == 0.4  # q1, q2
+    assert out["same_order"] == 0.2  # q1
+    assert out["overlap"] == pytest.approx((1 + 1 + 2 / 3 + 0 + 0) / 5, abs=1e-4)
+    assert out["differ"] == ["q3", "q4", "q5"]
+    lo, hi = out["same_set_ci95"]
+    assert 0.0 <= lo <= out["same_set"] <= hi <= 1.0
+    # Only the top k counts: a difference below it is no difference.
+    assert agreement({"q": ["x", "y", "z"]}, {"q": ["x", "y", "w"]}, k=2)["same_order"] == 1.0
+    assert agreement({"q": []}, {"q": []}, k=10)["overlap"] == 1.0
+    with pytest.raises(InvalidInput, match="k >= 1"):
+        agreement(a, b, k=0)

@@ -4,6 +4,7 @@ hop by default."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kredenc.engine import Kredenc
+from kredenc.eval import agreement, read_run, write_run
 from kredenc.interfaces import cli_eval
 from kredenc.testing.embedders import HashEmbedder
 
@@ -178,3 +180,69 @@ def test_longmemeval_pooled_is_session_level(
 ) -> None:
     code, _, err = run_main(_longmemeval("--pooled", "--granularity", "turn"), capsys, monkeypatch)
     assert code == 2 and "--pooled is session level" in err and "Traceback" not in err
+
+
+def test_eval_agree_compares_two_run_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_run(a, {"q1": ["x", "y"], "q2": ["x", "y"]})
+    write_run(b, {"q1": ["y", "x"], "q2": ["x", "z"]})
+    code, out, err = run_main(["eval", "agree", str(a), str(b), "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["same_set"], result["same_order"], result["overlap"]) == (0.5, 0.0, 0.75)
+    assert result["differ"] == ["q2"]
+    code, out, _ = run_main(["eval", "agree", str(a), str(b), "--k", "1"], capsys, monkeypatch)
+    assert code == 0
+    assert "sets differ: q1" in out
+    code, _, err = run_main(["eval", "agree", str(a), str(tmp_path / "no")], capsys, monkeypatch)
+    assert code != 0
+    assert "does not exist" in err
+
+
+@pytest.mark.postgres
+def test_eval_beir_on_postgres_uses_a_schema_per_configuration_and_the_file_cache(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    postgres_dsn: str,
+) -> None:
+    from kredenc import engine
+    from kredenc.storage.postgres import migrate
+
+    monkeypatch.setattr(engine, "make_default_embedder", lambda settings: HashEmbedder())
+    beir = FIXTURES.parent / "beir"
+    cache = tmp_path / "cache.db"
+    runs = {}
+    for backend in ("sqlite", "postgres"):
+        argv = ["eval", "beir", str(beir), "--backend", backend, "--cache", str(cache)]
+        argv += [
+            "--mode",
+            "lexical",
+            "--mode",
+            "dense",
+            "--run",
+            str(tmp_path / f"{backend}.jsonl"),
+        ]
+        if backend == "postgres":
+            argv += ["--postgres-dsn", postgres_dsn]
+        code, out, err = run_main([*argv, "--json"], capsys, monkeypatch)
+        assert code == 0, err
+        runs[backend] = json.loads(out)
+        assert postgres_dsn not in out + err  # a secret
+    assert [s["metrics"] for s in runs["sqlite"]] == [s["metrics"] for s in runs["postgres"]]
+    for mode in ("lexical", "dense"):
+        same = agreement(
+            read_run(tmp_path / f"sqlite.{mode}.jsonl"),
+            read_run(tmp_path / f"postgres.{mode}.jsonl"),
+        )
+        assert same["same_order"] == 1.0, mode
+    with sqlite3.connect(cache) as conn:
+        cached = conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    assert cached > 0
+    with migrate.connect(postgres_dsn, "public") as conn:
+        left = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'eval\\_%'"
+        ).fetchall()
+    assert left == []  # each configuration's schema is dropped after it

@@ -19,7 +19,7 @@ from kredenc.eval.longmemeval import (
     load_longmemeval_pooled,
 )
 from kredenc.eval.multihop import MultihopDataset, load_multihop
-from kredenc.eval.runner import RunResult, read_run, recompute, run, write_run
+from kredenc.eval.runner import RunResult, agreement, read_run, recompute, run, write_run
 
 __all__ = [
     "BeirDataset",
@@ -33,6 +33,7 @@ __all__ = [
     "PooledLongMemEval",
     "Retriever",
     "RunResult",
+    "agreement",
     "load_beir",
     "load_locomo",
     "load_longmemeval",

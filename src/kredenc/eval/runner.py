@@ -2,7 +2,9 @@
 
 A run file has one JSON line per query: ``{"qid": ..., "ranked": [ids...], "ms": ...}``
 (``ms`` is that query's search latency). ``recompute(run_file, dataset)`` scores a run
-file again and gives exactly the ``metrics`` of the live run.
+file again and gives exactly the ``metrics`` of the live run; ``agreement(a, b)`` says
+how often two runs of the same queries (e.g. one per storage backend) return the same
+top k.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from kredenc.errors import InvalidInput
 from kredenc.eval.datasets import EvalDataset, Metrics, Retriever, open_text
-from kredenc.eval.metrics import percentile
+from kredenc.eval.metrics import mean_ci, percentile
 
 Progress = Callable[[int, int], None]  # (queries done, groups done)
 
@@ -123,3 +125,44 @@ def read_run(path: str | Path) -> dict[str, list[str]]:
 def recompute(run_file: str | Path, dataset: EvalDataset) -> Metrics:
     """Score a run file against a dataset; equals the live run's ``metrics``."""
     return dataset.score(read_run(run_file))
+
+
+def agreement(
+    a: Mapping[str, Sequence[str]],
+    b: Mapping[str, Sequence[str]],
+    k: int = 10,
+    *,
+    rounds: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """How often two runs over the same queries give the same top ``k``, with 95 %
+    bootstrap intervals (resampling queries).
+
+    Per query (a query missing from one run counts as an empty list there):
+    ``same_set``: the top ``k`` ids are the same set; ``same_order``: the same list,
+    in order; ``overlap``: ids in both top ``k`` over ``k`` (over the longer list when
+    both hold fewer; 1.0 when both are empty). ``differ``: the queries whose sets
+    differ, in qid order.
+    """
+    if k <= 0:
+        raise InvalidInput(f"agreement needs k >= 1, not {k}", "pass a positive k")
+    qids = sorted(set(a) | set(b))
+    same_set: list[float] = []
+    same_order: list[float] = []
+    overlap: list[float] = []
+    differ: list[str] = []
+    for qid in qids:
+        top_a, top_b = list(a.get(qid, ()))[:k], list(b.get(qid, ()))[:k]
+        set_a, set_b = set(top_a), set(top_b)
+        same_set.append(float(set_a == set_b))
+        same_order.append(float(top_a == top_b))
+        longest = max(len(set_a), len(set_b))
+        overlap.append(len(set_a & set_b) / min(k, longest) if longest else 1.0)
+        if set_a != set_b:
+            differ.append(qid)
+    out: dict[str, Any] = {"queries": len(qids), "k": k}
+    for name, values in (("same_set", same_set), ("same_order", same_order), ("overlap", overlap)):
+        out[name] = round(sum(values) / len(values), 4) if values else 0.0
+        out[f"{name}_ci95"] = mean_ci(values, rounds=rounds, seed=seed)
+    out["differ"] = differ
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -15,12 +16,22 @@ import click
 from kredenc.interfaces.cli_common import context, json_option
 
 DEFAULT_CACHE = Path("~/.cache/kredenc/eval-embeddings.db")
+_BACKEND = "kredenc.eval.backend"  # click context meta: the --backend choice
+_DSN = "kredenc.eval.postgres_dsn"
 
 
 @click.group(name="eval")
 def eval_group() -> None:
     """Measure retrieval and judge quality on public datasets (BEIR, multihop, LoCoMo,
     LongMemEval, RAGTruth, HaluEval)."""
+
+
+def _keep(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def keep(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.meta[key] = value
+
+    return keep
 
 
 def eval_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -51,6 +62,22 @@ def eval_options(func: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Embedding cache shared by eval runs.",
         ),
+        click.option(
+            "--backend",
+            type=click.Choice(["sqlite", "postgres"]),
+            default=None,
+            expose_value=False,
+            callback=_keep(_BACKEND),
+            help="Storage backend of the eval's store (default: the settings', sqlite). "
+            "postgres: a new schema per configuration, fed from --cache, dropped after.",
+        ),
+        click.option(
+            "--postgres-dsn",
+            default=None,
+            expose_value=False,
+            callback=_keep(_DSN),
+            help="PostgreSQL for --backend postgres (default KREDENC_POSTGRES_DSN).",
+        ),
         json_option,
     ]
     for option in reversed(options):
@@ -60,23 +87,61 @@ def eval_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @contextmanager
 def _eval_store(cache: str) -> Iterator[Any]:
+    """The store an eval configuration runs in: ``--store``, else a temporary one.
+
+    On PostgreSQL a temporary store gets a schema of its own (``eval_<hex>``, dropped
+    at the end: the BM25 statistics span every namespace of a schema, as they span the
+    SQLite index, so configurations must not share one) and its embedding cache is
+    fed from the file cache ``cache`` before and copied back into it after, so both
+    backends rank the same vectors and nothing is embedded twice."""
+    from kredenc.config import load_settings
     from kredenc.engine import Kredenc
+    from kredenc.storage.backends import is_postgres
 
     c = context()
+    meta = click.get_current_context().meta
+    overrides: dict[str, Any] = {"backend": meta.get(_BACKEND), "postgres_dsn": meta.get(_DSN)}
     tmp = None
     store = c.store
     if store is None:
         tmp = tempfile.mkdtemp(prefix="kredenc-eval-")
         store = tmp
+    postgres = is_postgres(load_settings(store, **overrides))
+    schema = None
+    if postgres and tmp is not None:
+        schema = f"eval_{secrets.token_hex(4)}"
+        overrides["postgres_schema"] = schema
     cache_path = Path(cache).expanduser()
     cache_path.parent.mkdir(parents=True, exist_ok=True)
-    kb = Kredenc.open(store, "eval", durability="none", embed_cache=cache_path)
     try:
-        yield kb
-    finally:
-        kb.close()
+        kb = Kredenc.open(store, "eval", durability="none", embed_cache=cache_path, **overrides)
+    except BaseException:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    dsn = kb.settings.postgres_dsn.get_secret_value()
+    try:
+        if postgres:
+            _postgres_index(kb).import_file_cache(cache_path)
+        yield kb
+        if postgres:
+            _postgres_index(kb).export_file_cache(cache_path)
+    finally:
+        kb.close()
+        if schema is not None:
+            from kredenc.storage.postgres.index import PostgresIndex
+
+            PostgresIndex.drop_schema(dsn, schema)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _postgres_index(kb: Any) -> Any:
+    from kredenc.storage.postgres.index import PostgresIndex
+
+    index = kb.store.index
+    assert isinstance(index, PostgresIndex)
+    return index
 
 
 def _configs(modes: Sequence[str], hops: Sequence[int], iterative: bool) -> list[dict[str, Any]]:
@@ -321,6 +386,31 @@ def _print_judge(summary: dict[str, Any]) -> None:
     for name, v in rows:
         lo, hi = v["ci95"]
         click.echo(f"  {name:30s} {v['value']:.3f}  [{lo:.3f}, {hi:.3f}]")
+
+
+@eval_group.command("agree")
+@click.argument("run_a", type=click.Path(dir_okay=False, exists=True))
+@click.argument("run_b", type=click.Path(dir_okay=False, exists=True))
+@click.option("--k", "k", default=10, show_default=True, type=click.IntRange(1), help="Top k.")
+@json_option
+def eval_agree(run_a: str, run_b: str, k: int) -> None:
+    """How often two run files (``--run``) of the same queries give the same top k (e.g.
+    one per backend): identical sets, identical order and mean overlap, with 95 %
+    bootstrap intervals, and the queries whose sets differ."""
+    from kredenc.eval import agreement, read_run
+
+    result = agreement(read_run(run_a), read_run(run_b), k)
+    if context().json:
+        click.echo(json.dumps(result, ensure_ascii=False))
+        return
+    click.echo(f"{result['queries']} queries, top {k}")
+    for name in ("same_set", "same_order", "overlap"):
+        lo, hi = result[f"{name}_ci95"]
+        click.echo(f"  {name:10s} {result[name]:.4f}  [{lo:.4f}, {hi:.4f}]")
+    differ = result["differ"]
+    if differ:
+        more = f" (+{len(differ) - 20} more)" if len(differ) > 20 else ""
+        click.echo(f"  sets differ: {' '.join(differ[:20])}{more}")
 
 
 # -- eval answer (the answer loop on the Attention cases) ----------------------------

@@ -24,7 +24,7 @@ require()
 
 import psycopg  # noqa: E402
 
-from kredenc.storage.postgres import migrate  # noqa: E402
+from kredenc.storage.postgres import lexical, migrate  # noqa: E402
 from kredenc.storage.postgres.index import PostgresIndex  # noqa: E402
 
 DIM = 32
@@ -127,6 +127,58 @@ def test_bm25_scores_match_fts5s(index: PostgresIndex, tmp_path: Path) -> None:
                 assert s_pg == pytest.approx(s_sq, rel=1e-6), phrases
     finally:
         sqlite.close()
+
+
+def test_words_the_stemmers_part_on_rank_as_on_sqlite(index: PostgresIndex, tmp_path: Path) -> None:
+    """Porter and Snowball stem these apart ("generously": gener / generous); the cards'
+    lexemes are FTS5's own, so the scores and the order are SQLite's all the same."""
+    embedder = HashEmbedder(dim=DIM)
+    sqlite = SqliteIndex(tmp_path / "index.db", dim=DIM, model_id="t", ann=AnnParams())
+    texts = {
+        "g1": "they gave generously to the general fund",
+        "g2": "a generous general and a generator",
+        "g3": "generally the generation was generous",
+        "g4": "nothing here at all",
+    }
+    try:
+        for ix in (index, sqlite):
+            log = Records()
+            ix.apply(
+                log.add(*[put("a", r, t) for r, t in texts.items()]), None, embedder.embed, log.end
+            )
+        for words in (["generously"], ["generous"], ["general", "generation"], ["gener"]):
+            want = sqlite.lexical("a", [Phrase(w) for w in words], 10, Filters())
+            got = index.lexical("a", [Phrase(w) for w in words], 10, Filters())
+            ids = [sqlite.resolve("a", [r])[r][0] for r, _ in want]
+            assert [index.resolve("a", [r])[r][0] for r, _ in got] == ids, words
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-6), words
+        assert len(sqlite.lexical("a", [Phrase("generously")], 10, Filters())) == 3
+    finally:
+        sqlite.close()
+
+
+def test_an_index_built_with_snowball_lexemes_keeps_them(
+    postgres_dsn: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An index filled before the Porter lexemes (no ``lexemes`` mark in ``meta``)
+    still finds its cards, with Snowball's stems, and says to rebuild it."""
+    embedder = HashEmbedder(dim=DIM)
+    ix = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")
+    try:
+        ix._stems = lexical.Stems()  # as the index was filled before
+        fill(ix, embedder)
+        with migrate.connect(postgres_dsn, schema) as conn:
+            conn.execute("DELETE FROM meta WHERE key = 'lexemes'")
+    finally:
+        ix.close()
+    old = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")
+    try:
+        assert not old._stems.porter
+        assert "kredenc rebuild" in caplog.text
+        found = old.lexical("a", [Phrase("rivers")], 10, Filters())
+        assert {old.resolve("a", [r])[r][0] for r, _ in found} == {"a1", "a4"}
+    finally:
+        old.close()
 
 
 def test_the_hnsw_path_finds_what_the_exact_scan_does(postgres_dsn: str, schema: str) -> None:

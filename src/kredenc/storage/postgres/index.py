@@ -8,8 +8,9 @@ The dense leg asks pgvector: exact inner product while a namespace holds fewer t
 ``ann.threshold`` vectors (where the SQLite index switches to its HNSW graph), the
 HNSW index from there; the nearest vectors are checked against the filters, deeper
 until ``k`` pass, and a search narrowed by scope ids, tags or meta (or one that would
-fetch past ``DEEPEST_FETCH``) ranks exactly among the records that pass. Results are
-sorted by score, then rowid.
+fetch past ``DEEPEST_FETCH``) ranks exactly among the records that pass. The vectors
+fetched are scored again in numpy as the SQLite index scores them (the same floats on
+both backends), then sorted by score, then rowid.
 
 Every read is one short transaction on a pooled connection that first sets
 ``kredenc.ns`` (row-level security) and binds the namespace in its SQL too. ``apply``
@@ -19,9 +20,11 @@ is one transaction (all of a batch or none of it) under ``kredenc.all``.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,7 +40,7 @@ from kredenc.storage.index.projector import EmbedFn
 from kredenc.storage.index.reads import (
     MEMORY_ROW_COLUMNS,
 )
-from kredenc.storage.index.schema import shard_key
+from kredenc.storage.index.schema import CACHE_SCHEMA, shard_key
 from kredenc.storage.index.vectors import F32, AnnParams
 from kredenc.storage.postgres import lexical, migrate, project, schema
 from kredenc.storage.postgres.filters import record_conditions
@@ -48,15 +51,35 @@ log = logging.getLogger(__name__)
 #: Past this many nearest vectors fetched, a filtered ANN search ranks exactly among
 #: the records that pass instead (the scoping branch's rule for the SQLite index).
 DEEPEST_FETCH = 2560
+#: Nearest vectors fetched past those wanted and scored again here (``_rescored``), so
+#: a near-tie at the cut falls as on SQLite.
+RESCORE_MARGIN = 16
+_CACHE_BATCH = 2000  # vectors per transaction when a file cache is copied in
 #: Cards from which the housekeeper refreshes the planner's statistics (compaction_due).
 ANALYZE_MIN = 500
 
 
-def _ranked(rows: Sequence[Any], k: int) -> list[tuple[int, float]]:
-    """(rowid, score) best first, ties by rowid, at most ``k``."""
-    found = [(int(r), float(sc)) for r, sc in rows]
-    found.sort(key=lambda t: (-t[1], t[0]))
-    return found[:k]
+def _rescored(rows: Sequence[Any], query: F32, k: int) -> list[tuple[int, float]]:
+    """(rowid, vector) rows scored as the SQLite index scores them (``VectorShard``'s
+    float32 ``einsum``, row by row), best first, ties by rowid, at most ``k``.
+
+    pgvector sums the products in another order, so scores equal in exact arithmetic
+    (two texts with the same words, a hash embedder's vectors) can differ in their
+    last bit there and be cut or ordered apart from SQLite's; scoring the fetched rows
+    here gives both backends the same floats and the same tie-break by rowid."""
+    if not rows:
+        return []
+    ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+    # pgvector >= 0.4 hands back its Vector type, older versions numpy arrays.
+    matrix = np.stack(
+        [
+            np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
+            for _, v in rows
+        ]
+    )
+    scores = np.einsum("ij,j->i", matrix, query)
+    order = np.lexsort((ids, -scores))[:k]
+    return [(int(ids[i]), float(scores[i])) for i in order]
 
 
 def _error(exc: psycopg.Error) -> StoreError:
@@ -88,8 +111,8 @@ class PostgresIndex(IndexReads):
         if not read_only:
             migrate.migrate(dsn, self.schema, schema.steps(dim))
         self._pool = migrate.pool(dsn, self.schema, max_size=pool_size, configure=register_vector)
-        self._stems = lexical.Stems()
         self._closed = False
+        self._stems = self._lexemes()
 
     @staticmethod
     def drop(dsn: str, schema_name: str) -> None:
@@ -104,6 +127,17 @@ class PostgresIndex(IndexReads):
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
             migrate.forget_steps(conn, schema.INDEX_PREFIX)
+
+    @staticmethod
+    def drop_schema(dsn: str, schema_name: str) -> None:
+        """Drop the whole schema (log, index and embedding cache): a throwaway store's
+        end (``kredenc eval`` makes one per configuration)."""
+        with migrate.connect(dsn, schema_name, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                    sql.Identifier(migrate.check_schema(schema_name))
+                )
+            )
 
     # -- connections --------------------------------------------------------------
     @contextmanager
@@ -128,6 +162,28 @@ class PostgresIndex(IndexReads):
             return
         self._closed = True
         self._pool.close()
+
+    def _lexemes(self) -> lexical.Stems:
+        """FTS5's Porter lexemes (``lexical.PorterStems``) for an index that has them,
+        or has no cards yet (it is marked so then); PostgreSQL's Snowball lexemes for
+        one built before them, until ``kredenc rebuild`` (a WARNING says so)."""
+        with self._tx(ALL) as conn:
+            if not self.read_only:
+                conn.execute(
+                    "INSERT INTO meta(key, value) SELECT 'lexemes', 'porter'"
+                    " WHERE NOT EXISTS (SELECT FROM cards) ON CONFLICT (key) DO NOTHING"
+                )
+            row = conn.execute("SELECT value FROM meta WHERE key = 'lexemes'").fetchone()
+            empty = conn.execute("SELECT NOT EXISTS (SELECT FROM cards)").fetchone()
+        if (row is not None and row[0] == "porter") or (empty is not None and empty[0]):
+            return lexical.PorterStems()
+        log.warning(
+            "the PostgreSQL index of schema %s has Snowball lexemes (built before FTS5's"
+            " Porter ones): its lexical leg ranks a few words unlike SQLite's; run"
+            " 'kredenc rebuild' to index it again",
+            self.schema,
+        )
+        return lexical.Stems()
 
     # -- the position --------------------------------------------------------------
     def applied(self) -> tuple[int, int]:
@@ -162,7 +218,9 @@ class PostgresIndex(IndexReads):
             with conn.pipeline():
                 for offset, payload in entries:
                     project.note_history(conn, offset, payload)
-                    scope = project.apply_one(conn, offset, payload, vectors, self.dim, counts)
+                    scope = project.apply_one(
+                        conn, offset, payload, vectors, self.dim, counts, self._stems
+                    )
                     if scope is not None:
                         touched[scope] = int(payload["seq"])
             last_seq = max(int(entries[-1][1]["seq"]), applied_through or 0)
@@ -223,6 +281,46 @@ class PostgresIndex(IndexReads):
                 " ON CONFLICT DO NOTHING",
                 rows,
             )
+
+    def import_file_cache(self, path: Path) -> int:
+        """Copy this model's vectors from a file embedding cache (a SQLite store's
+        ``embeddings.db``; ``storage/index/schema.CACHE_SCHEMA``) into this cache, so
+        both backends get the same vectors and nothing is embedded twice; how many.
+        A missing file copies nothing."""
+        if not path.is_file():
+            return 0
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                "SELECT hash, vec FROM embeddings WHERE model = ?", (self.model_id,)
+            ).fetchall()
+        finally:
+            conn.close()
+        items = [(bytes(h), np.frombuffer(bytes(v), dtype=np.float32)) for h, v in rows]
+        for start in range(0, len(items), _CACHE_BATCH):
+            self.cache_vectors(dict(items[start : start + _CACHE_BATCH]))
+        return len(items)
+
+    def export_file_cache(self, path: Path) -> int:
+        """Copy this model's vectors that a file embedding cache lacks into it (made
+        when missing), the other way from :meth:`import_file_cache`; how many."""
+        with self._tx(ALL) as conn:
+            rows = conn.execute(
+                "SELECT hash, vec FROM embeddings WHERE model = %s", [self.model_id]
+            ).fetchall()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        out = sqlite3.connect(path)
+        try:
+            with out:
+                out.execute(CACHE_SCHEMA.replace("cache.embeddings", "embeddings"))
+                before = out.total_changes
+                out.executemany(
+                    "INSERT OR IGNORE INTO embeddings(hash, model, vec) VALUES (?, ?, ?)",
+                    [(bytes(h), self.model_id, bytes(v)) for h, v in rows],
+                )
+                return out.total_changes - before
+        finally:
+            out.close()
 
     # -- the legs ----------------------------------------------------------------------
     def lexical(
@@ -291,14 +389,14 @@ class PostgresIndex(IndexReads):
             def among_passing() -> list[tuple[int, float]]:
                 # Exact among the records that pass (the planner reads them first).
                 rows = conn.execute(
-                    "SELECT v.rowid, -(v.vec <#> %s) FROM vectors v JOIN records r"
+                    "SELECT v.rowid, v.vec FROM vectors v JOIN records r"
                     " ON r.rowid = v.rowid WHERE v.ns = %s AND r.ns = %s"
                     + shard
                     + where
                     + " ORDER BY (v.vec <#> %s) + 0, v.rowid LIMIT %s",
-                    [q, ns, ns, *shard_args, *args, q, k],
+                    [ns, ns, *shard_args, *args, q, k + RESCORE_MARGIN],
                 ).fetchall()
-                return _ranked(rows, k)
+                return _rescored(rows, q, k)
 
             narrow = (filters.user_id, filters.agent_id, filters.run_id, filters.tags)
             if any(narrow) or filters.where:
@@ -311,15 +409,13 @@ class PostgresIndex(IndexReads):
                 if not exact:  # pgvector's ef_search is at most 1000
                     ef = min(1000, max(self.ann.expansion_search, fetch))
                     conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
-                found = _ranked(
-                    conn.execute(
-                        "SELECT v.rowid, -(v.vec <#> %s) FROM vectors v WHERE v.ns = %s"
-                        + shard
-                        + f" ORDER BY {order} LIMIT %s",
-                        [q, ns, *shard_args, q, fetch],
-                    ).fetchall(),
-                    fetch,
-                )
+                fetched = conn.execute(
+                    "SELECT v.rowid, v.vec FROM vectors v WHERE v.ns = %s"
+                    + shard
+                    + f" ORDER BY {order} LIMIT %s",
+                    [ns, *shard_args, q, fetch + RESCORE_MARGIN],
+                ).fetchall()
+                found = _rescored(fetched, q, fetch)
                 passed = {
                     int(r[0])
                     for r in conn.execute(
@@ -329,7 +425,7 @@ class PostgresIndex(IndexReads):
                     ).fetchall()
                 }
                 kept = [(r, sc) for r, sc in found if r in passed]
-                if len(kept) >= k or len(found) < fetch or fetch >= total:
+                if len(kept) >= k or len(fetched) < fetch + RESCORE_MARGIN or fetch >= total:
                     return kept[:k]
                 fetch = min(max(total, 1), fetch * 4)
 

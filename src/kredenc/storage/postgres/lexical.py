@@ -16,10 +16,14 @@ times those in its context (the tsvector's weights A and B). A multi-word phrase
 counts the rarest of its words' occurrences in a card that holds the phrase.
 
 Words: ``words`` splits and folds text the way FTS5's ``unicode61 remove_diacritics
-2`` does (letters and digits, lower case, accents dropped) before PostgreSQL stems
-them with Snowball's English stemmer (FTS5 uses the original Porter stemmer: a few
-words stem differently, e.g. ``generously``). A prefix phrase matches every lexeme
-that starts with the stem of its text.
+2`` does (letters and digits, lower case, accents dropped); :class:`PorterStems` then
+stems each word with FTS5's own tokenizer (``porter unicode61 remove_diacritics 2``,
+through ``index.lexical.Vocabulary``), and the card's ``tsvector`` is built from those
+lexemes here (:func:`tsvector`), so both backends index and query the same terms. An
+index built before (``meta`` has no ``lexemes = porter``) keeps PostgreSQL's Snowball
+English stemmer (:class:`Stems`; it stems a few words otherwise, e.g. ``generously``)
+until ``kredenc rebuild``. A prefix phrase matches every lexeme that starts with the
+stem of its text.
 
 The namespace and the filters are bound in SQL (a join with ``records``). Which cards
 are ranked follows the SQLite leg's plan (``storage/index/lexical.plan``: past
@@ -43,13 +47,16 @@ import psycopg
 
 from kredenc.errors import DeadlineExceeded
 from kredenc.storage.index.filters import Filters
-from kredenc.storage.index.lexical import MAX_SCORED, Phrase, Plan, plan
+from kredenc.storage.index.lexical import MAX_SCORED, Phrase, Plan, Vocabulary, plan
 from kredenc.storage.postgres.filters import record_conditions
 
 K1 = 1.2
 B = 0.75
 _WORD = re.compile(r"[^\W_]+")
 _STEMS_KEPT = 50_000
+#: tsvector limits: the largest position, and positions kept per lexeme.
+_MAX_POS = 16383
+_MAX_POSITIONS = 255
 
 
 def fold(text: str) -> str:
@@ -74,13 +81,16 @@ def _quote(lexeme: str) -> str:
 
 
 class Stems:
-    """Lexemes of query words, as the ``kredenc`` configuration makes them (kept)."""
+    """Lexemes of query words, as the ``kredenc`` configuration (Snowball) makes them
+    (kept): an index built before :class:`PorterStems`."""
+
+    porter = False
 
     def __init__(self) -> None:
         self._kept: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def of(self, conn: psycopg.Connection, tokens: Sequence[str]) -> dict[str, str]:
+    def of(self, conn: psycopg.Connection, tokens: Sequence[str]) -> dict[str, tuple[str, ...]]:
         wanted = [t for t in dict.fromkeys(tokens) if t not in self._kept]
         if wanted:
             rows = conn.execute(
@@ -92,7 +102,42 @@ class Stems:
                 if len(self._kept) > _STEMS_KEPT:
                     self._kept.clear()
                 self._kept.update({str(t): str(s) for t, s in rows})
-        return {t: self._kept.get(t, t) for t in tokens}
+        return {t: (self._kept.get(t, t),) for t in tokens}
+
+
+class PorterStems(Stems):
+    """Lexemes as FTS5 makes them: each word through the SQLite cards' own tokenizer
+    (``Vocabulary.stems``, kept per word). A word gives one term, rarely none or more."""
+
+    porter = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._vocabulary = Vocabulary()
+
+    def terms(self, tokens: Sequence[str]) -> list[str]:
+        """The lexemes of ``tokens`` (from :func:`words`), in order."""
+        stems = self._vocabulary.stems
+        return [term for t in tokens for term in stems(t)]
+
+    def of(self, conn: psycopg.Connection, tokens: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        return {t: self._vocabulary.stems(t) for t in tokens}
+
+
+def tsvector(own: Sequence[str], context: Sequence[str]) -> str:
+    """A ``tsvector`` (its text form) of a card's lexemes: its own words at positions
+    1.. with weight A, its context's after them with weight B (what
+    ``setweight(to_tsvector(own), 'A') || setweight(to_tsvector(context), 'B')`` makes
+    of words that each give one lexeme)."""
+    positions: dict[str, list[str]] = {}
+    for pos, lexeme in enumerate(own, start=1):
+        positions.setdefault(lexeme, []).append(f"{min(pos, _MAX_POS)}A")
+    for pos, lexeme in enumerate(context, start=len(own) + 1):
+        positions.setdefault(lexeme, []).append(f"{min(pos, _MAX_POS)}B")
+    return " ".join(
+        f"{_quote(lexeme)}:{','.join(list(dict.fromkeys(at))[:_MAX_POSITIONS])}"
+        for lexeme, at in positions.items()
+    )
 
 
 def tsquery(lexemes: Sequence[str], prefix: bool) -> str:
@@ -124,9 +169,9 @@ def search(
     queries: list[str] = []
     parts: list[tuple[int, str, bool]] = []  # (phrase, lexeme, prefix) per word
     for phrase, ts in zip(phrases, tokens, strict=True):
-        if not ts:
+        lex = [x for t in ts for x in lexemes[t]]
+        if not lex:
             continue
-        lex = [lexemes[t] for t in ts]
         queries.append(tsquery(lex, phrase.prefix))
         i = len(queries)
         parts += [(i, x, phrase.prefix and n == len(lex) - 1) for n, x in enumerate(lex)]

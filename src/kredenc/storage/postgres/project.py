@@ -20,7 +20,7 @@ from kredenc.storage.index.cards import card_of, context_of
 from kredenc.storage.index.projector import EDGES, Scope, history_subjects, session_of
 from kredenc.storage.index.schema import INDEXED_TYPES, SCORE_FIELDS, shard_key
 from kredenc.storage.index.vectors import F32
-from kredenc.storage.postgres.lexical import words
+from kredenc.storage.postgres.lexical import PorterStems, Stems, tsvector, words
 
 #: Tokens of the SQLite card's scope column (``cards.scope_token`` twice).
 SCOPE_TOKENS = 2
@@ -93,12 +93,14 @@ def apply_one(
     vectors: dict[str, F32],
     dim: int,
     counts: Counts,
+    stems: Stems | None = None,
 ) -> Scope | None:
     """Apply one log record (written at address ``offset``); the scope whose search
-    results it may change, or None (see ``projector.apply_one``)."""
+    results it may change, or None (see ``projector.apply_one``). ``stems``: the
+    index's (its cards' lexemes are FTS5's with :class:`~lexical.PorterStems`)."""
     op = p.get("op")
     if op == "put":
-        put(conn, offset, p, vectors, dim, counts)
+        put(conn, offset, p, vectors, dim, counts, stems)
         return (p["ns"], str(p["type"]))
     if op == "tombstone":
         kind = tombstone(conn, p["id"], p["ns"], counts)
@@ -148,6 +150,7 @@ def put(
     vectors: dict[str, F32],
     dim: int,
     counts: Counts,
+    stems: Stems | None = None,
 ) -> None:
     scores = p.get("scores") or {}
     vec: F32 | None = None
@@ -216,12 +219,18 @@ def put(
     # FTS5's |D| counts every column: the SQLite card's scope column holds two tokens
     # (namespace and drawer), so the same lengths keep BM25 on the same scale.
     length = len(own) + len(context) + SCOPE_TOKENS
-    conn.execute(
-        "INSERT INTO cards(rowid, ns, tsv, len) VALUES (%s, %s,"
-        " setweight(to_tsvector('kredenc', %s), 'A')"
-        " || setweight(to_tsvector('kredenc', %s), 'B'), %s)",
-        [rowid, p["ns"], " ".join(own), " ".join(context), length],
-    )
+    if isinstance(stems, PorterStems):
+        conn.execute(
+            "INSERT INTO cards(rowid, ns, tsv, len) VALUES (%s, %s, %s::tsvector, %s)",
+            [rowid, p["ns"], tsvector(stems.terms(own), stems.terms(context)), length],
+        )
+    else:  # an index built with PostgreSQL's Snowball lexemes (lexical.Stems)
+        conn.execute(
+            "INSERT INTO cards(rowid, ns, tsv, len) VALUES (%s, %s,"
+            " setweight(to_tsvector('kredenc', %s), 'A')"
+            " || setweight(to_tsvector('kredenc', %s), 'B'), %s)",
+            [rowid, p["ns"], " ".join(own), " ".join(context), length],
+        )
     counts.cards += 1
     counts.tokens += length
     conn.execute(
