@@ -78,6 +78,8 @@ MIX = {"remember": 4, "remember_shared": 1, "ingest": 0.3, "search": 4, "search_
 Result = dict[str, Any]
 #: How long the clients wait, after the load, for their ingest jobs to end (seconds).
 JOB_WAIT_S = 300.0
+#: A client settles its ingest jobs once this many are pending (the server lets 20 wait).
+SETTLE_AT = 10
 
 
 @dataclass
@@ -250,30 +252,44 @@ async def _client_loop(client: Client, tally: Tally, deadline: float, seed: int,
                 client.errors.append(f"{op}: {type(exc).__name__}: {str(exc)[:200]}")
                 continue
             tally.add(op, time.perf_counter() - started)
+            if len(client.pending) >= SETTLE_AT:  # not timed: the queue keeps 50 finished
+                await _settle(http, client, mine)
         # Documents are acknowledged when their job is done (the queue may be behind:
         # up to JOB_WAIT_S after the load for all of a client's jobs).
         until = time.monotonic() + JOB_WAIT_S
+        while client.pending and time.monotonic() < until:
+            await _settle(http, client, mine)
+            if client.pending:
+                await asyncio.sleep(0.5)
         for job_id, name in client.pending:
-            job: dict[str, Any] = {}
-            state = "queued"
-            while True:
-                r = await http.get(f"/ingest/jobs/{job_id}", headers=mine)
-                job = r.json() if r.status_code == 200 else {}
-                state = str(job.get("state", f"missing (HTTP {r.status_code})"))
-                if state in ("done", "failed") or r.status_code != 200:
-                    break
-                if time.monotonic() > until:
-                    state = f"still {state} {JOB_WAIT_S:.0f} s after the load"
-                    break
-                await asyncio.sleep(0.2)
-            if state == "done":
-                client.docs.append(name)
-                client.filed_s.append(float(job["finished_at"]) - float(job["created_at"]))
-            else:
-                error = job.get("error") or {}
-                why = f"{error.get('code', '')}: {error.get('message', '')}" if error else ""
-                client.failed.append(f"ingest job {job_id} ({name}): {state} {why}".strip())
+            client.failed.append(f"ingest job {job_id} ({name}): not done {JOB_WAIT_S:.0f} s after")
         client.pending.clear()
+
+
+async def _settle(http: httpx.AsyncClient, client: Client, auth: dict[str, str]) -> None:
+    """Take the client's finished jobs off ``pending`` (one ``GET /ingest/jobs``: it
+    lists every waiting job and the last 50 finished, and fewer than 20 are pending):
+    a done job acknowledges its document; a failed or vanished one is counted, with
+    its error."""
+    r = await http.get("/ingest/jobs", headers=auth)
+    if r.status_code != 200:
+        client.errors.append(f"GET /ingest/jobs: HTTP {r.status_code}")
+        return
+    jobs = {j["id"]: j for j in r.json()["items"]}
+    still: list[tuple[str, str]] = []
+    for job_id, name in client.pending:
+        job = jobs.get(job_id)
+        if job is not None and job["state"] not in ("done", "failed"):
+            still.append((job_id, name))
+        elif job is not None and job["state"] == "done":
+            client.docs.append(name)
+            client.filed_s.append(float(job["finished_at"]) - float(job["created_at"]))
+        else:
+            error = (job or {}).get("error") or {}
+            why = f"{error.get('code', '')}: {error.get('message', '')}" if error else ""
+            state = job["state"] if job is not None else "not listed"
+            client.failed.append(f"ingest job {job_id} ({name}): {state} {why}".strip())
+    client.pending[:] = still
 
 
 async def _load(
