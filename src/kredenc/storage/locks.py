@@ -13,6 +13,13 @@ not run twice at once, nor a rebuild), local or in Redis, chosen by ``redis_url`
 
 :meth:`Lock.held` raises :class:`~kredenc.errors.StoreLocked` when another holder
 has it (after waiting ``wait`` seconds), naming what it protects.
+
+A lock keeps two runs apart; :func:`claim` keeps a period to one run: the first caller
+claims a name for ``ttl_s`` seconds (``SET NX PX`` in Redis, else in this process) and
+every other caller is told how long the claim has left. Nobody releases a claim: it
+ends with its TTL, so a claimant killed mid-run holds the period it had and no more.
+The scheduler takes both (``memory/scheduler.py``): the lock for the run, the claim
+for the period.
 """
 
 from __future__ import annotations
@@ -33,12 +40,18 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+_CLAIM = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+local left = redis.call('PTTL', KEYS[1])
+if left < 1 then return 1 end
+return left
+"""
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 """
 
-__all__ = ["LocalLock", "Lock", "RedisLock", "held", "lock_for"]
+__all__ = ["LocalLock", "Lock", "RedisLock", "claim", "held", "lock_for"]
 
 
 class Lock(Protocol):
@@ -146,14 +159,41 @@ class RedisLock:
                 continue
 
     def _call(self, fn: Any, *args: Any, **kw: Any) -> Any:
-        try:
-            return fn(*args, **kw)
-        except Exception as exc:  # noqa: BLE001 - redis-py raises RedisError and OSError
-            raise StoreError(
-                f"lock {self.name!r}: Redis at {self.where} does not answer "
-                f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
-                "start Redis (redis_url), or unset redis_url to use in-process locks",
-            ) from None
+        return _redis_call(f"lock {self.name!r}", self.where, fn, *args, **kw)
+
+
+def _redis_call(what: str, where: str, fn: Any, *args: Any, **kw: Any) -> Any:
+    try:
+        return fn(*args, **kw)
+    except Exception as exc:  # noqa: BLE001 - redis-py raises RedisError and OSError
+        raise StoreError(
+            f"{what}: Redis at {where} does not answer "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
+            "start Redis (redis_url), or unset redis_url to use in-process locks",
+        ) from None
+
+
+_CLAIMS: dict[str, float] = {}  # name -> when its claim ends (time.monotonic)
+
+
+def claim(url: str, name: str, ttl_s: float, *, client: Any = None) -> float:
+    """Claim ``name`` for ``ttl_s`` seconds: ``0.0`` when this call took it, else the
+    seconds the current claim has left (then it may be claimed again). In Redis when
+    ``url`` is set (every process sharing it sees the claim), else in this process."""
+    ttl_ms = max(1, int(ttl_s * 1000))
+    if not url:
+        now = time.monotonic()
+        with _LOCAL_GUARD:
+            ends = _CLAIMS.get(name, 0.0)
+            if ends > now:
+                return ends - now
+            _CLAIMS[name] = now + ttl_ms / 1000
+            return 0.0
+    redis = client if client is not None else shared_client(url)
+    script = redis.register_script(_CLAIM)
+    where = redacted(url)
+    left = _redis_call(f"claim {name!r}", where, script, keys=[name], args=["1", ttl_ms])
+    return int(left) / 1000
 
 
 def lock_for(url: str, name: str, *, ttl_s: float = 30.0) -> Lock:

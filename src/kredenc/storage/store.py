@@ -377,12 +377,32 @@ class Store:
             return self._opcache
 
     def lock(self, name: str) -> locks.Lock:
-        """The store's lock ``name`` (``storage/locks.py``): in Redis when ``redis_url``
-        is set (every process of the store shares it), else in this process."""
+        """The store's lock ``name`` (``storage/locks.py``): in Redis when the store has
+        one (:meth:`locks_redis_url`: every process of the store shares it), else in
+        this process."""
         s = self.settings
-        store = shared_id(self.meta.log_id, self.home, backend=s.backend)
-        key = f"{s.redis_prefix}lock:{store}:{name}"
-        return locks.lock_for(s.redis_url.get_secret_value(), key, ttl_s=s.lock_ttl_s)
+        key = f"{s.redis_prefix}lock:{self._shared_id()}:{name}"
+        return locks.lock_for(self.locks_redis_url(), key, ttl_s=s.lock_ttl_s)
+
+    def claim(self, name: str, ttl_s: float) -> float:
+        """Claim ``name`` for ``ttl_s`` seconds across the store's processes
+        (``locks.claim``): 0.0 when this call took it, else the seconds left on the
+        claim another caller holds. The scheduler claims each job's period with it."""
+        key = f"{self.settings.redis_prefix}claim:{self._shared_id()}:{name}"
+        return locks.claim(self.locks_redis_url(), key, ttl_s)
+
+    def locks_redis_url(self) -> str:
+        """The Redis that the store's locks and claims live in: ``redis_url``, else
+        (``jobs_queue = "rq"``) the job queue's ``jobs_redis_url``, which every server
+        and worker of the deployment reaches; empty: in-process locks."""
+        s = self.settings
+        url = s.redis_url.get_secret_value()
+        if not url and s.jobs_queue == "rq":
+            url = s.jobs_redis_url.get_secret_value()
+        return url
+
+    def _shared_id(self) -> str:
+        return shared_id(self.meta.log_id, self.home, backend=self.settings.backend)
 
     def session_cache(self) -> SessionCache | None:
         """Sessions' hot history in Redis (``redis_url``; ``storage/redis_sessions.py``),

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -268,8 +269,11 @@ def test_a_worker_killed_mid_job_is_retried_and_files_each_document_once(
         os.killpg(first.pid, signal.SIGKILL)  # mid-job: documents left to file
         first.wait(timeout=30)
         assert jobs.get(store.namespace, job["id"])["state"] == "running"
+        left = list(Path(tempfile.gettempdir()).glob(f"kredenc-worker-{first.pid}-*"))
+        assert len(left) == 1  # the killed worker could not remove its folder
 
         workers.start()  # finds the job abandoned (3 missed beats) and runs it again
+        assert not left[0].exists()  # the new worker removed the dead one's folder
         done = _wait(
             "the retried job",
             lambda: (

@@ -60,12 +60,13 @@ def read(home: Path, *, live_only: bool = True) -> Advert | None:
         found = Advert(str(data["url"]), int(data["pid"]), float(data["started_at"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if live_only and not (_alive(found.pid) and _holds_lock(home, found.pid)):
+    if live_only and not (pid_alive(found.pid) and _holds_lock(home, found.pid)):
         return None
     return found
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (someone else's counts)."""
     if pid <= 0:
         return False
     try:

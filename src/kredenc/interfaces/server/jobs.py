@@ -122,6 +122,42 @@ class Job:
         return redact_url(self.names.get(source, source))
 
 
+class Jobs(Protocol):
+    """What the routes call on a job queue: the server's own thread (:class:`IngestJobs`,
+    ``jobs_queue = "thread"``) or RQ workers (``rq_jobs.RqJobs``, ``"rq"``). Every
+    method is scoped by the tenant's namespace: another tenant's job is ``NotFound``."""
+
+    def submit(
+        self,
+        kb: Kredenc,
+        *,
+        sources: Sequence[str],
+        inputs: Sequence[str],
+        names: dict[str, str] | None = None,
+        drawer: str = "documents",
+        cleanup: Sequence[Path] = (),
+    ) -> dict[str, Any]:
+        """Queue an ingest of ``inputs`` into ``kb``'s namespace; the job's wire form
+        (``Refused`` 429 when too many of the tenant's jobs wait)."""
+        ...
+
+    def listing(self, namespace: str) -> list[dict[str, Any]]:
+        """The tenant's jobs, the newest first."""
+        ...
+
+    def get(self, namespace: str, job_id: str) -> dict[str, Any]:
+        """One of the tenant's jobs, its wire form."""
+        ...
+
+    def events(self, namespace: str, job_id: str, after: int) -> tuple[list[Event], bool]:
+        """The job's events from index ``after`` on, and whether it has finished."""
+        ...
+
+    def close(self, timeout: float = ...) -> None:
+        """Stop taking jobs."""
+        ...
+
+
 class IngestJobs:
     """The server's ingest queue and the jobs of every tenant (thread-safe)."""
 

@@ -11,7 +11,7 @@ from typing import Any
 from kredenc.engine import Kredenc
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.guard import Gate
-from kredenc.interfaces.server.jobs import UPLOADS, IngestJobs
+from kredenc.interfaces.server.jobs import UPLOADS, IngestJobs, Jobs
 from kredenc.interfaces.server.rq_jobs import RqJobs
 
 
@@ -79,7 +79,7 @@ class ServerState:
         # POST /ingest's queue and every tenant's jobs: the server's thread (uploads a
         # crash left, removed; not where other servers share the store: the folder holds
         # their uploads too), or RQ workers with the jobs' records in Redis.
-        self.jobs: IngestJobs | RqJobs
+        self.jobs: Jobs
         if s.jobs_queue == "rq":
             self.jobs = RqJobs(s)
         else:

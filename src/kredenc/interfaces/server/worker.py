@@ -7,10 +7,12 @@ job). Run as many processes as there are cores to spare, on any machine that rea
 the store's PostgreSQL and the queue's Redis.
 
 Each worker writes the store through its own store directory (a temporary folder,
-removed when it stops): the PostgreSQL log and index are shared by every process, and
-what a store directory holds beside them (the writer's lock, the operation cache's
-file, uploads) belongs to one process. The SQLite store has one writer process, so a
-worker refuses it.
+``kredenc-worker-<pid>-*``, removed when it stops): the PostgreSQL log and index are
+shared by every process, and what a store directory holds beside them (the writer's
+lock, the operation cache's file, uploads) belongs to one process. A worker killed
+with SIGKILL cannot remove its folder; the next worker to start on the machine removes
+the folders whose pid no process has (:func:`remove_stale_folders`). The SQLite store
+has one writer process, so a worker refuses it.
 
 Dead workers: a thread beats every ``jobs_heartbeat_s`` while a job runs; a job whose
 worker stays silent for three beats is abandoned, and the next worker to clean RQ's
@@ -33,11 +35,33 @@ from kredenc.config import Settings
 from kredenc.engine import make_default_embedder
 from kredenc.errors import MissingExtra
 from kredenc.interfaces.server import tasks
+from kredenc.interfaces.server.advert import pid_alive
 from kredenc.interfaces.server.jobbook import JobBook
 from kredenc.interfaces.server.rq_jobs import connect, require_shared_store, rq_queue
 from kredenc.providers.embed.base import Embedder
 
 log = logging.getLogger("kredenc.worker")
+
+#: A worker's folder is ``<tmp>/kredenc-worker-<pid>-<random>``.
+FOLDER_PREFIX = "kredenc-worker-"
+
+
+def remove_stale_folders(base: Path | None = None) -> list[Path]:
+    """Remove the folders of workers that died without removing theirs (SIGKILL):
+    ``kredenc-worker-<pid>-*`` under ``base`` (the temporary directory) whose pid no
+    process on this machine has. A live pid's folder, and one whose name carries no
+    pid, are left. The folders removed."""
+    base = Path(tempfile.gettempdir()) if base is None else base
+    gone: list[Path] = []
+    for folder in base.glob(FOLDER_PREFIX + "*"):
+        pid = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+        if not folder.is_dir() or not pid.isdigit() or pid_alive(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            gone.append(folder)
+            log.info("removed %s, left by worker %s (no longer running)", folder, pid)
+    return gone
 
 
 def worker_class() -> type[Any]:
@@ -105,7 +129,8 @@ def run_worker(
     require_shared_store(settings, "kredenc worker")
     client, where = connect(settings)
     cls = worker_class()
-    folder = Path(tempfile.mkdtemp(prefix="kredenc-worker-"))
+    remove_stale_folders()
+    folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
     context = tasks.WorkerContext(
         settings=settings.model_copy(
             update={"home": folder / "store", "recall_warm_at_open": False}
