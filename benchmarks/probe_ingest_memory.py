@@ -26,38 +26,26 @@ from typing import Any
 
 from _common import percentile, print_table, write_results
 
+#: Each is a change from onnxruntime's defaults (arena on, memory pattern on, every graph
+#: optimisation) with runs of at most 2,048 padded word pieces and no heap trim, which is
+#: how kredenc built its sessions before issue 16's fix.
 CONFIGS: dict[str, dict[str, Any]] = {
-    "arena on (onnxruntime default)": {"arena": True},
-    "arena on, MALLOC_ARENA_MAX=2": {"arena": True, "env": {"MALLOC_ARENA_MAX": "2"}},
-    "arena kSameAsRequested": {"arena": True, "same_as_requested": True},
+    "arena on (onnxruntime default)": {},
+    "arena on, MALLOC_ARENA_MAX=2": {"env": {"MALLOC_ARENA_MAX": "2"}},
     "arena off": {"arena": False},
     "arena off, MALLOC_ARENA_MAX=2": {"arena": False, "env": {"MALLOC_ARENA_MAX": "2"}},
     "arena off, no mem pattern": {"arena": False, "mem_pattern": False},
-    "arena on, no mem pattern": {"arena": True, "mem_pattern": False},
-    "arena kSameAsRequested, no mem pattern": {
-        "arena": True,
-        "same_as_requested": True,
-        "mem_pattern": False,
-    },
-    "arena on, 1024 tokens/run": {"arena": True, "max_batch_tokens": 1024},
-    "no graph optimization": {"arena": True, "no_opt": True},
-    "no constant folding": {"arena": True, "disabled_optimizers": ["ConstantFolding"]},
-    "malloc_trim after load": {"arena": True, "trim": True},
-    "no mem pattern, 512 tokens/run": {
-        "arena": True,
-        "mem_pattern": False,
-        "max_batch_tokens": 512,
-    },
+    "no mem pattern": {"mem_pattern": False},
+    "1024 tokens/run": {"max_batch_tokens": 1024},
+    "no mem pattern, 1024 tokens/run": {"mem_pattern": False, "max_batch_tokens": 1024},
+    "no mem pattern, 512 tokens/run": {"mem_pattern": False, "max_batch_tokens": 512},
+    "no constant folding": {"disabled_optimizers": ["ConstantFolding"]},
+    "malloc_trim after load": {"trim": True},
+    # what kredenc does since issue 16
     "no mem pattern, 1024 tokens/run, malloc_trim after load": {
-        "arena": True,
         "mem_pattern": False,
         "max_batch_tokens": 1024,
         "trim": True,
-    },
-    "arena on, no mem pattern, 1024 tokens/run": {
-        "arena": True,
-        "mem_pattern": False,
-        "max_batch_tokens": 1024,
     },
 }
 
@@ -79,34 +67,17 @@ def child(corpus: Path, limit: int, cfg: dict[str, Any], trace: bool) -> dict[st
 
     def session(path: str, sess_options: Any = None, **kw: Any) -> Any:
         if sess_options is not None:
-            sess_options.enable_cpu_mem_arena = cfg["arena"]
+            sess_options.enable_cpu_mem_arena = cfg.get("arena", True)
             sess_options.enable_mem_pattern = cfg.get("mem_pattern", True)
-            if cfg.get("same_as_requested"):
-                sess_options.add_session_config_entry("session.use_env_allocators", "0")
-            if cfg.get("no_opt"):
-                sess_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         if cfg.get("disabled_optimizers"):
             kw["disabled_optimizers"] = cfg["disabled_optimizers"]
-        s = real(path, sess_options=sess_options, **kw)
-        if cfg.get("trim"):
-            import ctypes
-
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        return s
+        return real(path, sess_options=sess_options, **kw)
 
     ort.InferenceSession = session  # type: ignore[misc]
-    if cfg.get("same_as_requested"):
-        # arena_extend_strategy is a provider option of the CPU provider
-        import kredenc.providers.onnx_runtime as ortmod
+    from kredenc.providers import onnx_runtime
 
-        def wrapped(path: str, sess_options: Any = None, **kw: Any) -> Any:
-            kw["providers"] = [
-                ("CPUExecutionProvider", {"arena_extend_strategy": "kSameAsRequested"})
-            ]
-            return session(path, sess_options=sess_options, **kw)
-
-        ort.InferenceSession = wrapped  # type: ignore[misc]
-        del ortmod
+    if not cfg.get("trim"):
+        onnx_runtime.release_free_heap = lambda: False  # type: ignore[assignment]
     from kredenc.eval.beir import load_beir
     from kredenc.providers.embed.minilm import MiniLMEmbedder
 
@@ -150,14 +121,58 @@ def child(corpus: Path, limit: int, cfg: dict[str, Any], trace: bool) -> dict[st
     }
 
 
+def query_ab(corpus: Path, rounds: int) -> dict[str, Any]:
+    """Query latency with and without the memory pattern, two sessions of the full MiniLM
+    in one process, queries alternating between them (a busy machine slows both alike)."""
+    import onnxruntime as ort
+
+    from kredenc.eval.beir import load_beir
+    from kredenc.providers.embed.minilm import MiniLMEmbedder
+
+    real = ort.InferenceSession
+    queries = [q.text for q in load_beir(corpus).queries][:rounds]
+    times: dict[str, list[float]] = {"mem pattern on": [], "mem pattern off": []}
+    embedders = {}
+    for name in times:
+
+        def session(
+            path: str, sess_options: Any = None, _on: bool = name.endswith("on"), **kw: Any
+        ) -> Any:
+            sess_options.enable_mem_pattern = _on
+            return real(path, sess_options=sess_options, **kw)
+
+        ort.InferenceSession = session  # type: ignore[misc]
+        embedders[name] = MiniLMEmbedder()
+        embedders[name].load()
+    ort.InferenceSession = real  # type: ignore[misc]
+    for q in queries:
+        for name, emb in embedders.items():
+            t0 = time.perf_counter()
+            emb.embed([q])
+            times[name].append((time.perf_counter() - t0) * 1000)
+    return {
+        name: {"p50_ms": percentile(t, 50), "p90_ms": percentile(t, 90), "n": len(t)}
+        for name, t in times.items()
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=300)
     parser.add_argument("--only", action="append", help="a configuration name (repeatable)")
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument(
+        "--query-ab", type=int, metavar="N", help="instead: N queries, memory pattern on/off"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.query_ab:
+        ab = query_ab(args.corpus, args.query_ab)
+        rows = [{"session": k, **{m: f"{x:.2f}" for m, x in v.items()}} for k, v in ab.items()]
+        print_table(f"query latency, {args.query_ab} SciFact queries alternating", rows)
+        write_results("probe-query-mem-pattern", ab)
+        return 0
     if args.child:
         res = child(args.corpus, args.limit, CONFIGS[args.child], args.tracemalloc)
         print(json.dumps(res))
