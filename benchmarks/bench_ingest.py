@@ -118,10 +118,16 @@ def one_run(pdf: Path, embedder: TimedEmbedder) -> dict[str, Any]:
 
 class RssSampler:
     """The highest VmRSS seen, sampled every ``interval`` seconds on a daemon thread;
-    ``phase(name)`` starts a new maximum (``peaks[name]``)."""
+    ``phase(name)`` starts a new maximum (``peaks[name]``). Every ``report`` seconds it
+    prints the phase, its peak so far and the time to stderr (a long run that is stopped
+    still says how far it got)."""
 
-    def __init__(self, interval: float = 0.01) -> None:
+    def __init__(self, interval: float = 0.01, report: float = 60.0) -> None:
         self.interval = interval
+        self.report = report
+        self._started = time.perf_counter()
+        self._reported = self._started
+        self.texts = 0  # texts embedded so far (see ``count``)
         self.peaks: dict[str, float] = {}
         self._phase = ""
         self._stop = threading.Event()
@@ -139,10 +145,31 @@ class RssSampler:
         self._phase = name
         self.peaks[name] = rss_mb()
 
+    def count(self, embedder: Any) -> None:
+        """Count the texts ``embedder`` embeds from now on (for the progress lines)."""
+        inner = embedder.embed
+
+        def embed(texts: Sequence[str]) -> Any:
+            self.texts += len(texts)
+            return inner(texts)
+
+        embedder.embed = embed
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             if self._phase:
                 self.peaks[self._phase] = max(self.peaks[self._phase], rss_mb())
+                now = time.perf_counter()
+                if now - self._reported >= self.report:
+                    self._reported = now
+                    print(
+                        f"  [{now - self._started:6.0f} s] {self._phase}: {self.texts} texts "
+                        f"embedded, peak "
+                        f"{self.peaks[self._phase]:.0f} MB, now {rss_mb():.0f} MB, "
+                        f"load average {os.getloadavg()[0]:.1f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
 
 def corpus_run(corpus: Path, limit: int | None) -> dict[str, Any]:
@@ -165,6 +192,8 @@ def corpus_run(corpus: Path, limit: int | None) -> dict[str, Any]:
                 start = time.perf_counter()
                 kb.store.embedder.load()  # type: ignore[attr-defined]
                 load_s = time.perf_counter() - start
+                after_load = rss_mb()
+                rss.count(kb.store.embedder)
                 retriever = EngineRetriever(kb.store)
                 rss.phase("ingest")
                 cpu, start = time.process_time(), time.perf_counter()
@@ -172,6 +201,7 @@ def corpus_run(corpus: Path, limit: int | None) -> dict[str, Any]:
                 ingest_s = time.perf_counter() - start
                 ingest_cpu_s = time.process_time() - cpu
                 ingest_peak = peak_rss_mb()
+                after_ingest = rss_mb()
                 rss.phase("search")
                 start = time.perf_counter()
                 for q in dataset.queries:
@@ -190,6 +220,8 @@ def corpus_run(corpus: Path, limit: int | None) -> dict[str, Any]:
         "ingest_cpu_s": ingest_cpu_s,
         "docs_per_s": len(docs) / ingest_s,
         "search_s": search_s,
+        "rss_after_load_mb": after_load,
+        "rss_after_ingest_mb": after_ingest,
         "peak_rss_ingest_mb": ingest_peak,
         "peak_rss_mb": overall_peak,
         "sampled_peak_mb": dict(rss.peaks),

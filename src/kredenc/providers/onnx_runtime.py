@@ -8,8 +8,11 @@ on first use only: ``import kredenc`` stays fast.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import sys
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +84,11 @@ def open_session(
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.log_severity_level = 3
+    # The memory pattern plans one block for all of a run's activations per input shape
+    # and the arena keeps the largest; without it the arena reuses freed blocks within a
+    # run. Embedding SciFact's abstracts peaked 130 MB lower and no slower (issue 16,
+    # benchmarks/probe_ingest_memory.py).
+    opts.enable_mem_pattern = False
     try:
         session = ort.InferenceSession(
             str(model), sess_options=opts, providers=["CPUExecutionProvider"]
@@ -89,7 +97,31 @@ def open_session(
         raise ProviderError(
             f"cannot load {what} from {model}: {exc}".splitlines()[0], hint
         ) from exc
+    # Loading folds the int8 weights into float ones and leaves the scratch free in
+    # malloc's heap, still resident (about 60 MB for MiniLM): hand it back.
+    release_free_heap()
     return session, errors
+
+
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``); False
+    where the C library has none (musl, macOS), which is harmless."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+@cache
+def _malloc_trim() -> Any:
+    name = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
+    if name is None:
+        return None
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None)
+    except OSError:
+        return None
 
 
 def pad(rows: Sequence[Sequence[int]], width: int) -> tuple[IdArray, IdArray]:

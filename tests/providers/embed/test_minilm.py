@@ -16,6 +16,7 @@ import pytest
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.providers.embed.minilm import (
     DIM,
+    MAX_BATCH_TOKENS,
     MODEL_ID,
     MiniLMEmbedder,
     _batches,
@@ -104,6 +105,26 @@ def test_batches_are_bounded_by_texts_and_padded_tokens() -> None:
         assert len(part) <= 4
         assert len(part) == 1 or len(part) * int(part.max()) <= 512
     assert [lengths[r].tolist() for r in runs] == [[3, 3, 4, 10], [10, 50], [200, 256], [256]]
+
+
+def test_default_runs_hold_at_most_1024_padded_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 16: the arena keeps the largest run's activations, so the default budget is
+    # the embedder's memory bound; 12 abstracts of 256 tokens run 4 at a time.
+    emb = MiniLMEmbedder(intra_op_num_threads=1)
+    assert emb.max_batch_tokens == MAX_BATCH_TOKENS == 1024
+    shapes: list[tuple[int, int]] = []
+    real = MiniLMEmbedder._run
+
+    def spy(self: MiniLMEmbedder, rt: Any, ids: np.ndarray, mask: np.ndarray) -> Any:
+        shapes.append(ids.shape)
+        return real(self, rt, ids, mask)
+
+    monkeypatch.setattr(MiniLMEmbedder, "_run", spy)
+    texts = [f"abstract {i} " + "protein " * 300 for i in range(12)] + ["short"] * 40
+    assert emb.embed(texts).shape == (52, DIM)
+    assert all(rows * width <= 1024 or rows == 1 for rows, width in shapes)
+    assert sum(rows for rows, _ in shapes) == 52
+    assert (4, 256) in shapes
 
 
 def test_the_same_vectors_whatever_the_token_budget() -> None:

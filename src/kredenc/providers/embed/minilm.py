@@ -30,10 +30,11 @@ log = logging.getLogger(__name__)
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256
-#: Padded word pieces per ONNX run: 8 texts of 256 tokens, or 32 of 64. onnxruntime keeps
+#: Padded word pieces per ONNX run: 4 texts of 256 tokens, or 16 of 64. onnxruntime keeps
 #: the largest run's activations in its arena for the session's life, so this bounds the
-#: embedder's memory (SciFact's abstracts in runs of 32 x 256 peaked at 1.8 GB; issue 16).
-MAX_BATCH_TOKENS = 2048
+#: embedder's memory (SciFact's abstracts in runs of 32 x 256 peaked at 1.8 GB, 8 x 256 at
+#: 540 MB, 4 x 256 at 400 MB, and the smaller runs were no slower; issue 16).
+MAX_BATCH_TOKENS = 1024
 _VOCAB = "minilm-vocab.txt"
 _REINSTALL = "reinstall kredenc: pip install --force-reinstall kredenc"
 
