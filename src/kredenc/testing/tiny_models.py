@@ -8,8 +8,9 @@ real one, and a test computes the expected vectors and scores with numpy from
 :attr:`TinyModel.weights`. Built with the ``onnx`` package's helper API (a runtime
 dependency of kredenc: the 8-bit query graph needs it); nothing is downloaded.
 
-:func:`build_sentence_transformers` saves a tiny BERT as a sentence-transformers folder
-(``providers/embed/sbert.py``; needs torch, the ``rerank`` extra).
+:func:`save_tiny_bert` saves a tiny BERT (an encoder, or a cross-encoder for
+``providers/rerank``) and :func:`build_sentence_transformers` one as a sentence-transformers
+folder (``providers/embed/sbert.py``); both need torch, the ``rerank`` extra.
 """
 
 from __future__ import annotations
@@ -214,29 +215,49 @@ def build_cross_encoder(
     return TinyModel(folder, vocab, {"E": emb, "w": head, "b": bias})
 
 
-def build_sentence_transformers(root: Path) -> Path:
-    """A tiny one-layer BERT (random weights, seed 0; MiniLM's vocabulary) saved as a
-    sentence-transformers folder with mean pooling under ``root / "st"``, returned. Needs
-    the ``rerank`` extra (torch, sentence-transformers)."""
+def save_tiny_bert(
+    folder: Path, *, hidden: int = 16, intermediate: int = 32, num_labels: int = 0
+) -> Path:
+    """A one-layer BERT (random weights, seed 0; MiniLM's vocabulary) and its tokenizer
+    saved to ``folder`` with transformers' ``save_pretrained``: a plain encoder, or with
+    ``num_labels`` a sequence classifier (a cross-encoder for sentence-transformers'
+    ``CrossEncoder``). Needs the ``rerank`` extra (torch, transformers)."""
     from importlib import resources
 
     import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer import modules as models
-    from transformers import BertConfig, BertModel, BertTokenizerFast  # type: ignore[attr-defined]
+    from transformers import (  # type: ignore[attr-defined]
+        BertConfig,
+        BertForSequenceClassification,
+        BertModel,
+        BertTokenizerFast,
+    )
 
     torch.manual_seed(0)
     vocab = resources.files("kredenc.providers.embed").joinpath("data/minilm-vocab.txt")
     tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=16,
+        hidden_size=hidden,
         num_hidden_layers=1,
         num_attention_heads=2,
-        intermediate_size=32,
+        intermediate_size=intermediate,
     )
-    BertModel(config).save_pretrained(root / "bert")
-    tokenizer.save_pretrained(root / "bert")
+    if num_labels:
+        config.num_labels = num_labels  # the setter makes the label maps too
+    model = BertForSequenceClassification(config) if num_labels else BertModel(config)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_sentence_transformers(root: Path) -> Path:
+    """A tiny one-layer BERT (:func:`save_tiny_bert`) saved as a sentence-transformers
+    folder with mean pooling under ``root / "st"``, returned. Needs the ``rerank`` extra
+    (torch, sentence-transformers)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
+
+    save_tiny_bert(root / "bert")
     word = models.Transformer(str(root / "bert"), max_seq_length=32)
     pooling = models.Pooling(16, pooling_mode="mean")
     SentenceTransformer(modules=[word, pooling], device="cpu").save(str(root / "st"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from kredenc.errors import InvalidInput
 from kredenc.providers.rerank import CrossEncoderReranker, make_reranker
 from kredenc.testing.distributions import write_distribution
 from kredenc.testing.embedders import HashEmbedder
+from kredenc.testing.tiny_models import save_tiny_bert
 
 LONGEST = '''
 from kredenc.providers.rerank import Reranker
@@ -86,24 +86,8 @@ def test_a_model_that_is_not_on_disk_is_refused(tmp_path: Path) -> None:
 def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 1-layer BERT cross-encoder with the bundled MiniLM vocabulary, saved to disk."""
     pytest.importorskip("sentence_transformers")
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    torch.manual_seed(0)
-    vocab = resources.files("kredenc.providers.embed").joinpath("data/minilm-vocab.txt")
     out = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_tiny_bert(out, hidden=32, intermediate=64, num_labels=1)
 
 
 def test_reranking_reorders_hits_by_the_model(tmp_path: Path, tiny_cross_encoder: Path) -> None:
