@@ -16,6 +16,13 @@ For one backend (``--backend sqlite`` or ``postgres``) and one size (``--n``):
     nice -n 10 .venv/bin/python benchmarks/bench_capacity.py --backend sqlite --n 100000
     nice -n 10 .venv/bin/python benchmarks/bench_capacity.py --backend postgres --n 100000
 
+``--keep DIR`` builds the store in DIR and keeps it; a later run with the same DIR skips
+the build and measures the search again (a 1,000,000-memory build takes most of an hour
+here, so it can run while the machine is busy and the searches when it is quiet). Each
+search process reports its peak RSS (``ru_maxrss``): the memory one reader needs.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_capacity.py --n 1000000 --keep /tmp/cap1m
+
 Prints a table and writes ``benchmarks/results/capacity-<backend>-<n>.json``.
 """
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -65,6 +73,7 @@ def build(home: Path, n: int, options: dict[str, Any]) -> dict[str, Any]:
         "records": stats["records"],
         "vectors": sum(len(v) for v in shards.values()),
         "log_records": stats["log_records"],
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
@@ -98,7 +107,8 @@ def searcher(spec: dict[str, Any]) -> None:
             t0 = time.perf_counter()
             kb.search(q, k=10)
             times.append((time.perf_counter() - t0) * 1000)
-    print(json.dumps(times), flush=True)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"times": times, "rss_mb": rss_mb}), flush=True)
 
 
 def search_load(
@@ -128,9 +138,12 @@ def search_load(
         proc.stdin.write("go\n")
         proc.stdin.flush()
     times: list[float] = []
+    rss: list[float] = []
     for proc in procs_:
         out, _ = proc.communicate(timeout=3600)
-        times += json.loads(out.strip().splitlines()[-1])
+        result = json.loads(out.strip().splitlines()[-1])
+        times += result["times"]
+        rss.append(result["rss_mb"])
     wall = time.perf_counter() - started
     return {
         "procs": procs,
@@ -138,6 +151,7 @@ def search_load(
         "qps": round(len(times) / wall, 1),
         "p50_ms": round(percentile(times, 50), 2),
         "p95_ms": round(percentile(times, 95), 2),
+        "peak_rss_mb_per_process": round(max(rss), 1),
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -160,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--procs", default="1,2", help="search processes to try, in turn")
     parser.add_argument("--dsn", default="", help="a PostgreSQL with pgvector (default: start one)")
+    parser.add_argument(
+        "--keep", type=Path, help="build the store here and keep it; reuse it when it exists"
+    )
     parser.add_argument("--searcher", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.searcher:
@@ -167,18 +184,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     procs = [int(p) for p in args.procs.split(",") if p.strip()]
     qs = [q for q, _ in queries(args.queries, n=args.n)]
-    root = Path(tempfile.mkdtemp(prefix="kredenc-capacity-"))
+    if args.keep and args.backend != "sqlite":
+        parser.error("--keep works with --backend sqlite only (a PostgreSQL is started per run)")
+    root = args.keep or Path(tempfile.mkdtemp(prefix="kredenc-capacity-"))
     load_start = round(os.getloadavg()[0], 2)
     try:
         with _postgres(args.backend, args.dsn) as dsn:
             options = _options(args.backend, dsn)
             home = root / "store"
-            built = build(home, args.n, options)
-            built["disk_mb"] = round(disk_bytes(home, args.backend, dsn) / 1e6, 1)
-            print(f"built {args.n} memories on {args.backend}: {built}", flush=True)
+            built_file = root / "built.json"
+            if args.keep and built_file.exists():
+                built = json.loads(built_file.read_text())
+                if built.get("n") != args.n:
+                    raise SystemExit(f"{root} holds {built.get('n')} memories, not {args.n}")
+                print(f"reusing {root}: {built}", flush=True)
+            else:
+                built = build(home, args.n, options)
+                built["disk_mb"] = round(disk_bytes(home, args.backend, dsn) / 1e6, 1)
+                built["n"] = args.n
+                built["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
+                if args.keep:
+                    built_file.write_text(json.dumps(built))
+                print(f"built {args.n} memories on {args.backend}: {built}", flush=True)
             rows = [search_load(home, options, qs, p) for p in procs]
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
     print_table(
         f"{args.backend}, {args.n} memories: build {built['ingest_per_s']} records/s,"
         f" {built['disk_mb']} MB",
