@@ -80,8 +80,18 @@ def open_log(settings: Settings, home: Path, *, read_only: bool) -> Log:
     return Haystack(home / layout.LOG_FILE, durability=settings.durability, writable=not read_only)
 
 
-def new_index(settings: Settings, home: Path, *, dim: int, model_id: str, read_only: bool) -> Index:
-    """The store's index (created when missing, unless ``read_only``)."""
+def new_index(
+    settings: Settings,
+    home: Path,
+    *,
+    dim: int,
+    model_id: str,
+    read_only: bool,
+    staging: bool = False,
+) -> Index:
+    """The store's index (created when missing, unless ``read_only``). With
+    ``staging`` (PostgreSQL only), an empty one beside it for a rebuild to fill while
+    the store's keeps answering, then :func:`swap_in_index`."""
     if is_postgres(settings):
         return _postgres_index()(
             settings.postgres_dsn.get_secret_value(),
@@ -90,7 +100,10 @@ def new_index(settings: Settings, home: Path, *, dim: int, model_id: str, read_o
             model_id=model_id,
             ann=ann_params(settings),
             read_only=read_only,
+            staging=staging,
         )
+    if staging:
+        raise ValueError("a staging index exists on the postgres backend only")
     return SqliteIndex(
         home / layout.INDEX_FILE,
         dim=dim,
@@ -99,6 +112,13 @@ def new_index(settings: Settings, home: Path, *, dim: int, model_id: str, read_o
         read_only=read_only,
         ann=ann_params(settings),
     )
+
+
+def swap_in_index(settings: Settings, home: Path) -> None:
+    """Make the staging index (``new_index(..., staging=True)``, filled and closed) the
+    store's, in one transaction, and drop the operation cache's file (PostgreSQL)."""
+    _postgres_index().swap_in(settings.postgres_dsn.get_secret_value(), settings.postgres_schema)
+    layout.drop_opcache(home)
 
 
 def drop_index(settings: Settings, home: Path) -> None:

@@ -248,13 +248,14 @@ class Store:
     def _cache_path(self) -> Path:
         return repair.cache_path_of(self.home, self.settings.embed_cache)
 
-    def _new_index(self) -> Index:
+    def _new_index(self, *, staging: bool = False) -> Index:
         return backends.new_index(
             self.settings,
             self.home,
             dim=self.embedder.dim,
             model_id=self.embedder.model_id,
             read_only=self.read_only,
+            staging=staging,
         )
 
     def _catch_up(self) -> None:
@@ -294,7 +295,23 @@ class Store:
                 self.home, self._cache_path(), dim=self.embedder.dim, fresh_cache=fresh_cache
             )
         with self.haystack.exclusive():  # other writers of a shared log wait
-            backends.drop_index(self.settings, self.home)
+            if backends.is_postgres(self.settings):
+                # Filled beside the old index, which other processes go on searching,
+                # then swapped in at once (storage/postgres/index.py).
+                # A fill that fails leaves the old index as it was (the next rebuild
+                # drops the half-filled staging schema first).
+                self.index = staged = self._new_index(staging=True)
+                try:
+                    self._catch_up()
+                except BaseException:
+                    staged.close()
+                    self.index = self._open_index()
+                    self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
+                    raise
+                staged.close()
+                backends.swap_in_index(self.settings, self.home)
+            else:
+                backends.drop_index(self.settings, self.home)
             self.index = self._open_index()
             self._catch_up()
         self.index.compact()  # one FTS5 segment: what the replay wrote in many

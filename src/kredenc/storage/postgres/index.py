@@ -15,10 +15,19 @@ both backends), then sorted by score, then rowid.
 Every read is one short transaction on a pooled connection that first sets
 ``kredenc.ns`` (row-level security) and binds the namespace in its SQL too. ``apply``
 is one transaction (all of a batch or none of it) under ``kredenc.all``.
+
+A rebuild does not empty the tables that other processes are searching: it fills a new
+index in a staging schema (``PostgresIndex(..., staging=True)``, see
+:func:`staging_schema`) while the old one keeps answering, then :meth:`PostgresIndex.swap_in`
+moves the new tables into the store's schema in one transaction. A search in another
+process waits for that transaction (milliseconds) and then reads the new tables; none
+sees a missing table or a half-filled index.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import logging
 import sqlite3
 import time
@@ -86,6 +95,18 @@ def _error(exc: psycopg.Error) -> StoreError:
     return StoreError(f"PostgreSQL index: {exc}".strip(), "check the database server")
 
 
+# How long the swap of a rebuilt index waits for a table lock before it lets go and
+# tries again (PostgreSQL's deadlock check starts after 1 s by default).
+_SWAP_LOCK_WAIT_MS = 100
+
+
+def staging_schema(schema_name: str) -> str:
+    """The schema a rebuild of ``schema_name`` fills before the swap (at most 63
+    characters; a hash of the whole name keeps two long names apart)."""
+    digest = hashlib.sha1(schema_name.encode()).hexdigest()[:8]
+    return f"{schema_name[:51]}__rb{digest}"
+
+
 class PostgresIndex(IndexReads):
     """The PostgreSQL :class:`~kredenc.storage.base.Index` in one schema of a database."""
 
@@ -102,15 +123,28 @@ class PostgresIndex(IndexReads):
         ann: AnnParams | None = None,
         read_only: bool = False,
         pool_size: int = 8,
+        staging: bool = False,
     ) -> None:
+        """With ``staging``, an empty index in :func:`staging_schema` (a leftover of a
+        rebuild that died is dropped first), to fill and then :meth:`swap_in`; the
+        embedding cache is still the store's."""
         self.schema = migrate.check_schema(schema_name)
         self.dim = dim
         self.model_id = model_id
         self.ann = ann or AnnParams()
         self.read_only = read_only
-        if not read_only:
+        path: str = self.schema
+        also: tuple[str, ...] = ()
+        if staging:
+            path, also = staging_schema(self.schema), (self.schema,)
+            self.drop_schema(dsn, path)
+            steps = [s for s in schema.steps(dim) if s.name.startswith(schema.INDEX_PREFIX)]
+            migrate.migrate(dsn, path, steps, also=also)
+        elif not read_only:
             migrate.migrate(dsn, self.schema, schema.steps(dim))
-        self._pool = migrate.pool(dsn, self.schema, max_size=pool_size, configure=register_vector)
+        self._pool = migrate.pool(
+            dsn, path, max_size=pool_size, configure=register_vector, also=also
+        )
         self._closed = False
         self._stems = self._lexemes()
 
@@ -127,6 +161,66 @@ class PostgresIndex(IndexReads):
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
             migrate.forget_steps(conn, schema.INDEX_PREFIX)
+
+    @staticmethod
+    def swap_in(dsn: str, schema_name: str, *, patience: float = 60.0) -> None:
+        """Replace the store's index tables by the ones a staging index filled, in one
+        transaction (searches elsewhere wait for it, then read the new tables), and
+        drop the staging schema.
+
+        The transaction first locks every index table at once. A search holds one
+        table while it reads another, so waiting for a lock could deadlock with it;
+        the lock wait is cut at ``_SWAP_LOCK_WAIT_MS`` (well before PostgreSQL's deadlock
+        check, which would pick a victim, perhaps the search) and the swap tries again,
+        for up to ``patience`` seconds."""
+        build = staging_schema(schema_name)
+        deadline = time.monotonic() + patience
+        with migrate.connect(dsn, schema_name) as conn:
+            for attempt in itertools.count():
+                try:
+                    with conn.transaction():
+                        PostgresIndex._swap(conn, schema_name, build)
+                    return
+                except psycopg.errors.LockNotAvailable:
+                    if time.monotonic() > deadline:
+                        raise StoreError(
+                            f"the rebuilt index of schema {schema_name} could not be swapped"
+                            f" in: its tables stayed busy for {patience:.0f} s",
+                            "run 'kredenc rebuild' again when fewer searches run",
+                        ) from None
+                    time.sleep(min(0.02 * 2**attempt, 0.5))
+
+    @staticmethod
+    def _swap(conn: psycopg.Connection, schema_name: str, build: str) -> None:
+        conn.execute(f"SET LOCAL lock_timeout = '{_SWAP_LOCK_WAIT_MS}ms'")
+        held = [
+            t
+            for t in schema.INDEX_TABLES
+            if conn.execute("SELECT to_regclass(%s)", [t]).fetchone() != (None,)
+        ]
+        if held:
+            conn.execute(
+                sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+                    sql.SQL(", ").join(sql.Identifier(t) for t in held)
+                )
+            )
+        for table in held:
+            conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(sql.Identifier(table)))
+        for table in schema.INDEX_TABLES:
+            conn.execute(
+                sql.SQL("ALTER TABLE {}.{} SET SCHEMA {}").format(
+                    sql.Identifier(build), sql.Identifier(table), sql.Identifier(schema_name)
+                )
+            )
+        migrate.forget_steps(conn, schema.INDEX_PREFIX)
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO migrations(name, applied_at) SELECT name, applied_at"
+                " FROM {}.migrations WHERE starts_with(name, %s)"
+            ).format(sql.Identifier(build)),
+            [schema.INDEX_PREFIX],
+        )
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(build)))
 
     @staticmethod
     def drop_schema(dsn: str, schema_name: str) -> None:

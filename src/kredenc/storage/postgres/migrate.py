@@ -7,7 +7,10 @@ recorded is never run again, and a new version of kredenc adds steps at the end 
 its list (never edits one that has shipped).
 
 Every connection's ``search_path`` is the store's schema (then ``public``, where the
-``vector`` type lives), so the SQL elsewhere names tables without a schema.
+``vector`` type lives), so the SQL elsewhere names tables without a schema. A rebuild's
+staging schema comes first and the store's schema after it (``also``): the new index
+tables are created in the staging schema, and what only the store has (the embedding
+cache, the text search configuration) is found in the store's.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ def check_schema(schema: str) -> str:
     return schema
 
 
-def connect(dsn: str, schema: str, *, autocommit: bool = False) -> psycopg.Connection:
+def connect(
+    dsn: str, schema: str, *, autocommit: bool = False, also: Sequence[str] = ()
+) -> psycopg.Connection:
     """One connection with ``search_path`` set to ``schema``; a clear error if it fails."""
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit)
@@ -54,26 +59,30 @@ def connect(dsn: str, schema: str, *, autocommit: bool = False) -> psycopg.Conne
             f"cannot connect to PostgreSQL ({str(exc).strip().splitlines()[0]})",
             "check postgres_dsn (KREDENC_POSTGRES_DSN) and that the server is running",
         ) from None
-    set_path(conn, schema)
+    set_path(conn, schema, also)
     return conn
 
 
-def set_path(conn: psycopg.Connection, schema: str) -> None:
-    conn.execute(
-        sql.SQL("SET search_path TO {}, public").format(sql.Identifier(check_schema(schema)))
-    )
+def set_path(conn: psycopg.Connection, schema: str, also: Sequence[str] = ()) -> None:
+    path = [sql.Identifier(check_schema(s)) for s in (schema, *also)]
+    conn.execute(sql.SQL("SET search_path TO {}, public").format(sql.SQL(", ").join(path)))
     if not conn.autocommit:
         conn.commit()
 
 
 def pool(
-    dsn: str, schema: str, *, max_size: int = 8, configure: Configure | None = None
+    dsn: str,
+    schema: str,
+    *,
+    max_size: int = 8,
+    configure: Configure | None = None,
+    also: Sequence[str] = (),
 ) -> ConnectionPool:
     """A pool whose connections all have the store's ``search_path`` (and whatever
     ``configure`` adds, e.g. pgvector's type adapters)."""
 
     def setup(conn: psycopg.Connection) -> None:
-        set_path(conn, schema)
+        set_path(conn, schema, also)
         if configure is not None:
             configure(conn)
             conn.commit()
@@ -95,11 +104,11 @@ def pool(
         ) from None
 
 
-def migrate(dsn: str, schema: str, steps: Sequence[Step]) -> list[str]:
+def migrate(dsn: str, schema: str, steps: Sequence[Step], *, also: Sequence[str] = ()) -> list[str]:
     """Create ``schema`` if needed and apply the ``steps`` not recorded yet, in order;
     returns the names applied now."""
     done: list[str] = []
-    with connect(dsn, schema) as conn:
+    with connect(dsn, schema, also=also) as conn:
         ident = sql.Identifier(check_schema(schema))
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"kredenc:{schema}"])
