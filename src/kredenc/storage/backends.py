@@ -21,6 +21,7 @@ from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import AnnParams
 
 if TYPE_CHECKING:
+    from kredenc.storage.postgres.claims import PostgresClaims
     from kredenc.storage.postgres.index import PostgresIndex
     from kredenc.storage.postgres.log import PostgresLog
 
@@ -99,6 +100,16 @@ def new_index(settings: Settings, home: Path, *, dim: int, model_id: str, read_o
         read_only=read_only,
         ann=ann_params(settings),
     )
+
+
+def open_claims(settings: Settings) -> PostgresClaims:
+    """A PostgreSQL store's period claims (``storage/postgres/claims.py``): the
+    processes of a store without Redis claim a period in its database."""
+    try:
+        from kredenc.storage.postgres.claims import PostgresClaims
+    except ImportError:
+        raise MissingExtra("backend = 'postgres'", "postgres") from None
+    return PostgresClaims(settings.postgres_dsn.get_secret_value(), settings.postgres_schema)
 
 
 def drop_index(settings: Settings, home: Path) -> None:
