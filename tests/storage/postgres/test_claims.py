@@ -63,7 +63,8 @@ def test_the_claims_table_is_walled_by_namespace(postgres_dsn: str, schema: str)
     claims.close()
     with migrate.connect(postgres_dsn, schema) as conn:
         forced = conn.execute(
-            "SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'claims'::regclass"
+            "SELECT relrowsecurity, relforcerowsecurity FROM pg_class"
+            " WHERE oid = 'claims'::regclass"
         ).fetchone()
         assert forced == (True, True)
         policies = conn.execute(

@@ -80,9 +80,10 @@ class Clock:
                 ", ".join(repr(s.ns) for s in self.schedulers),
             )
 
-    def stop(self, timeout: float = STOP_WAIT_S) -> bool:
+    def stop(self, timeout: float | None = None) -> bool:
         """Stop every scheduler (each after its running job, if any, waiting up to
-        ``timeout`` seconds); whether all stopped in time."""
+        ``timeout`` seconds, default :data:`STOP_WAIT_S`); whether all stopped in time."""
+        timeout = STOP_WAIT_S if timeout is None else timeout
         for scheduler in self.schedulers:
             scheduler.request_stop()  # all stop together, not one after the other
         return all([scheduler.stop(timeout) for scheduler in self.schedulers])
