@@ -255,3 +255,19 @@ def test_serve_runs_the_lifecycle_jobs_on_a_schedule_and_no_scheduler_runs_none(
             code, err = server.stop(signal.SIGTERM)
         assert code == 0, err
         assert "Traceback" not in err
+
+
+def test_an_unknown_job_in_scheduler_intervals_is_one_line(home: Path) -> None:
+    env = _env() | {"KREDENC_SCHEDULER_INTERVALS": '{"defrag": 5}'}
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, "--store", str(home), "serve", "--port", "0"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "defrag" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 2, done.stderr
+    assert not home.exists() or not (home / "server.json").exists()

@@ -102,6 +102,11 @@ def serve_command(
     port = settings.server_port if port is None else port
     if upstream is not None and not upstream.strip():
         raise InvalidInput("--upstream is empty", "pass the base URL, e.g. http://host:8000/v1")
+    scheduler = settings.scheduler and not no_scheduler
+    if scheduler:  # an unknown job in scheduler_intervals: one line, before anything starts
+        from kredenc.memory.scheduler import job_intervals
+
+        job_intervals(settings.scheduler_intervals)
     check_bind(host, KeyRing(store_home(c)))  # before the port, the store and the model
     sock = listen(host, port)  # a busy port fails here, at once
     sock.listen(2048)  # connections wait in the backlog while the app starts
@@ -119,7 +124,7 @@ def serve_command(
             upstream=upstream,
             roots=list(roots) or None,
             allowed_hosts=list(allow_hosts),
-            scheduler=settings.scheduler and not no_scheduler,
+            scheduler=scheduler,
         )
         _serve(kb, config, sock, no_sample, sample_pdf)
 

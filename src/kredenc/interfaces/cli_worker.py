@@ -36,6 +36,10 @@ def worker_command(burst: bool, name: str | None, scheduler: bool) -> None:
 
     c = context()
     settings = settings_of(c)
+    if scheduler:  # an unknown job in scheduler_intervals: one line, before anything starts
+        from kredenc.memory.scheduler import job_intervals
+
+        job_intervals(settings.scheduler_intervals)
 
     def ready(worker: str, where: str) -> None:
         if c.json:  # for a script: which worker, on one line

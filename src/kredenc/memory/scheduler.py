@@ -18,8 +18,13 @@ seconds). Every server and worker sharing the store may run a scheduler; the fir
 come due claims the period and runs the job, the others find the claim and come due
 again when it ends, so the job runs once per interval across all of them. A holder
 killed mid-run frees the lock after ``lock_ttl_s`` and its claim with the period, and
-the next period runs. (Without a Redis the lock and the claim are this process's:
-each process's scheduler runs its own.)
+the next period runs. Without a Redis, a PostgreSQL store claims the period in its own
+database (``storage/postgres/claims.py``: every process reaches it) and a SQLite store,
+which one process writes, in the process; the lock is then this process's.
+
+``locked=False``: the scheduler only claims, and the job takes its lock itself (a
+server's scheduled run goes through ``run_jobs``, in the server or on a worker: see
+``interfaces/server/schedule.py``). A read-only store never schedules.
 """
 
 from __future__ import annotations
