@@ -5,8 +5,8 @@ a Redis to share a claim, the database itself is what they all reach. ``claims``
 one row per (namespace, name) with the moment its claim ends (``until``, the server's
 clock). A claim is one statement::
 
-    INSERT … ON CONFLICT (ns, name) DO UPDATE SET until = now() + ttl
-        WHERE claims.until <= now() RETURNING until
+    INSERT … ON CONFLICT (ns, name) DO UPDATE SET until = clock_timestamp() + ttl
+        WHERE claims.until <= clock_timestamp() RETURNING until
 
 It returns a row when this call took the claim (no row yet, or the last claim ended);
 no row when another caller's claim still runs, and a second read says how long it has
@@ -21,7 +21,8 @@ keeps two runs apart but not two runs of one period (the last-run row does that,
 and written under the lock: two statements where one does). A row with an end needs
 no open transaction and nothing released: a claimer that crashes mid-run keeps the
 period it had and no more, and the next period is claimed as usual. The clock is the
-database's (``now()``), one clock for every host. Rows are per (ns, name): a table
+database's (``clock_timestamp()``: the moment of the claim, not of its transaction's
+start), one clock for every host. Rows are per (ns, name): a table
 that stays as small as the number of jobs.
 
 Its table is the migration step ``claims/001`` with row-level security on ``ns`` like
@@ -52,9 +53,9 @@ STEPS = (
 
 _CLAIM = (
     "INSERT INTO claims(ns, name, until)"
-    " VALUES (%(ns)s, %(name)s, now() + %(ttl)s * interval '1 ms')"
+    " VALUES (%(ns)s, %(name)s, clock_timestamp() + %(ttl)s * interval '1 ms')"
     " ON CONFLICT (ns, name) DO UPDATE SET until = excluded.until"
-    " WHERE claims.until <= now() RETURNING until"
+    " WHERE claims.until <= clock_timestamp() RETURNING until"
 )
 _LEFT = (
     "SELECT greatest(extract(epoch FROM until - clock_timestamp()), 0.001)"
