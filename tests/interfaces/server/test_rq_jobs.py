@@ -343,11 +343,11 @@ def test_the_thread_queue_is_the_default_and_rq_needs_postgres(
             RqJobs(kb.settings.model_copy(update={"jobs_queue": "rq"}))
 
 
-def _worker_cli(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _worker_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("KREDENC_")}
     base.update(env)
     return subprocess.run(
-        [sys.executable, "-c", ENTRY, "--store", str(tmp_path / "s"), "worker"],
+        [sys.executable, "-c", ENTRY, "--store", str(tmp_path / "s"), "worker", *args],
         capture_output=True,
         check=False,
         text=True,
@@ -475,3 +475,10 @@ def test_a_worker_with_the_scheduler_claims_the_period_in_the_stores_redis(
             lock.release()
         finally:
             pool.stop()
+
+
+def test_an_unknown_job_in_the_workers_schedule_is_one_line(tmp_path: Path) -> None:
+    done = _worker_cli(tmp_path, "--scheduler", KREDENC_SCHEDULER_INTERVALS='{"defrag": 5}')
+    assert done.returncode == 2, done.stderr
+    assert "defrag" in done.stderr and "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.startswith("error")]) == 1
