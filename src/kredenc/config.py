@@ -403,6 +403,24 @@ class Settings(BaseSettings):
         description="Seconds between a worker's heartbeats; a job whose worker is silent "
         "for three is abandoned and retried by another worker.",
     )
+    scheduler: bool = Field(
+        True,
+        description="kredenc serve runs the lifecycle jobs on a schedule (scheduler_intervals) "
+        "in every namespace it serves; kredenc serve --no-scheduler turns it off, kredenc "
+        "worker --scheduler runs one in a worker. Each job runs once per interval across "
+        "all the store's processes. See docs/workers.md.",
+    )
+    scheduler_intervals: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds between runs of a lifecycle job, by name, over the defaults "
+        "(episodes 600, contradictions 3600, reflect 3600, decay 21600), e.g. "
+        "{episodes = 300}.",
+    )
+    scheduler_throttle_s: float = Field(
+        60.0,
+        gt=0,
+        description="The scheduler looks at the clock at most once per this many seconds.",
+    )
     trace: bool = Field(
         False,
         description="Record OpenTelemetry spans of every ask, tool, provider call and search "
@@ -529,6 +547,14 @@ class Settings(BaseSettings):
         if value != "none" and not plugins.is_known(plugins.LLMS, value):
             known = ", ".join(["none", *plugins.names(plugins.LLMS)])
             raise ValueError(f"unknown LLM provider {value!r}; available: {known}")
+        return value
+
+    @field_validator("scheduler_intervals")
+    @classmethod
+    def _intervals(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [f"{name} = {seconds!r}" for name, seconds in value.items() if not seconds > 0]
+        if bad:
+            raise ValueError(f"scheduler_intervals need positive seconds, not {', '.join(bad)}")
         return value
 
     @field_validator("opcache_redis_url", "jobs_redis_url", "redis_url")

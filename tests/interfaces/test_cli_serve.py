@@ -229,3 +229,45 @@ def test_two_servers_share_one_postgres_store(home: Path, postgres_dsn: str) -> 
     for code, err in results:
         assert code == 0, err
         assert "Traceback" not in err
+
+
+FAST_JOBS = {"KREDENC_SCHEDULER_INTERVALS": '{"decay": 0.5}', "KREDENC_SCHEDULER_THROTTLE_S": "0.1"}
+
+
+def _last_runs(url: str) -> dict[str, float | None]:
+    items = httpx.get(url + "/jobs", timeout=60).json()["items"]
+    return {j["name"]: j["last_run"] for j in items}
+
+
+def test_serve_runs_the_lifecycle_jobs_on_a_schedule_and_no_scheduler_runs_none(
+    home: Path,
+) -> None:
+    for args, scheduled in ((("--no-scheduler",), False), ((), True)):
+        server = Serving(home, "--no-sample", *args, env=FAST_JOBS)
+        try:
+            deadline = time.monotonic() + (60 if scheduled else 2)
+            runs = _last_runs(server.url)
+            while runs["decay"] is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+                runs = _last_runs(server.url)
+            assert (runs["decay"] is not None) is scheduled, runs
+        finally:
+            code, err = server.stop(signal.SIGTERM)
+        assert code == 0, err
+        assert "Traceback" not in err
+
+
+def test_an_unknown_job_in_scheduler_intervals_is_one_line(home: Path) -> None:
+    env = _env() | {"KREDENC_SCHEDULER_INTERVALS": '{"defrag": 5}'}
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, "--store", str(home), "serve", "--port", "0"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "defrag" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 2, done.stderr
+    assert not home.exists() or not (home / "server.json").exists()

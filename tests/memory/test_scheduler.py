@@ -12,7 +12,7 @@ import pytest
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, StoreError
 from kredenc.memory.lifecycle import JobReport
-from kredenc.memory.scheduler import JOBS, Scheduler, default_jobs, run_jobs
+from kredenc.memory.scheduler import JOBS, Scheduler, default_jobs, job_intervals, run_jobs
 from kredenc.storage.locks import LocalLock
 
 
@@ -28,10 +28,12 @@ class Untouchable:
     """A store stand-in that fails on any use but its job locks (a due job runs
     holding one, in the process here): proves an idle tick does no I/O."""
 
+    read_only = False
+
     def lock(self, name: str) -> LocalLock:
         return LocalLock(f"test-scheduler:{id(self)}:{name}")
 
-    def claim(self, name: str, ttl_s: float) -> float:
+    def claim(self, name: str, ttl_s: float, *, ns: str = "") -> float:
         return 0.0  # one scheduler on this stand-in: every period is its own
 
     def __getattr__(self, name: str) -> Any:
@@ -168,3 +170,45 @@ def test_a_backend_query_error_is_a_warning_not_a_traceback(
     assert record.levelno == logging.WARNING and record.exc_info is None
     assert "database is locked" in record.getMessage()
     assert sched.failures["q"] == 1
+
+
+class Lockless(Untouchable):
+    """Untouchable, its locks too: a scheduler whose jobs take their own lock."""
+
+    def lock(self, name: str) -> LocalLock:
+        raise AssertionError(f"the scheduler took the lock {name}")
+
+
+def test_a_scheduler_whose_jobs_lock_themselves_only_claims() -> None:
+    job = Counting("job")
+    sched = Scheduler(Lockless(), "ns", {"job": (10, job)}, locked=False)  # type: ignore[arg-type]
+    assert sched.tick() == ["job"] and job.calls == 1
+
+
+def test_a_read_only_store_never_schedules(open_store: Any) -> None:
+    open_store().close()
+    with open_store(read_only=True) as kb, pytest.raises(InvalidInput, match="read-only"):
+        Scheduler(kb.store, kb.namespace)
+
+
+def test_intervals_override_the_defaults_and_unknown_jobs_are_refused() -> None:
+    assert job_intervals({"decay": 5})["decay"] == 5
+    assert job_intervals()["episodes"] == 600
+    with pytest.raises(InvalidInput, match="nope"):
+        job_intervals({"nope": 1})
+
+
+def test_stop_says_whether_a_running_job_let_it_stop_in_time() -> None:
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow(store: Any, ns: str) -> JobReport:
+        started.set()
+        release.wait(30)
+        return JobReport("slow").done()
+
+    sched = Scheduler(Untouchable(), "ns", {"slow": (60, slow)})  # type: ignore[arg-type]
+    sched.start(throttle_s=0.01)
+    assert started.wait(10) and sched.running
+    assert sched.stop(timeout=0.2) is False  # still running: not waited for past the timeout
+    release.set()

@@ -1,6 +1,7 @@
 """The scheduler across processes: several servers and workers on one PostgreSQL store,
 each running a scheduler, run a job once per period (the store's Redis lock and period
-claim), and a holder killed mid-run holds neither past its TTL: the next period runs.
+claim, or without Redis the claim in PostgreSQL's ``claims``), and a holder killed
+mid-run holds no claim past its TTL: the next period runs.
 
 Real processes (``SCHEDULER`` below) on the PostgreSQL of ``kredenc.testing.postgres``
 and the Redis on loopback (a key prefix per test)."""
@@ -60,19 +61,21 @@ SCHEDULER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def settings(postgres_dsn: str) -> Iterator[dict[str, Any]]:
+@pytest.fixture(params=["redis", "postgres"])
+def settings(postgres_dsn: str, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """The store on PostgreSQL; the claims in Redis, or (no Redis) in the database."""
+    pg = {
+        "backend": "postgres",
+        "postgres_dsn": postgres_dsn,
+        "postgres_schema": "t_sched_" + uuid.uuid4().hex[:12],
+        "durability": "none",
+    }
+    if request.param == "postgres":
+        yield pg
+        return
     url = redis_url_or_skip()
     with key_prefix(url) as prefix:
-        yield {
-            "backend": "postgres",
-            "postgres_dsn": postgres_dsn,
-            "postgres_schema": "t_sched_" + uuid.uuid4().hex[:12],
-            "durability": "none",
-            "redis_url": url,
-            "redis_prefix": prefix,
-            "lock_ttl_s": 1.0,
-        }
+        yield {**pg, "redis_url": url, "redis_prefix": prefix, "lock_ttl_s": 1.0}
 
 
 def _start(
@@ -155,7 +158,8 @@ def test_a_holder_killed_mid_run_frees_the_job_for_the_next_period(
         while not mine and time.monotonic() < deadline:
             scheduler.tick()
             time.sleep(0.02)
-        # The dead holder's lock (TTL 1 s) and its period's claim (2 s) ran out: the next
-        # period ran here, once, and no sooner than a period after the killed run began.
+        # The dead holder's lock (TTL 1 s; in-process without Redis: it died with it) and
+        # its period's claim (2 s) ran out: the next period ran here, once, and no sooner
+        # than a period after the killed run began.
         assert len(mine) == 1 and mine[0] - started >= interval * 0.97, (mine, started)
         assert scheduler.failures == {"tick": 0}

@@ -5,7 +5,9 @@ non-loopback listening without API keys) and the port bound before the store and
 model load, so a busy port fails at once with one line; the URL is printed as soon
 as the socket listens (requests wait in its backlog while the app starts); the sample
 data goes in beside the running server (:mod:`kredenc.interfaces.server.samples`).
-While it serves, ``<store>/server.json`` says where (:mod:`~kredenc.interfaces.server.advert`).
+While it serves, ``<store>/server.json`` says where (:mod:`~kredenc.interfaces.server.advert`),
+and the lifecycle jobs run on a schedule (:mod:`~kredenc.interfaces.server.schedule`;
+``--no-scheduler`` or ``scheduler = false``: only when asked, ``POST /jobs/run``).
 Ctrl-C or SIGTERM: uvicorn stops cleanly, the advertisement comes down, the store
 closes, exit 0.
 """
@@ -65,6 +67,11 @@ log = logging.getLogger("kredenc.cli")
     default=None,
     help="A PDF to file with the sample data (make run: the Attention paper).",
 )
+@click.option(
+    "--no-scheduler",
+    is_flag=True,
+    help="Do not run the lifecycle jobs on a schedule (default: the scheduler setting, on).",
+)
 @json_option
 def serve_command(
     host: str | None,
@@ -74,6 +81,7 @@ def serve_command(
     allow_hosts: tuple[str, ...],
     no_sample: bool,
     sample_pdf: Path | None,
+    no_scheduler: bool,
 ) -> None:
     """Serve the store: REST API, /v1 proxy, MCP at /mcp and the web page at /.
 
@@ -94,6 +102,11 @@ def serve_command(
     port = settings.server_port if port is None else port
     if upstream is not None and not upstream.strip():
         raise InvalidInput("--upstream is empty", "pass the base URL, e.g. http://host:8000/v1")
+    scheduler = settings.scheduler and not no_scheduler
+    if scheduler:  # an unknown job in scheduler_intervals: one line, before anything starts
+        from kredenc.memory.scheduler import job_intervals
+
+        job_intervals(settings.scheduler_intervals)
     check_bind(host, KeyRing(store_home(c)))  # before the port, the store and the model
     sock = listen(host, port)  # a busy port fails here, at once
     sock.listen(2048)  # connections wait in the backlog while the app starts
@@ -111,6 +124,7 @@ def serve_command(
             upstream=upstream,
             roots=list(roots) or None,
             allowed_hosts=list(allow_hosts),
+            scheduler=scheduler,
         )
         _serve(kb, config, sock, no_sample, sample_pdf)
 

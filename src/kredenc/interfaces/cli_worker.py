@@ -16,13 +16,19 @@ from kredenc.interfaces.terminal import json_text
 @click.command("worker")
 @click.option("--burst", is_flag=True, help="Run the queued jobs, then exit (default: wait).")
 @click.option("--name", default=None, help="The worker's name in RQ (default: kredenc-HOST-PID).")
+@click.option(
+    "--scheduler",
+    is_flag=True,
+    help="Also run the lifecycle jobs of the namespace on a schedule (scheduler_intervals).",
+)
 @json_option
-def worker_command(burst: bool, name: str | None) -> None:
+def worker_command(burst: bool, name: str | None, scheduler: bool) -> None:
     """Run RQ jobs for this store: ingestion and lifecycle runs that servers queue.
 
     Needs backend = 'postgres' and a Redis (jobs_redis_url, else redis_url, else opcache_redis_url).
     SIGTERM or Ctrl-C stops after the running job; a second one stops at once (the job
-    is then run again by another worker).
+    is then run again by another worker). With --scheduler it also runs the lifecycle
+    jobs on a schedule, once per interval across every server and worker of the store.
     """
     if importlib.util.find_spec("rq") is None:
         raise MissingExtra("kredenc worker", "workers")
@@ -30,6 +36,10 @@ def worker_command(burst: bool, name: str | None) -> None:
 
     c = context()
     settings = settings_of(c)
+    if scheduler:  # an unknown job in scheduler_intervals: one line, before anything starts
+        from kredenc.memory.scheduler import job_intervals
+
+        job_intervals(settings.scheduler_intervals)
 
     def ready(worker: str, where: str) -> None:
         if c.json:  # for a script: which worker, on one line
@@ -37,7 +47,7 @@ def worker_command(burst: bool, name: str | None) -> None:
         else:
             click.echo(f"kredenc worker {worker} waiting for jobs on {where}", err=True)
 
-    run_worker(settings, burst=burst, name=name, on_ready=ready)
+    run_worker(settings, burst=burst, name=name, on_ready=ready, scheduler=scheduler)
 
 
 COMMANDS: tuple[click.Command, ...] = (worker_command,)

@@ -18,8 +18,13 @@ seconds). Every server and worker sharing the store may run a scheduler; the fir
 come due claims the period and runs the job, the others find the claim and come due
 again when it ends, so the job runs once per interval across all of them. A holder
 killed mid-run frees the lock after ``lock_ttl_s`` and its claim with the period, and
-the next period runs. (Without a Redis the lock and the claim are this process's:
-each process's scheduler runs its own.)
+the next period runs. Without a Redis, a PostgreSQL store claims the period in its own
+database (``storage/postgres/claims.py``: every process reaches it) and a SQLite store,
+which one process writes, in the process; the lock is then this process's.
+
+``locked=False``: the scheduler only claims, and the job takes its lock itself (a
+server's scheduled run goes through ``run_jobs``, in the server or on a worker: see
+``interfaces/server/schedule.py``). A read-only store never schedules.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from kredenc.errors import InvalidInput, KredencError, StoreLocked
@@ -81,8 +87,19 @@ def default_jobs(
     intervals: Mapping[str, float] | None = None,
 ) -> dict[str, tuple[float, Job]]:
     """Every job with its interval (``intervals`` overrides the defaults)."""
-    merged = {**DEFAULT_INTERVALS, **(intervals or {})}
-    return {name: (merged[name], fn) for name, fn in JOBS.items()}
+    return {name: (interval, JOBS[name]) for name, interval in job_intervals(intervals).items()}
+
+
+def job_intervals(intervals: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Every job's interval: ``intervals`` (e.g. the ``scheduler_intervals`` setting)
+    over :data:`DEFAULT_INTERVALS`; an unknown job's name is :class:`InvalidInput`."""
+    unknown = [n for n in intervals or {} if n not in JOBS]
+    if unknown:
+        raise InvalidInput(
+            f"scheduler_intervals names unknown job(s): {', '.join(unknown)}",
+            f"use {', '.join(JOBS)}",
+        )
+    return {**DEFAULT_INTERVALS, **(intervals or {})}
 
 
 class Scheduler:
@@ -94,8 +111,16 @@ class Scheduler:
         *,
         clock: Callable[[], float] = time.monotonic,
         initial_delay_s: float = 0.0,
+        locked: bool = True,
     ) -> None:
+        if store.read_only:
+            raise InvalidInput(
+                "a read-only store does not run lifecycle jobs", "open it for writing"
+            )
         self.store = store
+        #: Whether the scheduler holds the job's lock while it runs; False when the job
+        #: takes it itself (a server's job goes through ``run_jobs``, here or on a worker).
+        self.locked = locked
         self.ns = ns
         self.jobs = dict(default_jobs() if jobs is None else jobs)
         for name, (interval, _fn) in self.jobs.items():
@@ -133,8 +158,9 @@ class Scheduler:
         """Run the job once if this period is unclaimed; 0.0, or the seconds left on
         the claim of the process that has this period."""
         try:
-            with held(self.store.lock(f"job:{self.ns}:{name}"), f"lifecycle job {name}"):
-                left = self.store.claim(f"period:{self.ns}:{name}", interval)
+            lock = self.store.lock(f"job:{self.ns}:{name}") if self.locked else None
+            with held(lock, f"lifecycle job {name}") if lock is not None else nullcontext():
+                left = self.store.claim(f"period:{self.ns}:{name}", interval, ns=self.ns)
                 if left > 0:
                     log.info("lifecycle job %s ran elsewhere this period (%.0f s left)", name, left)
                     return left
@@ -179,13 +205,29 @@ class Scheduler:
             self.tick()
             self._stop.wait(max(throttle_s, self.seconds_until_due()))
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop the thread after the job it is running (if any) finishes."""
+    def request_stop(self) -> None:
+        """Ask the thread to stop after the job it is running; :meth:`stop` waits."""
+        self._stop.set()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop the thread after the job it is running (if any) finishes, waiting up to
+        ``timeout`` seconds (None: as long as it takes); whether it stopped in time. A
+        job still running then goes on, on its daemon thread: the store's close waits
+        for it (``Store.close``) and the process's exit ends it."""
         thread, self._thread = self._thread, None
         if thread is None:
-            return
+            return True
         self._stop.set()
         thread.join(timeout)
+        if thread.is_alive():
+            log.warning("lifecycle job still running %s s after stop; left to finish", timeout)
+            return False
+        return True
+
+    @property
+    def running(self) -> bool:
+        """Whether the background thread is running."""
+        return self._thread is not None and self._thread.is_alive()
 
     def __enter__(self) -> Scheduler:
         return self

@@ -21,6 +21,7 @@ from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import AnnParams
 
 if TYPE_CHECKING:
+    from kredenc.storage.postgres.claims import PostgresClaims
     from kredenc.storage.postgres.index import PostgresIndex
     from kredenc.storage.postgres.log import PostgresLog
 
@@ -119,6 +120,16 @@ def swap_in_index(settings: Settings, home: Path) -> None:
     store's, in one transaction, and drop the operation cache's file (PostgreSQL)."""
     _postgres_index().swap_in(settings.postgres_dsn.get_secret_value(), settings.postgres_schema)
     layout.drop_opcache(home)
+
+
+def open_claims(settings: Settings) -> PostgresClaims:
+    """A PostgreSQL store's period claims (``storage/postgres/claims.py``): the
+    processes of a store without Redis claim a period in its database."""
+    try:
+        from kredenc.storage.postgres.claims import PostgresClaims
+    except ImportError:
+        raise MissingExtra("backend = 'postgres'", "postgres") from None
+    return PostgresClaims(settings.postgres_dsn.get_secret_value(), settings.postgres_schema)
 
 
 def drop_index(settings: Settings, home: Path) -> None:

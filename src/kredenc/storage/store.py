@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kredenc.config import Settings
 from kredenc.errors import StoreError
@@ -38,6 +38,9 @@ from kredenc.storage.index.vectors import F32
 from kredenc.storage.opcache_chain import tiers_for_store
 from kredenc.storage.redis_client import shared_id
 from kredenc.storage.redis_sessions import SessionCache
+
+if TYPE_CHECKING:
+    from kredenc.storage.postgres.claims import PostgresClaims
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +158,8 @@ class Store:
         self._access_lock = threading.Lock()
         self._opcache: CacheTier | None = None
         self._opcache_lock = threading.Lock()
+        self._claims: PostgresClaims | None = None
+        self._claims_lock = threading.Lock()
         self._sessions: SessionCache | None = None
         self._sessions_opened = False
         # embed_cached's in-process tier over embeddings.db: text hash -> vector.
@@ -209,6 +214,8 @@ class Store:
                 self.haystack.close()
         if self._opcache is not None:
             self._opcache.close()
+        if self._claims is not None:
+            self._claims.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -401,12 +408,22 @@ class Store:
         key = f"{s.redis_prefix}lock:{self._shared_id()}:{name}"
         return locks.lock_for(self.locks_redis_url(), key, ttl_s=s.lock_ttl_s)
 
-    def claim(self, name: str, ttl_s: float) -> float:
-        """Claim ``name`` for ``ttl_s`` seconds across the store's processes
-        (``locks.claim``): 0.0 when this call took it, else the seconds left on the
-        claim another caller holds. The scheduler claims each job's period with it."""
+    def claim(self, name: str, ttl_s: float, *, ns: str = "") -> float:
+        """Claim ``name`` for ``ttl_s`` seconds across the store's processes: 0.0 when
+        this call took it, else the seconds left on the claim another caller holds. The
+        scheduler claims each job's period with it. In Redis when the store has one
+        (``locks.claim``); else in a PostgreSQL store's own database (``claims`` rows
+        of namespace ``ns``: ``storage/postgres/claims.py``), which every process of
+        the store reaches; else in this process (a file store has one writer process)."""
+        url = self.locks_redis_url()
+        if not url and backends.is_postgres(self.settings):
+            with self._claims_lock:
+                if self._claims is None:
+                    self._claims = backends.open_claims(self.settings)
+                claims = self._claims
+            return claims.claim(ns, name, ttl_s)
         key = f"{self.settings.redis_prefix}claim:{self._shared_id()}:{name}"
-        return locks.claim(self.locks_redis_url(), key, ttl_s)
+        return locks.claim(url, key, ttl_s)
 
     def locks_redis_url(self) -> str:
         """The Redis that the store's locks and claims live in: ``redis_url``, else

@@ -101,11 +101,11 @@ class Workers:
         self.settings, self.home = settings, home
         self.procs: list[subprocess.Popen[str]] = []
 
-    def start(self) -> subprocess.Popen[str]:
+    def start(self, *extra: str) -> subprocess.Popen[str]:
         token = str(self.settings["jobs_redis_prefix"]).split(":")[1]
         name = f"kredenc-test-{token}-{len(self.procs)}"
         proc = subprocess.Popen(
-            [sys.executable, str(WORKER), str(self.home), name],
+            [sys.executable, str(WORKER), str(self.home), name, *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -343,11 +343,11 @@ def test_the_thread_queue_is_the_default_and_rq_needs_postgres(
             RqJobs(kb.settings.model_copy(update={"jobs_queue": "rq"}))
 
 
-def _worker_cli(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _worker_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("KREDENC_")}
     base.update(env)
     return subprocess.run(
-        [sys.executable, "-c", ENTRY, "--store", str(tmp_path / "s"), "worker"],
+        [sys.executable, "-c", ENTRY, "--store", str(tmp_path / "s"), "worker", *args],
         capture_output=True,
         check=False,
         text=True,
@@ -424,3 +424,61 @@ def test_job_records_json_round_trip(store: Kredenc) -> None:
     finally:
         jobs.queue.empty()
         jobs.close()
+
+
+FAST_JOBS = {"scheduler_intervals": {"decay": 0.5}, "scheduler_throttle_s": 0.1}
+
+
+def test_a_scheduled_run_of_the_server_is_queued_for_a_worker(
+    tmp_path: Path, settings: dict[str, Any]
+) -> None:
+    fast = {**settings, **FAST_JOBS}
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), **fast) as kb:
+        kb.remember("the spare key is under the blue flowerpot")
+        pool = Workers(
+            {**fast, "scheduler_intervals": json.dumps(FAST_JOBS["scheduler_intervals"])}, kb.home
+        )
+        try:
+            pool.start()
+            config = ServerConfig(mcp=False, web=False, scheduler=True)
+            with ServerThread(kb, config) as url, httpx.Client(base_url=url, timeout=60) as c:
+
+                def decay() -> dict[str, Any] | None:
+                    found = {j["name"]: j for j in c.get("/jobs").json()["items"]}["decay"]
+                    return found if found["last_run"] is not None else None
+
+                ran = _wait("a scheduled decay run", decay, timeout=60)
+                assert ran["last_result"]["job"] == "decay"
+                assert ran["last_result"]["examined"] >= 1  # on the worker, over the store
+        finally:
+            pool.stop()
+
+
+def test_a_worker_with_the_scheduler_claims_the_period_in_the_stores_redis(
+    tmp_path: Path, settings: dict[str, Any], redis_client: redis.Redis
+) -> None:
+    fast = {**settings, "scheduler_intervals": '{"decay": 30}', "scheduler_throttle_s": 0.1}
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), **settings) as kb:
+        pool = Workers(fast, kb.home)
+        try:
+            pool.start("scheduler")
+            # The worker's scheduler took this period: its claim is in the queue's Redis
+            # (nobody else here claims), living the job's interval.
+            store = kb.store
+            key = f"{store.settings.redis_prefix}claim:{store._shared_id()}:period:default:decay"
+            left = _wait("the worker's claim", lambda: redis_client.pttl(key) > 0, timeout=30)
+            assert left and 0 < redis_client.pttl(key) <= 30_000
+            assert 0 < store.claim("period:default:decay", 30, ns="default") <= 30
+            # The run it made went through run_jobs, and let go of the job's lock.
+            lock = store.lock("job:default:decay")
+            assert lock.acquire(wait=10)
+            lock.release()
+        finally:
+            pool.stop()
+
+
+def test_an_unknown_job_in_the_workers_schedule_is_one_line(tmp_path: Path) -> None:
+    done = _worker_cli(tmp_path, "--scheduler", KREDENC_SCHEDULER_INTERVALS='{"defrag": 5}')
+    assert done.returncode == 2, done.stderr
+    assert "defrag" in done.stderr and "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.startswith("error")]) == 1

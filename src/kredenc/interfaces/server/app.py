@@ -48,6 +48,7 @@ def create_app(kb: Kredenc, config: ServerConfig | None = None) -> FastAPI:
                 if part is not None:
                     await stack.enter_async_context(part)
             try:
+                state.start_clock()
                 yield
             finally:
                 await anyio.to_thread.run_sync(state.close)

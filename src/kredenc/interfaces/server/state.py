@@ -6,13 +6,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kredenc.engine import Kredenc
 from kredenc.interfaces.auth import KeyRing
 from kredenc.interfaces.guard import Gate
 from kredenc.interfaces.server.jobs import UPLOADS, IngestJobs, Jobs
 from kredenc.interfaces.server.rq_jobs import RqJobs
+
+if TYPE_CHECKING:
+    from kredenc.interfaces.server.schedule import Clock
 
 
 @dataclass
@@ -29,6 +32,9 @@ class ServerConfig:
     max_body_bytes: int | None = None
     web: bool = True  # serve the page at /
     mcp: bool = True  # serve MCP (streamable HTTP) at /mcp
+    # Run the lifecycle jobs on a schedule (server/schedule.py). Off for a server made in
+    # code (tests, benchmarks); kredenc serve turns it on from the scheduler setting.
+    scheduler: bool = False
     proxy_transport: Any = field(default=None, repr=False)  # tests: the upstream's transport
 
 
@@ -90,6 +96,37 @@ class ServerState:
         self._lock = threading.Lock()
         # The last run of each lifecycle job per namespace: (finished at, report).
         self._job_runs: dict[str, dict[str, tuple[float, dict[str, Any]]]] = {}
+        #: The lifecycle schedulers (:meth:`start_clock`), or None when not scheduling.
+        self.clock: Clock | None = None
+
+    def run_lifecycle(self, kb: Kredenc, names: list[str]) -> list[dict[str, Any]]:
+        """Run lifecycle jobs in ``kb``'s namespace (``POST /jobs/run`` and the
+        scheduler): here, or on a worker with ``jobs_queue = "rq"``; their reports, kept
+        for ``GET /jobs``."""
+        if isinstance(self.jobs, RqJobs):  # a worker runs them
+            reports = self.jobs.run_lifecycle(kb.namespace, names)
+        else:
+            reports = [r.to_json() for r in kb.run_jobs(names)]
+        self.note_jobs(kb.namespace, reports)
+        return reports
+
+    def start_clock(self) -> None:
+        """Start the lifecycle schedulers (``ServerConfig.scheduler``; never on a
+        read-only store): the store's namespace and every namespace an active API key
+        is bound to, as the keys stand now."""
+        from kredenc.interfaces.server.schedule import Clock
+
+        if not self.config.scheduler or self.kb.read_only:
+            return
+        s = self.kb.settings
+        namespaces = dict.fromkeys([self.kb.namespace, *(k.namespace for k in self.keys.active())])
+        self.clock = Clock(
+            [self.view(ns) for ns in namespaces],
+            self.run_lifecycle,
+            intervals=s.scheduler_intervals,
+            throttle_s=s.scheduler_throttle_s,
+        )
+        self.clock.start()
 
     def note_jobs(self, namespace: str, reports: list[dict[str, Any]]) -> None:
         """Keep the reports of jobs just run for the namespace (``GET /jobs``)."""
@@ -112,8 +149,11 @@ class ServerState:
             return found
 
     def close(self) -> None:
-        """Stop the ingest jobs (the running one at its next page), then flush what the
-        views hold (the owner handle is closed by whoever opened it)."""
+        """Stop the schedulers (a running job gets ``schedule.STOP_WAIT_S``) and the
+        ingest jobs (the running one at its next page), then flush what the views hold
+        (the owner handle is closed by whoever opened it)."""
+        if self.clock is not None:
+            self.clock.stop()
         self.jobs.close()
         with self._lock:
             for view in self._views.values():

@@ -18,6 +18,10 @@ Dead workers: a thread beats every ``jobs_heartbeat_s`` while a job runs; a job 
 worker stays silent for three beats is abandoned, and the next worker to clean RQ's
 registries (every three beats, and at start) queues it again while it has retries
 (``jobs_retries``), else records it as failed.
+
+``kredenc worker --scheduler``: the worker also keeps the lifecycle clock
+(:func:`worker_scheduler`), so a deployment chooses where it lives (servers, workers,
+or both: each job still runs once per interval across all of them).
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ from kredenc.interfaces.server import tasks
 from kredenc.interfaces.server.advert import pid_alive
 from kredenc.interfaces.server.jobbook import JobBook
 from kredenc.interfaces.server.rq_jobs import connect, require_shared_store, rq_queue
+from kredenc.interfaces.server.schedule import STOP_WAIT_S
+from kredenc.memory.lifecycle import JobReport
+from kredenc.memory.scheduler import JOBS, Job, Scheduler, job_intervals
 from kredenc.providers.embed.base import Embedder
 
 log = logging.getLogger("kredenc.worker")
@@ -115,6 +122,32 @@ def worker_class() -> type[Any]:
     return KredencWorker
 
 
+def worker_scheduler(context: tasks.WorkerContext) -> Scheduler:
+    """A scheduler of the lifecycle jobs in the worker's namespace (``namespace``),
+    every ``scheduler_intervals``. It claims each period (``Store.claim``: the store's
+    Redis, else its PostgreSQL ``claims``) and runs the job as a queued lifecycle run
+    does, through ``run_jobs`` on the worker's current store (which holds the job's
+    lock; a store reopened after a failure is the one the next run uses)."""
+    s = context.settings
+    kb = context.store()
+    every = job_intervals(s.scheduler_intervals)
+
+    def job(name: str) -> Job:
+        def scheduled(_store: Any, ns: str, **_kw: Any) -> JobReport:
+            [report] = context.store().scoped(ns).run_jobs([name])
+            return report
+
+        return scheduled
+
+    return Scheduler(
+        kb.store,
+        kb.namespace,
+        {name: (every[name], job(name)) for name in JOBS},
+        initial_delay_s=s.scheduler_throttle_s,
+        locked=False,
+    )
+
+
 def run_worker(
     settings: Settings,
     *,
@@ -122,10 +155,14 @@ def run_worker(
     burst: bool = False,
     name: str | None = None,
     on_ready: Any = None,
+    scheduler: bool = False,
 ) -> bool:
     """Run jobs until stopped (SIGTERM or Ctrl-C: the running job finishes first; a
     second one stops at once), or with ``burst`` until the queue is empty. Whether any
-    job ran. Bad settings and an unreachable Redis or store raise one KredencError."""
+    job ran. Bad settings and an unreachable Redis or store raise one KredencError.
+
+    With ``scheduler`` the worker also runs the lifecycle jobs of its namespace on a
+    schedule (:func:`worker_scheduler`), stopped before the store closes."""
     require_shared_store(settings, "kredenc worker")
     client, where = connect(settings)
     cls = worker_class()
@@ -139,9 +176,13 @@ def run_worker(
         book=JobBook(client, settings.jobs_redis_prefix, where=where),
         folder=folder,
     )
+    clock: Scheduler | None = None
     try:
         context.store()  # the store and the model now: a bad DSN fails before any job
         tasks.install(context)
+        if scheduler:
+            clock = worker_scheduler(context)
+            clock.start(throttle_s=settings.scheduler_throttle_s)
         worker = cls(
             [rq_queue(client, settings.jobs_redis_prefix)],
             connection=client,
@@ -152,6 +193,8 @@ def run_worker(
             on_ready(worker.name, where)
         return bool(worker.work(burst=burst, logging_level="WARNING"))
     finally:
+        if clock is not None:
+            clock.stop(STOP_WAIT_S)
         tasks.install(None)
         context.close()
         client.close()

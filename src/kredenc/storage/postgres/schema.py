@@ -38,7 +38,8 @@ INDEX_PREFIX = "index/"
 _POLICY = "ns = current_setting('kredenc.ns', true) OR current_setting('kredenc.all', true) = 'on'"
 
 
-def _walls(tables: tuple[str, ...]) -> tuple[str, ...]:
+def walls(tables: tuple[str, ...]) -> tuple[str, ...]:
+    """The statements that put ``tables`` behind the namespace wall (their ``ns``)."""
     out: list[str] = []
     for table in tables:
         out += [
@@ -119,7 +120,7 @@ def steps(dim: int) -> tuple[Step, ...]:
                 " version integer NOT NULL, PRIMARY KEY (ns, source))",
                 "CREATE TABLE access(id text PRIMARY KEY, ns text NOT NULL,"
                 " count bigint NOT NULL, last_at double precision NOT NULL)",
-                *_walls(WALLED[:5]),
+                *walls(WALLED[:5]),
             ),
         ),
         # A store made before this step has no history yet: each memory's starts from
@@ -132,7 +133,7 @@ def steps(dim: int) -> tuple[Step, ...]:
                 "SELECT set_config('kredenc.all', 'on', true)",
                 "INSERT INTO history(ns, id, seq, address)"
                 " SELECT ns, id, seq, address FROM records WHERE type = 'memory'",
-                *_walls(("history",)),
+                *walls(("history",)),
             ),
         ),
     )

@@ -11,8 +11,7 @@ from pydantic import BaseModel, Field
 from kredenc import __version__
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.routes.body import Body
-from kredenc.interfaces.server.rq_jobs import RqJobs
-from kredenc.memory.scheduler import DEFAULT_INTERVALS, JOBS
+from kredenc.memory.scheduler import JOBS, job_intervals
 
 router = APIRouter(tags=["system"])
 
@@ -31,7 +30,9 @@ class CheckReport(BaseModel):
 class JobStatus(BaseModel):
     name: str
     interval_s: float
-    last_run: float | None = Field(description="Unix seconds of the last run by this server")
+    last_run: float | None = Field(
+        description="Unix seconds of the last run by this server (asked for or scheduled)"
+    )
     last_result: dict[str, Any] | None
 
 
@@ -69,11 +70,12 @@ def check(kb: KB, full: bool = False) -> CheckReport:
 def jobs(kb: KB, state: State) -> JobList:
     """The lifecycle jobs, each with its interval and its last run on this server."""
     runs = state.job_runs(kb.namespace)
+    every = job_intervals(kb.settings.scheduler_intervals)
     return JobList(
         items=[
             JobStatus(
                 name=name,
-                interval_s=DEFAULT_INTERVALS[name],
+                interval_s=every[name],
                 last_run=runs[name][0] if name in runs else None,
                 last_result=runs[name][1] if name in runs else None,
             )
@@ -85,9 +87,4 @@ def jobs(kb: KB, state: State) -> JobList:
 @router.post("/jobs/run", response_model=JobReports)
 def run_jobs(body: JobsToRun, kb: KB, state: State) -> JobReports:
     """Run the named jobs (every job when none is named) now, in order; their reports."""
-    if isinstance(state.jobs, RqJobs):  # jobs_queue = "rq": a worker runs them
-        reports = state.jobs.run_lifecycle(kb.namespace, body.names)
-    else:
-        reports = [r.to_json() for r in kb.run_jobs(body.names)]
-    state.note_jobs(kb.namespace, reports)
-    return JobReports(reports=reports)
+    return JobReports(reports=state.run_lifecycle(kb, body.names))
