@@ -36,17 +36,31 @@ def now() -> float:
     return time.perf_counter()
 
 
+def _status_mb(key: str) -> float | None:
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
 def peak_rss_mb() -> float:
-    """High-water mark of this process's resident memory, MiB (ru_maxrss is KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """High-water mark of this process's resident memory, MiB: ``VmHWM``, which starts
+    again at exec. Not ``ru_maxrss``: Linux carries it across exec, so a process that a
+    5 GB parent started reported the parent's 5 GB (seen in bench_capacity)."""
+    peak = _status_mb("VmHWM")
+    if peak is None:  # not Linux: ru_maxrss (KiB on Linux, bytes on macOS; close enough)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak
 
 
 def rss_mb() -> float:
     """This process's resident memory now, MiB (``VmRSS`` of /proc/self/status)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    now = _status_mb("VmRSS")
+    return float("nan") if now is None else now
 
 
 def machine() -> dict[str, Any]:

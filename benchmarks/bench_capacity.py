@@ -19,7 +19,7 @@ For one backend (``--backend sqlite`` or ``postgres``) and one size (``--n``):
 ``--keep DIR`` builds the store in DIR and keeps it; a later run with the same DIR skips
 the build and measures the search again (a 1,000,000-memory build takes most of an hour
 here, so it can run while the machine is busy and the searches when it is quiet). Each
-search process reports its peak RSS (``ru_maxrss``): the memory one reader needs.
+search process reports its peak RSS (``VmHWM``): the memory one reader needs.
 
     nice -n 10 .venv/bin/python benchmarks/bench_capacity.py --n 1000000 --keep /tmp/cap1m
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _common import percentile, print_table, write_results
+from _common import peak_rss_mb, percentile, print_table, write_results
 from corpus import memories, queries
 from kredenc.engine import Kredenc
 from kredenc.testing.embedders import HashEmbedder
@@ -73,7 +72,7 @@ def build(home: Path, n: int, options: dict[str, Any]) -> dict[str, Any]:
         "records": stats["records"],
         "vectors": sum(len(v) for v in shards.values()),
         "log_records": stats["log_records"],
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
     }
 
 
@@ -107,8 +106,7 @@ def searcher(spec: dict[str, Any]) -> None:
             t0 = time.perf_counter()
             kb.search(q, k=10)
             times.append((time.perf_counter() - t0) * 1000)
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"times": times, "rss_mb": rss_mb}), flush=True)
+    print(json.dumps({"times": times, "rss_mb": peak_rss_mb()}), flush=True)
 
 
 def search_load(
