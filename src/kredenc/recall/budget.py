@@ -50,11 +50,15 @@ class Budget:
     total_tokens: int | None = None
     count_tokens: TokenCounter | None = None
     marker: str = MARKER
+    #: A text longer than this is shown as the window of its sentences around the one
+    #: that matches the message best (:func:`kredenc.recall.snippet.snippet`), so the
+    #: same characters hold more records; ``None``: whole texts, cut at their head.
+    snippet_chars: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.items, bool) or not isinstance(self.items, int) or self.items < 0:
             raise InvalidInput(f"budget items must be a whole number >= 0, not {self.items!r}")
-        for name in ("item_chars", "total_chars", "item_tokens", "total_tokens"):
+        for name in ("item_chars", "total_chars", "item_tokens", "total_tokens", "snippet_chars"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise InvalidInput(f"budget {name} must be a whole number or None")
@@ -112,6 +116,7 @@ class Budget:
             "total_chars": self.total_chars,
             "item_tokens": self.item_tokens,
             "total_tokens": self.total_tokens,
+            "snippet_chars": self.snippet_chars,
         }
 
     # -- measuring and cutting -------------------------------------------------
