@@ -80,6 +80,7 @@ def test_recall_json(store: Path) -> None:
         "total_chars": 1800,
         "item_tokens": None,
         "total_tokens": None,
+        "snippet_chars": None,
     }
     assert data["error"] is None
 

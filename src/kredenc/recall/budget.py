@@ -98,6 +98,7 @@ class Budget:
             total_chars=limit(settings.recall_total_chars),
             item_tokens=limit(settings.recall_item_tokens),
             total_tokens=limit(settings.recall_total_tokens),
+            snippet_chars=limit(settings.recall_snippet_chars),
         )
 
     def describe(self) -> str:
