@@ -344,6 +344,15 @@ def lever_configs() -> list[Result]:
                     "settings": {},
                 }
             )
+    # Round 2 (after round 1 found equal head cuts best): more items, and snippets
+    # within the equal share (the snippet centres the window, the share caps it).
+    for items in (6, 8, 10, 12):
+        share = 1800 // items
+        if items >= 10:
+            budget = {**BASE_BUDGET, "items": items, "item_chars": share}
+            out.append({"name": f"items{items}-head{share}", "budget": budget, "settings": {}})
+        budget = {**BASE_BUDGET, "items": items, "item_chars": share, "snippet_chars": share}
+        out.append({"name": f"items{items}-head{share}-snip", "budget": budget, "settings": {}})
     for items, extra in ((3, {}), (5, {"snippet_chars": 250})):
         text = "snip250" if extra else "whole"
         budget = {**BASE_BUDGET, "items": items, **extra}
@@ -393,7 +402,8 @@ def _miss_reason(fates: Sequence[Any], evidence: set[str]) -> tuple[str, int | N
 
 def _ask_with(
     kb: Any, question: str, mode: str, config: Result, trace: list[Any] | None = None
-) -> tuple[set[str], int]:
+) -> tuple[set[str], set[str], int]:
+    """The eval ids injected, those injected whole (not cut), and the block's length."""
     from kredenc.recall.reflex import recall
 
     settings = kb.store.settings
@@ -415,7 +425,12 @@ def _ask_with(
         kb.store.settings = settings
     assert result.error is None, result.error
     assert len(result.block) <= config["budget"]["total_chars"], len(result.block)
-    return {str(i.meta.get("eval_id")) for i in result.items}, len(result.block)
+    ids = {str(i.meta.get("eval_id")) for i in result.items}
+    return (
+        ids,
+        {str(i.meta.get("eval_id")) for i in result.items if not i.truncated},
+        len(result.block),
+    )
 
 
 def _lever_questions(kb: Any, name: str, path: Path) -> Iterator[tuple[str, set[str], str]]:
@@ -475,11 +490,13 @@ def run_levers(datasets: Sequence[str], data: Path, configs: Sequence[Result]) -
                                 continue  # the floor and the weights are the dense leg's
                             base = config["budget"] == BASE_BUDGET and not config["settings"]
                             trace: list[Any] | None = [] if base else None
-                            ids, chars = _ask_with(kb, question, mode, config, trace)
+                            ids, whole, chars = _ask_with(kb, question, mode, config, trace)
                             row = rows.setdefault(
-                                f"{mode}:{config['name']}", {"any": [], "all": [], "chars": []}
+                                f"{mode}:{config['name']}",
+                                {"any": [], "all": [], "whole": [], "chars": []},
                             )
                             row["any"].append(int(bool(ids & evidence)))
+                            row["whole"].append(int(bool(whole & evidence)))
                             row["all"].append(int(evidence <= ids))
                             row["chars"].append(chars)
                             if trace is not None:
@@ -530,6 +547,7 @@ def analyse_levers(out: Result) -> Result:
                         )
                     ),
                     "all": round(statistics.fmean(row["all"]), 4),
+                    "any_whole": round(statistics.fmean(row.get("whole", [0])), 4),
                     "chars_mean": round(statistics.fmean(row["chars"])),
                 }
             )
@@ -785,6 +803,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quality-only", action="store_true", help="only LoCoMo/LongMemEval")
     parser.add_argument("--proxy-only", action="store_true", help="only the proxy overhead")
     parser.add_argument(
+        "--configs",
+        default="",
+        help="--levers: only these candidates (comma-separated names; the default is kept)",
+    )
+    parser.add_argument(
         "--levers",
         action="store_true",
         help="where evidence is cut, and the budget-packing candidates (writes recall-levers.json)",
@@ -811,7 +834,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_results(f"recall-{args.n}", results)
         return 0
     if args.levers:
-        levers = run_levers(args.datasets.split(","), args.data, lever_configs())
+        wanted = set(filter(None, args.configs.split(","))) | {"items3-whole"}
+        configs = [c for c in lever_configs() if not args.configs or c["name"] in wanted]
+        levers = run_levers(args.datasets.split(","), args.data, configs)
         results["levers"] = levers | {"summary": analyse_levers(levers)}
         print(json.dumps(results["levers"]["summary"], indent=1))
         write_results("recall-levers", results)

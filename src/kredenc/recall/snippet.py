@@ -13,30 +13,31 @@ Pure function of the text, the terms and the size (no store).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from kredenc.retrieve.message_terms import stem_en
 from kredenc.retrieve.names import sentences
-from kredenc.retrieve.terms import tokens
 
 __all__ = ["ELLIPSIS", "snippet"]
 
 ELLIPSIS = "…"
 
 
-def _stems(text: str) -> set[str]:
-    return {stem_en(w) for w in tokens(text)}
+def _matcher(terms: Sequence[Any]) -> re.Pattern[str] | None:
+    """One pattern for the terms: each term (a stem) opens a word (``\\bstem``), case
+    folded; a stem is a prefix of the words it comes from, so this counts them."""
+    texts = sorted({str(getattr(t, "text", t)).lower() for t in terms} - {""}, key=len)
+    if not texts:
+        return None
+    return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in reversed(texts)) + ")", re.I)
 
 
-def _matches(stems: set[str], terms: Sequence[Any]) -> int:
-    n = 0
-    for term in terms:
-        text = str(getattr(term, "text", term))
-        prefix = bool(getattr(term, "prefix", False))
-        if text in stems or (prefix and any(s.startswith(text) for s in stems)):
-            n += 1
-    return n
+def _matches(pattern: re.Pattern[str] | None, sentence: str) -> int:
+    """How many distinct terms open a word of ``sentence``."""
+    if pattern is None:
+        return 0
+    return len({m.lower() for m in pattern.findall(sentence)})
 
 
 def snippet(text: str, terms: Sequence[Any], chars: int | None) -> str:
@@ -50,7 +51,8 @@ def snippet(text: str, terms: Sequence[Any], chars: int | None) -> str:
     parts = sentences(text)
     if len(parts) <= 1:
         return text
-    scores = [_matches(_stems(p), terms) for p in parts]
+    pattern = _matcher(terms)
+    scores = [_matches(pattern, p) for p in parts]
     best = max(range(len(parts)), key=lambda i: (scores[i], -i))
     lo = hi = best  # the window is parts[lo : hi + 1]
 
