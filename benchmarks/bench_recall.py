@@ -1,6 +1,6 @@
 """The recall reflex: latency per turn, quality at budget, proxy overhead.
 
-Targets (2-core machine, the default budget: 3 items, 600 characters each, 1,800 in all):
+Targets (2-core machine, the default budget: 8 items, 600 characters each, 1,800 in all):
 
 * latency per turn, end to end through ``recall()`` including the query embedding
   (real MiniLM, distinct queries so the query cache never answers): p50 <= 10 ms and
@@ -316,7 +316,8 @@ def run_quality(
 # Where the evidence goes, and the budget-packing levers (--levers)
 # --------------------------------------------------------------------------------------
 
-#: The default budget (the settings' defaults: 3 items, 600 / 1,800 characters).
+#: The baseline the levers are paired against: the budget before 2026-12-03 (3 items,
+#: 600 / 1,800 characters; the default is 8 items since, measured against this).
 BASE_BUDGET: dict[str, Any] = {"items": 3, "item_chars": 600, "total_chars": 1800}
 
 
@@ -402,8 +403,9 @@ def _miss_reason(fates: Sequence[Any], evidence: set[str]) -> tuple[str, int | N
 
 def _ask_with(
     kb: Any, question: str, mode: str, config: Result, trace: list[Any] | None = None
-) -> tuple[set[str], set[str], int]:
-    """The eval ids injected, those injected whole (not cut), and the block's length."""
+) -> tuple[set[str], set[str], int, str]:
+    """The eval ids injected, those injected whole (not cut), the block's length and the
+    records' texts as shown."""
     from kredenc.recall.reflex import recall
 
     settings = kb.store.settings
@@ -426,16 +428,36 @@ def _ask_with(
     assert result.error is None, result.error
     assert len(result.block) <= config["budget"]["total_chars"], len(result.block)
     ids = {str(i.meta.get("eval_id")) for i in result.items}
-    return (
-        ids,
-        {str(i.meta.get("eval_id")) for i in result.items if not i.truncated},
-        len(result.block),
-    )
+    whole = {str(i.meta.get("eval_id")) for i in result.items if not i.truncated}
+    return ids, whole, len(result.block), " ".join(i.text for i in result.items)
 
 
-def _lever_questions(kb: Any, name: str, path: Path) -> Iterator[tuple[str, set[str], str]]:
-    """(question, evidence ids, group) with the question's haystack filed in the
+def _answers(name: str, path: Path) -> dict[str, str]:
+    """The reference answers by qid, from the raw file (the loaders carry none)."""
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        raw = json.load(f)
+    if name == "locomo":
+        return {
+            f"{sample.get('sample_id', s)}:{i}": str(qa.get("answer") or "")
+            for s, sample in enumerate(raw)
+            for i, qa in enumerate(sample.get("qa", []))
+        }
+    return {str(e["question_id"]): str(e.get("answer") or "") for e in raw}
+
+
+def _answer_words(text: str) -> set[str]:
+    from kredenc.retrieve.terms import STOPWORDS_EN, tokens
+
+    return {t for t in tokens(text) if t not in STOPWORDS_EN}
+
+
+def _lever_questions(kb: Any, name: str, path: Path) -> Iterator[tuple[str, set[str], str, str]]:
+    """(question, evidence ids, group, answer) with the question's haystack filed in the
     current namespace (as --quality-only files them)."""
+    answers = _answers(name, path)
     if name == "locomo":
         from kredenc.eval.locomo import ADVERSARIAL, load_locomo
 
@@ -446,7 +468,7 @@ def _lever_questions(kb: Any, name: str, path: Path) -> Iterator[tuple[str, set[
             _file(kb, group.docs, lambda d, p=prefix: p + str(d.meta["session"]))
             for q in group.queries:
                 if data.category[q.qid] != ADVERSARIAL:
-                    yield q.text, set(data.evidence[q.qid]), str(g)
+                    yield q.text, set(data.evidence[q.qid]), str(g), answers.get(q.qid, "")
             print(f"  locomo conversation {g + 1}", file=sys.stderr)
     else:
         from kredenc.eval.longmemeval import load_longmemeval
@@ -458,7 +480,7 @@ def _lever_questions(kb: Any, name: str, path: Path) -> Iterator[tuple[str, set[
             (q,) = group.queries
             hay = lme.haystacks[q.qid]
             gold = {d.id for d, lab in zip(hay.docs, hay.labels, strict=True) if "answer" in lab}
-            yield q.text, gold, str(g)
+            yield q.text, gold, str(g), answers.get(q.qid, "")
             if (g + 1) % 10 == 0:
                 print(f"  longmemeval: {g + 1} questions", file=sys.stderr)
 
@@ -482,18 +504,24 @@ def run_levers(datasets: Sequence[str], data: Path, configs: Sequence[Result]) -
                 rows: dict[str, dict[str, list[Any]]] = {}
                 misses: dict[str, list[Any]] = {"hybrid": [], "lexical": []}
                 groups: list[str] = []
-                for question, evidence, group in _lever_questions(kb, name, paths[name]):
+                for question, evidence, group, answer in _lever_questions(kb, name, paths[name]):
                     groups.append(group)
+                    wanted = _answer_words(answer)
                     for mode in ("hybrid", "lexical"):
                         for config in configs:
                             if mode == "lexical" and config["settings"]:
                                 continue  # the floor and the weights are the dense leg's
                             base = config["budget"] == BASE_BUDGET and not config["settings"]
                             trace: list[Any] | None = [] if base else None
-                            ids, whole, chars = _ask_with(kb, question, mode, config, trace)
+                            ids, whole, chars, shown = _ask_with(kb, question, mode, config, trace)
                             row = rows.setdefault(
                                 f"{mode}:{config['name']}",
-                                {"any": [], "all": [], "whole": [], "chars": []},
+                                {"any": [], "all": [], "whole": [], "chars": [], "answer": []},
+                            )
+                            # The share of the answer's words in the texts shown (None:
+                            # an answer with no content words).
+                            row["answer"].append(
+                                len(wanted & _answer_words(shown)) / len(wanted) if wanted else None
                             )
                             row["any"].append(int(bool(ids & evidence)))
                             row["whole"].append(int(bool(whole & evidence)))
@@ -516,7 +544,21 @@ def run_levers(datasets: Sequence[str], data: Path, configs: Sequence[Result]) -
     return out
 
 
-def paired_delta(a: Sequence[int], b: Sequence[int]) -> tuple[float, list[float]]:
+def _answer_mean(values: Sequence[float | None]) -> Result:
+    """Mean share of the answer's words shown, with its 95 % bootstrap interval."""
+    from kredenc.eval.metrics import bootstrap_ci
+
+    known = [v for v in values if v is not None]
+    if not known:
+        return {"mean": None, "questions": 0}
+    return {
+        "mean": round(statistics.fmean(known), 4),
+        "ci95": _round(bootstrap_ci(lambda ix: statistics.fmean(known[i] for i in ix), len(known))),
+        "questions": len(known),
+    }
+
+
+def paired_delta(a: Sequence[float], b: Sequence[float]) -> tuple[float, list[float]]:
     """mean(b − a) and its 95 % paired bootstrap interval (the same questions resampled)."""
     from kredenc.eval.metrics import bootstrap_ci
 
@@ -548,6 +590,7 @@ def analyse_levers(out: Result) -> Result:
                     ),
                     "all": round(statistics.fmean(row["all"]), 4),
                     "any_whole": round(statistics.fmean(row.get("whole", [0])), 4),
+                    "answer_words": _answer_mean(row.get("answer", [])),
                     "chars_mean": round(statistics.fmean(row["chars"])),
                 }
             )
@@ -588,6 +631,19 @@ def analyse_levers(out: Result) -> Result:
                 choice[f"{metric}_chosen"] = statistics.fmean(other[f"hybrid:{config}"][metric])
                 choice[f"{metric}_delta"] = round(delta, 4)
                 choice[f"{metric}_delta_ci95"] = ci
+            pairs = [
+                (x, y)
+                for x, y in zip(
+                    other[f"hybrid:{base}"].get("answer", []),
+                    other[f"hybrid:{config}"].get("answer", []),
+                    strict=True,
+                )
+                if x is not None and y is not None
+            ]
+            if pairs:
+                delta, ci = paired_delta([x for x, _ in pairs], [y for _, y in pairs])
+                choice["answer_words_delta"] = round(delta, 4)
+                choice["answer_words_delta_ci95"] = ci
             if f"lexical:{config}" in other:
                 delta, ci = paired_delta(
                     other[f"lexical:{config}"]["any"], other[f"hybrid:{config}"]["any"]
@@ -788,7 +844,7 @@ def print_quality(results: list[Result]) -> None:
         "items_per_turn_mean",
     )
     print_table(
-        "quality at the default budget (3 items, 600/1800 chars)",
+        "quality at the default budget (8 items, 600/1800 chars)",
         [{k: r.get(k) for k in keys} for r in results],
     )
 
@@ -872,7 +928,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_quality and not args.words_only:
         results["quality"] = run_quality(modes, args.datasets.split(","), args.data)
         print_table(
-            "quality at the default budget (3 items, 600/1800 chars)",
+            "quality at the default budget (8 items, 600/1800 chars)",
             [
                 {
                     k: r.get(k)

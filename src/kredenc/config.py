@@ -204,7 +204,9 @@ class Settings(BaseSettings):
     recall_dry_run: bool = Field(
         False, description="Recall searches, times and logs what it would inject; changes nothing."
     )
-    recall_items: int = Field(3, ge=0, description="Most memories recall injects per turn.")
+    recall_items: int = Field(
+        8, ge=0, description="Most memories recall injects per turn (within the characters)."
+    )
     recall_item_chars: int = Field(
         600, ge=0, description="Characters per recalled memory (0: no limit)."
     )

@@ -18,11 +18,11 @@ def words_of(text: str) -> int:
     return len(text.split())
 
 
-def test_defaults_are_three_items_600_chars_1800_total() -> None:
+def test_defaults_are_eight_items_600_chars_1800_total() -> None:
     b = Budget()
-    assert (b.items, b.item_chars, b.total_chars) == (3, 600, 1800)
+    assert (b.items, b.item_chars, b.total_chars) == (8, 600, 1800)
     assert b.item_tokens is None and b.total_tokens is None
-    assert b.describe() == "3 items × 600/1800 chars"
+    assert b.describe() == "8 items × 600/1800 chars"
 
 
 def test_cut_on_a_word_boundary_with_marker() -> None:

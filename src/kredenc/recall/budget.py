@@ -43,7 +43,9 @@ def estimate_tokens(text: str) -> int:
 class Budget:
     """Limits on what one recall injects. ``None`` means no limit in that unit."""
 
-    items: int = 3
+    # 8 items within 1,800 characters (docs/benchmarks.md, "Where the evidence is lost":
+    # chosen on LoCoMo and LongMemEval across sets; it was 3).
+    items: int = 8
     item_chars: int | None = 600
     total_chars: int | None = 1800
     item_tokens: int | None = None
@@ -102,7 +104,7 @@ class Budget:
         )
 
     def describe(self) -> str:
-        """``3 items × 600 chars, 1800 in all`` (as the startup line shows it)."""
+        """``8 items × 600/1800 chars`` (as the startup line shows it)."""
         parts = [f"{self.items} items"]
         if self.item_chars is not None or self.total_chars is not None:
             parts.append(f"{_n(self.item_chars)}/{_n(self.total_chars)} chars")

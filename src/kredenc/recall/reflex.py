@@ -309,7 +309,7 @@ def recall(
     settings; empty settings filter nothing).
 
     ``budget``: a :class:`Budget` (or a mapping of its fields); default from the
-    settings (3 items, 600 characters each, 1,800 in all). ``dry_run``,
+    settings (8 items, 600 characters each, 1,800 in all). ``dry_run``,
     ``time_budget_ms`` and ``mode`` (hybrid, lexical, dense) override the settings.
     ``session_start`` (Unix seconds) overrides the in-process session registry.
 
