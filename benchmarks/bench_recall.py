@@ -1,6 +1,6 @@
 """The recall reflex: latency per turn, quality at budget, proxy overhead.
 
-Targets (2-core machine, the default budget: 3 items, 600 characters each, 1,800 in all):
+Targets (2-core machine, the default budget: 8 items, 600 characters each, 1,800 in all):
 
 * latency per turn, end to end through ``recall()`` including the query embedding
   (real MiniLM, distinct queries so the query cache never answers): p50 <= 10 ms and
@@ -313,6 +313,348 @@ def run_quality(
 
 
 # --------------------------------------------------------------------------------------
+# Where the evidence goes, and the budget-packing levers (--levers)
+# --------------------------------------------------------------------------------------
+
+#: The baseline the levers are paired against: the budget before 2026-12-03 (3 items,
+#: 600 / 1,800 characters; the default is 8 items since, measured against this).
+BASE_BUDGET: dict[str, Any] = {"items": 3, "item_chars": 600, "total_chars": 1800}
+
+
+def lever_configs() -> list[Result]:
+    """Every candidate configuration, all within the default 1,800 characters: the item
+    count, each with whole texts (cut at their head), head cuts at an equal share of the
+    budget, and sentence-window snippets; then the relevance floor and the fusion weights
+    at 3 whole items and at 5 snippets of 250."""
+    out: list[Result] = []
+    for items in (3, 4, 5, 6, 8):
+        share = 1800 // items
+        for text, extra in (
+            ("whole", {}),
+            (f"head{share}", {"item_chars": share}),
+            ("snip400", {"snippet_chars": 400}),
+            ("snip250", {"snippet_chars": 250}),
+            ("snip160", {"snippet_chars": 160}),
+        ):
+            if text.startswith("head") and share >= 600:
+                continue  # the same as whole
+            out.append(
+                {
+                    "name": f"items{items}-{text}",
+                    "budget": {**BASE_BUDGET, "items": items, **extra},
+                    "settings": {},
+                }
+            )
+    # Round 2 (after round 1 found equal head cuts best): more items, and snippets
+    # within the equal share (the snippet centres the window, the share caps it).
+    for items in (6, 8, 10, 12):
+        share = 1800 // items
+        if items >= 10:
+            budget = {**BASE_BUDGET, "items": items, "item_chars": share}
+            out.append({"name": f"items{items}-head{share}", "budget": budget, "settings": {}})
+        budget = {**BASE_BUDGET, "items": items, "item_chars": share, "snippet_chars": share}
+        out.append({"name": f"items{items}-head{share}-snip", "budget": budget, "settings": {}})
+    for items, extra in ((3, {}), (5, {"snippet_chars": 250})):
+        text = "snip250" if extra else "whole"
+        budget = {**BASE_BUDGET, "items": items, **extra}
+        for floor in (0.1, 0.3, 0.4):
+            settings = {"recall_min_similarity": floor}
+            out.append(
+                {
+                    "name": f"items{items}-{text}-floor{floor}",
+                    "budget": budget,
+                    "settings": settings,
+                }
+            )
+        for dense in (0.2, 0.6):  # search's tuned weights are 0.4 / 0.6
+            settings = {"weight_dense": dense, "weight_lexical": round(1 - dense, 1)}
+            out.append(
+                {
+                    "name": f"items{items}-{text}-wdense{dense}",
+                    "budget": budget,
+                    "settings": settings,
+                }
+            )
+    return out
+
+
+#: A missed question's evidence, by the furthest stage any of its evidence reached.
+MISS_ORDER = (
+    "chars",
+    "near copy",
+    "assistant",
+    "own session",
+    "empty",
+    "items",
+    "unread",
+    "floor",
+    "not a candidate",
+)
+
+
+def _miss_reason(fates: Sequence[Any], evidence: set[str]) -> tuple[str, int | None]:
+    """The stage that cut the evidence closest to the block, and its best fused rank."""
+    mine = [f for f in fates if str(f.meta.get("eval_id")) in evidence]
+    if not mine:
+        return "not a candidate", None
+    best = min(mine, key=lambda f: (MISS_ORDER.index(f.stage), f.rank))
+    return best.stage, min(f.rank for f in mine)
+
+
+def _ask_with(
+    kb: Any, question: str, mode: str, config: Result, trace: list[Any] | None = None
+) -> tuple[set[str], set[str], int, str]:
+    """The eval ids injected, those injected whole (not cut), the block's length and the
+    records' texts as shown."""
+    from kredenc.recall.reflex import recall
+
+    settings = kb.store.settings
+    kb.store.settings = settings.model_copy(update=config["settings"])
+    try:
+        result = recall(
+            kb.store,
+            kb.namespace,
+            [{"role": "user", "content": question}],
+            session_id=f"q-{time.monotonic_ns()}",
+            session_start=time.time(),
+            time_budget_ms=10_000,
+            mode=mode,
+            dry_run=True,
+            budget=config["budget"],
+            trace=trace,
+        )
+    finally:
+        kb.store.settings = settings
+    assert result.error is None, result.error
+    assert len(result.block) <= config["budget"]["total_chars"], len(result.block)
+    ids = {str(i.meta.get("eval_id")) for i in result.items}
+    whole = {str(i.meta.get("eval_id")) for i in result.items if not i.truncated}
+    return ids, whole, len(result.block), " ".join(i.text for i in result.items)
+
+
+def _answers(name: str, path: Path) -> dict[str, str]:
+    """The reference answers by qid, from the raw file (the loaders carry none)."""
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        raw = json.load(f)
+    if name == "locomo":
+        return {
+            f"{sample.get('sample_id', s)}:{i}": str(qa.get("answer") or "")
+            for s, sample in enumerate(raw)
+            for i, qa in enumerate(sample.get("qa", []))
+        }
+    return {str(e["question_id"]): str(e.get("answer") or "") for e in raw}
+
+
+def _answer_words(text: str) -> set[str]:
+    from kredenc.retrieve.terms import STOPWORDS_EN, tokens
+
+    return {t for t in tokens(text) if t not in STOPWORDS_EN}
+
+
+def _lever_questions(kb: Any, name: str, path: Path) -> Iterator[tuple[str, set[str], str, str]]:
+    """(question, evidence ids, group, answer) with the question's haystack filed in the
+    current namespace (as --quality-only files them)."""
+    answers = _answers(name, path)
+    if name == "locomo":
+        from kredenc.eval.locomo import ADVERSARIAL, load_locomo
+
+        data = load_locomo(path)
+        for g, group in enumerate(data.groups()):
+            kb.use_namespace(f"levers-locomo-{os.getpid()}-{g}")
+            prefix = f"locomo-{g}-s"
+            _file(kb, group.docs, lambda d, p=prefix: p + str(d.meta["session"]))
+            for q in group.queries:
+                if data.category[q.qid] != ADVERSARIAL:
+                    yield q.text, set(data.evidence[q.qid]), str(g), answers.get(q.qid, "")
+            print(f"  locomo conversation {g + 1}", file=sys.stderr)
+    else:
+        from kredenc.eval.longmemeval import load_longmemeval
+
+        lme = load_longmemeval(path, granularity="turn")
+        for g, group in enumerate(lme.groups()):
+            kb.use_namespace(f"levers-lme-{os.getpid()}-{g}")
+            _file(kb, group.docs, lambda d: str(d.meta["session_id"]))
+            (q,) = group.queries
+            hay = lme.haystacks[q.qid]
+            gold = {d.id for d, lab in zip(hay.docs, hay.labels, strict=True) if "answer" in lab}
+            yield q.text, gold, str(g), answers.get(q.qid, "")
+            if (g + 1) % 10 == 0:
+                print(f"  longmemeval: {g + 1} questions", file=sys.stderr)
+
+
+def run_levers(datasets: Sequence[str], data: Path, configs: Sequence[Result]) -> Result:
+    """Per question and configuration, whether evidence reached the block (any, all),
+    and for the default budget, where each missed question's evidence was cut."""
+    from kredenc import Kredenc
+
+    paths = {
+        "locomo": data / "locomo" / "locomo_dev.json",
+        "longmemeval": data / "longmemeval" / "longmemeval_s_dev66.json.gz",
+    }
+    out: Result = {"configs": list(configs), "datasets": {}}
+    tmp = Path(tempfile.mkdtemp(prefix="kredenc-bench-recall-levers-"))
+    EVAL_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with Kredenc.open(tmp / "store", "q", durability="none", embed_cache=EVAL_CACHE) as kb:
+            for name in datasets:
+                start = time.perf_counter()
+                rows: dict[str, dict[str, list[Any]]] = {}
+                misses: dict[str, list[Any]] = {"hybrid": [], "lexical": []}
+                groups: list[str] = []
+                for question, evidence, group, answer in _lever_questions(kb, name, paths[name]):
+                    groups.append(group)
+                    wanted = _answer_words(answer)
+                    for mode in ("hybrid", "lexical"):
+                        for config in configs:
+                            if mode == "lexical" and config["settings"]:
+                                continue  # the floor and the weights are the dense leg's
+                            base = config["budget"] == BASE_BUDGET and not config["settings"]
+                            trace: list[Any] | None = [] if base else None
+                            ids, whole, chars, shown = _ask_with(kb, question, mode, config, trace)
+                            row = rows.setdefault(
+                                f"{mode}:{config['name']}",
+                                {"any": [], "all": [], "whole": [], "chars": [], "answer": []},
+                            )
+                            # The share of the answer's words in the texts shown (None:
+                            # an answer with no content words).
+                            row["answer"].append(
+                                len(wanted & _answer_words(shown)) / len(wanted) if wanted else None
+                            )
+                            row["any"].append(int(bool(ids & evidence)))
+                            row["whole"].append(int(bool(whole & evidence)))
+                            row["all"].append(int(evidence <= ids))
+                            row["chars"].append(chars)
+                            if trace is not None:
+                                misses[mode].append(
+                                    None if ids & evidence else _miss_reason(trace, evidence)
+                                )
+                out["datasets"][name] = {
+                    "questions": len(groups),
+                    "groups": groups,
+                    "rows": rows,
+                    "misses": misses,
+                    "seconds": time.perf_counter() - start,
+                    "load_avg_1m": os.getloadavg()[0],
+                }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _answer_mean(values: Sequence[float | None]) -> Result:
+    """Mean share of the answer's words shown, with its 95 % bootstrap interval."""
+    from kredenc.eval.metrics import bootstrap_ci
+
+    known = [v for v in values if v is not None]
+    if not known:
+        return {"mean": None, "questions": 0}
+    return {
+        "mean": round(statistics.fmean(known), 4),
+        "ci95": _round(bootstrap_ci(lambda ix: statistics.fmean(known[i] for i in ix), len(known))),
+        "questions": len(known),
+    }
+
+
+def paired_delta(a: Sequence[float], b: Sequence[float]) -> tuple[float, list[float]]:
+    """mean(b − a) and its 95 % paired bootstrap interval (the same questions resampled)."""
+    from kredenc.eval.metrics import bootstrap_ci
+
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    return statistics.fmean(d), _round(
+        bootstrap_ci(lambda ix: statistics.fmean(d[i] for i in ix), len(d))
+    )
+
+
+def analyse_levers(out: Result) -> Result:
+    """Choose the best hybrid configuration on each set, report it on the other (paired
+    against the default), and tabulate the misses."""
+    from kredenc.eval.metrics import bootstrap_ci
+
+    sets = out["datasets"]
+    summary: Result = {"tables": {}, "choices": []}
+    for name, d in sets.items():
+        table = []
+        for key, row in d["rows"].items():
+            anys = row["any"]
+            table.append(
+                {
+                    "config": key,
+                    "any": round(statistics.fmean(anys), 4),
+                    "any_ci95": _round(
+                        bootstrap_ci(
+                            lambda ix, a=anys: statistics.fmean(a[i] for i in ix), len(anys)
+                        )
+                    ),
+                    "all": round(statistics.fmean(row["all"]), 4),
+                    "any_whole": round(statistics.fmean(row.get("whole", [0])), 4),
+                    "answer_words": _answer_mean(row.get("answer", [])),
+                    "chars_mean": round(statistics.fmean(row["chars"])),
+                }
+            )
+        summary["tables"][name] = table
+        counts: dict[str, dict[str, int]] = {}
+        for mode, reasons in d["misses"].items():
+            c: dict[str, int] = {}
+            for r in reasons:
+                if r is None:
+                    continue
+                stage, rank = r
+                if stage in ("items", "unread") and rank is not None:
+                    bucket = "4-5" if rank <= 5 else "6-10" if rank <= 10 else "11+"
+                    stage = f"{stage} (best fused rank {bucket})"
+                c[stage] = c.get(stage, 0) + 1
+            counts[mode] = dict(sorted(c.items(), key=lambda kv: -kv[1]))
+        summary["misses"] = summary.get("misses", {}) | {name: counts}
+    names = list(sets)
+    for chosen_on in names:
+        for reported_on in names:
+            if reported_on == chosen_on:
+                continue
+            rows = sets[chosen_on]["rows"]
+            hybrid = [k for k in rows if k.startswith("hybrid:")]
+            best = max(
+                hybrid,
+                key=lambda k: (statistics.fmean(rows[k]["any"]), statistics.fmean(rows[k]["all"])),
+            )
+            config = best.split(":", 1)[1]
+            base = "items3-whole"
+            other = sets[reported_on]["rows"]
+            choice: Result = {"chosen_on": chosen_on, "reported_on": reported_on, "config": config}
+            for metric in ("any", "all"):
+                delta, ci = paired_delta(
+                    other[f"hybrid:{base}"][metric], other[f"hybrid:{config}"][metric]
+                )
+                choice[f"{metric}_default"] = statistics.fmean(other[f"hybrid:{base}"][metric])
+                choice[f"{metric}_chosen"] = statistics.fmean(other[f"hybrid:{config}"][metric])
+                choice[f"{metric}_delta"] = round(delta, 4)
+                choice[f"{metric}_delta_ci95"] = ci
+            pairs = [
+                (x, y)
+                for x, y in zip(
+                    other[f"hybrid:{base}"].get("answer", []),
+                    other[f"hybrid:{config}"].get("answer", []),
+                    strict=True,
+                )
+                if x is not None and y is not None
+            ]
+            if pairs:
+                delta, ci = paired_delta([x for x, _ in pairs], [y for _, y in pairs])
+                choice["answer_words_delta"] = round(delta, 4)
+                choice["answer_words_delta_ci95"] = ci
+            if f"lexical:{config}" in other:
+                delta, ci = paired_delta(
+                    other[f"lexical:{config}"]["any"], other[f"hybrid:{config}"]["any"]
+                )
+                choice["hybrid_over_words_any"] = round(delta, 4)
+                choice["hybrid_over_words_ci95"] = ci
+            summary["choices"].append(choice)
+    return summary
+
+
+# --------------------------------------------------------------------------------------
 # Proxy overhead
 # --------------------------------------------------------------------------------------
 
@@ -502,7 +844,7 @@ def print_quality(results: list[Result]) -> None:
         "items_per_turn_mean",
     )
     print_table(
-        "quality at the default budget (3 items, 600/1800 chars)",
+        "quality at the default budget (8 items, 600/1800 chars)",
         [{k: r.get(k) for k in keys} for r in results],
     )
 
@@ -516,6 +858,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-proxy", action="store_true", help="skip the proxy overhead")
     parser.add_argument("--quality-only", action="store_true", help="only LoCoMo/LongMemEval")
     parser.add_argument("--proxy-only", action="store_true", help="only the proxy overhead")
+    parser.add_argument(
+        "--configs",
+        default="",
+        help="--levers: only these candidates (comma-separated names; the default is kept)",
+    )
+    parser.add_argument(
+        "--levers",
+        action="store_true",
+        help="where evidence is cut, and the budget-packing candidates (writes recall-levers.json)",
+    )
     parser.add_argument("--proxy-requests", type=int, default=200)
     parser.add_argument(
         "--datasets",
@@ -536,6 +888,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no {args.n:,}-memory store under {CACHE_DIR}: not run (run bench_store.py)")
         results["latency"] = {"not_run": "no store built by bench_store.py"}
         write_results(f"recall-{args.n}", results)
+        return 0
+    if args.levers:
+        wanted = set(filter(None, args.configs.split(","))) | {"items3-whole"}
+        configs = [c for c in lever_configs() if not args.configs or c["name"] in wanted]
+        levers = run_levers(args.datasets.split(","), args.data, configs)
+        results["levers"] = levers | {"summary": analyse_levers(levers)}
+        print(json.dumps(results["levers"]["summary"], indent=1))
+        write_results("recall-levers", results)
         return 0
     if args.quality_only:
         results["quality"] = run_quality(modes, args.datasets.split(","), args.data)
@@ -568,7 +928,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_quality and not args.words_only:
         results["quality"] = run_quality(modes, args.datasets.split(","), args.data)
         print_table(
-            "quality at the default budget (3 items, 600/1800 chars)",
+            "quality at the default budget (8 items, 600/1800 chars)",
             [
                 {
                     k: r.get(k)

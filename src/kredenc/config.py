@@ -204,7 +204,9 @@ class Settings(BaseSettings):
     recall_dry_run: bool = Field(
         False, description="Recall searches, times and logs what it would inject; changes nothing."
     )
-    recall_items: int = Field(3, ge=0, description="Most memories recall injects per turn.")
+    recall_items: int = Field(
+        8, ge=0, description="Most memories recall injects per turn (within the characters)."
+    )
     recall_item_chars: int = Field(
         600, ge=0, description="Characters per recalled memory (0: no limit)."
     )
@@ -213,6 +215,12 @@ class Settings(BaseSettings):
     )
     recall_item_tokens: int = Field(0, ge=0, description="Tokens per recalled memory (0: unused).")
     recall_total_tokens: int = Field(0, ge=0, description="Tokens per recall block (0: unused).")
+    recall_snippet_chars: int = Field(
+        0,
+        ge=0,
+        description="A recalled text longer than this shows the window of its sentences "
+        "around the best match (0: whole texts).",
+    )
     recall_time_budget_ms: float = Field(50.0, gt=0, description="Time recall may take per turn.")
     recall_mode: Literal["hybrid", "lexical", "dense"] = Field(
         "hybrid", description="How recall searches: words and meaning, or one of them."

@@ -18,11 +18,11 @@ def words_of(text: str) -> int:
     return len(text.split())
 
 
-def test_defaults_are_three_items_600_chars_1800_total() -> None:
+def test_defaults_are_eight_items_600_chars_1800_total() -> None:
     b = Budget()
-    assert (b.items, b.item_chars, b.total_chars) == (3, 600, 1800)
+    assert (b.items, b.item_chars, b.total_chars) == (8, 600, 1800)
     assert b.item_tokens is None and b.total_tokens is None
-    assert b.describe() == "3 items × 600/1800 chars"
+    assert b.describe() == "8 items × 600/1800 chars"
 
 
 def test_cut_on_a_word_boundary_with_marker() -> None:
@@ -109,7 +109,15 @@ def test_zero_items_fits_nothing() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"items": -1}, {"item_chars": 0}, {"total_tokens": 0}, {"items": True}, {"item_chars": 1.5}],
+    [
+        {"items": -1},
+        {"item_chars": 0},
+        {"total_tokens": 0},
+        {"items": True},
+        {"item_chars": 1.5},
+        {"snippet_chars": 0},
+        {"snippet_chars": "200"},
+    ],
 )
 def test_invalid_budgets_are_refused(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidInput):
@@ -126,6 +134,8 @@ def test_budget_from_mapping_settings_and_instance() -> None:
     b = budget_from(None, s)
     assert (b.items, b.item_chars, b.total_chars, b.total_tokens) == (2, None, 900, 200)
     assert b.item_tokens is None  # 0 in the settings: unused
+    assert b.snippet_chars is None  # whole texts unless asked for
+    assert budget_from(None, Settings(recall_snippet_chars=250)).snippet_chars == 250
     assert budget_from({"items": 1}, s) == Budget(items=1)
     same = Budget(items=5)
     assert budget_from(same, s) is same

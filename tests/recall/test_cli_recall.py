@@ -75,11 +75,12 @@ def test_recall_json(store: Path) -> None:
     assert set(first) >= {"id", "kind", "type", "score", "legs", "line", "text", "truncated"}
     assert set(first["legs"]) <= {"lexical", "dense"} and first["legs"]
     assert data["budget"] == {
-        "items": 3,
+        "items": 8,
         "item_chars": 600,
         "total_chars": 1800,
         "item_tokens": None,
         "total_tokens": None,
+        "snippet_chars": None,
     }
     assert data["error"] is None
 
@@ -158,4 +159,4 @@ def test_proxy_serves_and_says_it_is_online(
     assert sent_messages(upstream.requests[-1])[-1]["role"] == "system"
     log = err.read_text()
     assert f"recall reflex online: store={store} (namespace default, " in log
-    assert "budget=3 items × 600/1800 chars" in log and "dry_run=false" in log
+    assert "budget=8 items × 600/1800 chars" in log and "dry_run=false" in log

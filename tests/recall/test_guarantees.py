@@ -302,7 +302,7 @@ def test_startup_line_once_per_store(
     assert online[0].levelno == logging.INFO
     assert online[0].getMessage() == (
         f"recall reflex online: store={kb.home} (namespace default, 1 memories and turns), "
-        "budget=3 items × 600/1800 chars, time_budget=50 ms, mode=hybrid, "
+        "budget=8 items × 600/1800 chars, time_budget=50 ms, mode=hybrid, "
         "model=test-hash-384, dry_run=false"
     )
 

@@ -141,10 +141,11 @@ def test_session_start_registry(session: str) -> None:
 
 
 def test_budget_limits_items(kb: Kredenc, session: str) -> None:
-    for city in ("Lisbon", "Porto", "Braga", "Faro", "Evora"):
+    cities = ("Lisbon", "Porto", "Braga", "Faro", "Evora", "Tomar", "Sintra", "Obidos", "Viseu")
+    for city in cities:
         kb.remember(f"The user travelled by train to {city} in spring.", kind="event")
     result = recall(kb.store, kb.namespace, ask("train travel in spring"), session_id=session)
-    assert len(result.items) == 3  # the default
+    assert len(result.items) == 8  # the default (short texts: the item count binds)
     two = recall(
         kb.store,
         kb.namespace,
@@ -295,7 +296,7 @@ TOPICS = ("tea", "coffee", "garden", "train", "budget", "kestrel", "river", "mor
 def fill_topics(kb: Kredenc) -> None:
     rng = random.Random(11)
     kb.remember_many(
-        [{"text": " ".join(rng.choices(TOPICS, k=rng.randint(2, 6)))} for _ in range(60)]
+        [{"text": " ".join(rng.choices(TOPICS, k=rng.randint(2, 6)))} for _ in range(120)]
     )
 
 
@@ -350,3 +351,64 @@ def test_recall_fuses_by_rrf_when_the_store_says_so(
             if name in item.legs
         )
         assert item.score == pytest.approx(want, rel=1e-12)
+
+
+def test_trace_says_where_every_candidate_ended(kb: Kredenc, session: str) -> None:
+    from kredenc.recall.reflex import STAGES, Fate
+
+    kb.remember("The kestrel review went well on Monday.")
+    kb.remember("The kestrel review went well on Monday!")  # a near copy of the first
+    for topic in ("budget", "hiring", "roadmap", "security", "pricing"):
+        kb.remember(f"The {topic} review was moved to next week.")
+    trace: list[Fate] = []
+    result = recall(
+        kb.store,
+        kb.namespace,
+        ask("How did the kestrel review go?"),
+        session_id=session,
+        budget={"items": 3, "item_chars": 600, "total_chars": 1800},
+        trace=trace,
+        mode="lexical",
+    )
+    stages = {f.id: f.stage for f in trace}
+    assert all(s in STAGES for s in stages.values())
+    assert {i.id for i in result.items} == {k for k, s in stages.items() if s == "injected"}
+    assert len(result.items) == 3
+    assert "near copy" in stages.values()
+    assert list(stages.values()).count("items") == 7 - 3 - 1
+    assert sorted(f.rank for f in trace) == list(range(1, 8))
+    # Without a trace the same items come back.
+    plain = recall(
+        kb.store,
+        kb.namespace,
+        ask("How did the kestrel review go?"),
+        session_id=session,
+        budget={"items": 3, "item_chars": 600, "total_chars": 1800},
+        mode="lexical",
+    )
+    assert [i.id for i in plain.items] == [i.id for i in result.items]
+
+
+def test_snippets_fit_more_items_in_the_same_characters(kb: Kredenc, session: str) -> None:
+    rng = random.Random(7)
+
+    def filler() -> str:  # words of no language, other in every record (no near copies)
+        words = ["".join(rng.choices("bcdfghklmnprstvz", k=7)) for _ in range(120)]
+        return " ".join(" ".join(words[i : i + 6]) + "." for i in range(0, 120, 6))
+
+    for city in ("Lisbon", "Porto", "Braga", "Faro", "Coimbra"):
+        kb.remember(f"{filler()} The ferry to {city} leaves at noon. {filler()}")
+    question = ask("When does the ferry leave?")
+    budget = {"items": 5, "item_chars": 600, "total_chars": 1800}
+    whole = recall(kb.store, kb.namespace, question, session_id=session, budget=budget)
+    snipped = recall(
+        kb.store,
+        kb.namespace,
+        question,
+        session_id=session,
+        budget={**budget, "snippet_chars": 160},
+    )
+    assert len(whole.items) < 5 and len(snipped.items) == 5
+    assert len(snipped.block) <= 1800
+    assert all("ferry" in i.text and i.truncated for i in snipped.items)
+    assert all("ferry" not in i.text for i in whole.items)  # the head is filler

@@ -43,18 +43,24 @@ def estimate_tokens(text: str) -> int:
 class Budget:
     """Limits on what one recall injects. ``None`` means no limit in that unit."""
 
-    items: int = 3
+    # 8 items within 1,800 characters (docs/benchmarks.md, "Where the evidence is lost":
+    # chosen on LoCoMo and LongMemEval across sets; it was 3).
+    items: int = 8
     item_chars: int | None = 600
     total_chars: int | None = 1800
     item_tokens: int | None = None
     total_tokens: int | None = None
     count_tokens: TokenCounter | None = None
     marker: str = MARKER
+    #: A text longer than this is shown as the window of its sentences around the one
+    #: that matches the message best (:func:`kredenc.recall.snippet.snippet`), so the
+    #: same characters hold more records; ``None``: whole texts, cut at their head.
+    snippet_chars: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.items, bool) or not isinstance(self.items, int) or self.items < 0:
             raise InvalidInput(f"budget items must be a whole number >= 0, not {self.items!r}")
-        for name in ("item_chars", "total_chars", "item_tokens", "total_tokens"):
+        for name in ("item_chars", "total_chars", "item_tokens", "total_tokens", "snippet_chars"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise InvalidInput(f"budget {name} must be a whole number or None")
@@ -94,10 +100,11 @@ class Budget:
             total_chars=limit(settings.recall_total_chars),
             item_tokens=limit(settings.recall_item_tokens),
             total_tokens=limit(settings.recall_total_tokens),
+            snippet_chars=limit(settings.recall_snippet_chars),
         )
 
     def describe(self) -> str:
-        """``3 items × 600 chars, 1800 in all`` (as the startup line shows it)."""
+        """``8 items × 600/1800 chars`` (as the startup line shows it)."""
         parts = [f"{self.items} items"]
         if self.item_chars is not None or self.total_chars is not None:
             parts.append(f"{_n(self.item_chars)}/{_n(self.total_chars)} chars")
@@ -112,6 +119,7 @@ class Budget:
             "total_chars": self.total_chars,
             "item_tokens": self.item_tokens,
             "total_tokens": self.total_tokens,
+            "snippet_chars": self.snippet_chars,
         }
 
     # -- measuring and cutting -------------------------------------------------

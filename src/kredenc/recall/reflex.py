@@ -60,7 +60,7 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kredenc.errors import InvalidInput, KredencError, StoreClosed
@@ -69,6 +69,7 @@ from kredenc.recall.conversation import SESSIONS, newest_user_text
 from kredenc.recall.deps import RecallStore
 from kredenc.recall.render import PREAMBLE, Picked, render
 from kredenc.recall.result import RecallItem, RecallResult
+from kredenc.recall.snippet import snippet
 from kredenc.records import LegScore
 from kredenc.retrieve.message_terms import recall_terms
 from kredenc.retrieve.search import SearchParams, fuse, hit_from_payload, run_legs
@@ -78,7 +79,9 @@ from kredenc.storage.index.filters import Filters, scope_filters
 __all__ = [
     "NEAR_COPY",
     "PREAMBLE",
+    "STAGES",
     "WARM_UP_THREAD",
+    "Fate",
     "RecallItem",
     "RecallResult",
     "announce",
@@ -295,6 +298,7 @@ def recall(
     user_id: str | None = None,
     agent_id: str | None = None,
     run_id: str | None = None,
+    trace: list[Fate] | None = None,
 ) -> RecallResult:
     """``messages`` with the memories of namespace ``ns`` that the newest user message
     calls for appended at the tail as one message (role ``recall_role``). Never raises;
@@ -305,9 +309,13 @@ def recall(
     settings; empty settings filter nothing).
 
     ``budget``: a :class:`Budget` (or a mapping of its fields); default from the
-    settings (3 items, 600 characters each, 1,800 in all). ``dry_run``,
+    settings (8 items, 600 characters each, 1,800 in all). ``dry_run``,
     ``time_budget_ms`` and ``mode`` (hybrid, lexical, dense) override the settings.
     ``session_start`` (Unix seconds) overrides the in-process session registry.
+
+    ``trace``: a list that receives the :class:`Fate` of every candidate the legs
+    returned (why each one is, or is not, in the block); for diagnosis and the
+    benchmarks, it reads every candidate's record, so it costs a little more.
     """
     started = time.perf_counter()
     try:
@@ -326,6 +334,7 @@ def recall(
             ),
             session_start=session_start,
             started=started,
+            trace=trace,
         )
     except Exception as exc:  # noqa: BLE001 - the reflex must never break a turn
         log.warning(
@@ -351,6 +360,7 @@ def _recall(
     plan: _Plan,
     session_start: float | None,
     started: float,
+    trace: list[Fate] | None = None,
 ) -> RecallResult:
     if not isinstance(messages, list | tuple):
         raise InvalidInput("messages must be a list of chat messages")
@@ -384,11 +394,18 @@ def _recall(
     )
     result.timings_ms.update(legs.timings_ms)
     _report(legs.late, legs.skipped, legs.failed, plan, result)
-    picked = _pick(store, ns, legs, plan, session_id)
+    fates: dict[str, Fate] | None = {} if trace is not None else None
+    picked = _pick(store, ns, legs, plan, session_id, terms, fates)
     if picked:
         ids = [p.hit.id for p in picked]
         rendered = render(picked, store.index.edges_among(ns, ids), plan.budget)
         result.block, result.items = rendered.block, rendered.items
+    if trace is not None and fates is not None:
+        shown = {i.id for i in result.items}
+        trace.extend(
+            replace(f, stage="injected" if f.id in shown else "chars") if f.stage == "picked" else f
+            for f in fates.values()
+        )
     if not result.items:
         return _done(result, started)
     if plan.dry_run:
@@ -442,14 +459,42 @@ def _done(result: RecallResult, started: float, plan: _Plan | None = None) -> Re
     return result
 
 
+#: The stages a candidate can end at, in the order recall passes them (:class:`Fate`).
+STAGES = (
+    "floor",  # found by meaning alone, below ``recall_min_similarity``
+    "unread",  # past the window of candidates read for the block (below the rank cut)
+    "own session",  # a turn of the session asking
+    "assistant",  # an assistant turn, with ``recall_assistant_turns`` off
+    "empty",  # no text
+    "near copy",  # a near copy of one picked before it
+    "items",  # eligible, but the budget's items were already picked
+    "chars",  # picked, but its line did not fit the characters (or tokens) left
+    "injected",  # in the block
+)
+
+
+@dataclass(frozen=True)
+class Fate:
+    """Where one candidate of the legs ended (:data:`STAGES`): ``rank`` is its place in
+    the fused ranking (1 = best) before the relevance floor."""
+
+    id: str
+    rank: int
+    stage: str
+    meta: Mapping[str, Any]
+
+
 def _pick(
     store: RecallStore,
     ns: str,
     legs: Mapping[str, list[tuple[int, float]]],
     plan: _Plan,
     session_id: str,
+    terms: Sequence[Any] = (),
+    fates: dict[str, Fate] | None = None,
 ) -> list[Picked]:
-    """The best records (at most the budget's item count), read from the log."""
+    """The best records (at most the budget's item count), read from the log.
+    ``fates`` (when given) receives each candidate's stage, keyed by record id."""
     ranked = {name: leg for name, leg in legs.items() if leg}
     if not ranked or plan.budget.items == 0:
         return []
@@ -464,33 +509,59 @@ def _pick(
         fused = fuse(ranked, plan.params)
     lexical = per_leg.get("lexical", {})
     dense = per_leg.get("dense", {})
+    rank_of = {r: n for n, (r, _) in enumerate(fused, start=1)}
     # A record found by meaning alone must be similar enough to be worth the tokens.
-    fused = [
+    floored = [
         (r, score)
         for r, score in fused
         if r in lexical or (r in dense and dense[r].score >= plan.min_similarity)
     ]
-    wanted = fused[: plan.budget.items * 4 + 4]
-    places = store.index.resolve(ns, [r for r, _ in wanted])
+    wanted = floored[: plan.budget.items * 4 + 4]
+    stage: dict[int, str] = {}
+    if fates is not None:
+        kept = {r for r, _ in floored}
+        read = {r for r, _ in wanted}
+        stage = {
+            r: "floor" if r not in kept else "unread" if r not in read else "items"
+            for r, _ in fused
+        }
+        wanted_rows = [r for r, _ in fused]
+    else:
+        wanted_rows = [r for r, _ in wanted]
+    places = store.index.resolve(ns, wanted_rows)
     out: list[Picked] = []
     seen: list[frozenset[str]] = []
     for rowid, score in wanted:
         place = places.get(rowid)
         if place is None:
             continue
+        if len(out) >= plan.budget.items:
+            break  # (the rest keep "items")
         hit = hit_from_payload(store.haystack.read(place[1]), place[1], score)
         if hit.type == "turn" and hit.meta.get("session") == session_id:
+            stage[rowid] = "own session"
             continue  # the agent is not told what it just said
         if hit.type == "turn" and hit.meta.get("role") == "assistant" and not plan.assistant_turns:
+            stage[rowid] = "assistant"
             continue  # nor fed its own answers back
         if not hit.text.strip():
+            stage[rowid] = "empty"
             continue
         words = _words(hit.text)
         if any(near_copy(words, w) for w in seen):
+            stage[rowid] = "near copy"
             continue  # a near copy of one already picked
         seen.append(words)
+        stage[rowid] = "picked"
         hit.legs = {name: leg[rowid] for name, leg in per_leg.items() if rowid in leg}
-        out.append(Picked(hit, float(score)))
-        if len(out) >= plan.budget.items:
-            break
+        shown = snippet(hit.text, terms, plan.budget.snippet_chars)
+        out.append(Picked(hit, float(score), shown if shown != hit.text else None))
+    if fates is not None:
+        for rowid, _ in fused:
+            place = places.get(rowid)
+            if place is None:
+                continue
+            payload = store.haystack.read(place[1])
+            rid = str(payload["id"])
+            fates[rid] = Fate(rid, rank_of[rowid], stage[rowid], dict(payload.get("meta") or {}))
     return out

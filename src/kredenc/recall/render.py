@@ -53,6 +53,11 @@ class Picked:
 
     hit: Hit
     score: float
+    shown: str | None = None  # the text to show when not the whole (a snippet)
+
+    @property
+    def text(self) -> str:
+        return self.hit.text if self.shown is None else self.shown
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ def render(picked: Sequence[Picked], edges: Sequence[Edge], budget: Budget) -> R
             if src in number and dst in number:
                 relations[src].append(f"{rel} #{number[dst]}")
         parts = [
-            (partial(line, fields(n, c.hit, relations[c.hit.id])), c.hit.text)
+            (partial(line, fields(n, c.hit, relations[c.hit.id])), c.text)
             for n, c in enumerate(chosen, 1)
         ]
         fitted = budget.fit(f"{PREAMBLE}\n{OPEN}", parts, CLOSE)
