@@ -289,3 +289,18 @@ def test_a_forked_child_makes_other_ids_than_its_parent() -> None:
     os.waitpid(pid, 0)
     assert len(theirs) == 50
     assert not {i[13:] for i in mine} & {i[13:] for i in theirs}  # the random parts
+
+
+def test_a_lone_filing_is_done_after_a_quiet_gap_not_the_whole_linger(
+    kb: Kredenc, session: str
+) -> None:
+    """The thread lingers for more jobs only while they keep coming: a caller that
+    pauses (a user reading the answer) has its turn filed in the pause."""
+    filer = TurnFiler(kb, linger_s=WAIT, quiet_s=0.05)
+    assert filer.submit(session, user("a lone turn"), None)
+    deadline = time.monotonic() + WAIT / 2
+    while filer.pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert filer.pending == 0  # filed without a flush, well before linger_s
+    assert filed(kb, session) == [("user", "a lone turn")]
+    assert filer.close()

@@ -6,15 +6,18 @@ takes the turn (:meth:`~TurnFiler.submit`) and files it on its own thread, one t
 after another, so that the turns of a session land in the order they were said (each
 turn's index card names the turns just before it).
 
-Group commit: the thread takes everything waiting (up to ``group_max``, 256, jobs; when
-fewer wait it lingers up to ``linger_s``, 50 ms, for more, unless a :meth:`flush` or
-:meth:`close` is waiting). Jobs that hand back log payloads for a store (the asks'
-turns: ``submit_call(..., into=store)``) are prepared one after another, in order, and
-the payloads of neighbouring ones written as ONE batch through the housekeeper
+Group commit: the thread takes everything waiting (up to ``group_max``, 256, jobs).
+When fewer wait it lingers for more while they keep coming (one at least every
+``quiet_s``, 5 ms; up to ``linger_s``, 50 ms; not while a :meth:`flush` or
+:meth:`close` waits), so a burst is filed in batches and a caller that pauses between
+calls has its filing done in the pause. Jobs that hand back log payloads for a store
+(the asks' turns: ``submit_call(..., into=store)``) are prepared one after another, in
+order (so each session's turns keep their order and context), and the payloads of
+neighbouring ones written as ONE batch through the housekeeper
 (``ingest.passages.write_payloads``: one embedding call, one log append and fsync, one
 index transaction) instead of one write each. The batch lands all or none: a job whose
 preparation fails is a WARNING and is left out; a write that fails is a WARNING naming
-every job of the batch.
+the jobs of the batch.
 
 It loses nothing for being busy: when ``max_pending`` jobs are waiting, :meth:`submit`
 waits (up to ``wait_s``, 5 s) for room rather than dropping, so a burst of asks is
@@ -46,7 +49,8 @@ log = logging.getLogger("kredenc.recall")
 Reply = str | None | Callable[[], str | None]
 
 GROUP_MAX = 256  # jobs the thread takes, and writes as one batch, at most
-LINGER_S = 0.05  # how long it waits for more when fewer are waiting
+LINGER_S = 0.05  # how long it waits for more when fewer are waiting, at most
+QUIET_S = 0.005  # ... and it stops waiting once no job came for this long
 WAIT_S = 5.0  # how long a submit waits for room in a full queue before it drops
 
 
@@ -72,12 +76,14 @@ class TurnFiler:
         wait_s: float = WAIT_S,
         group_max: int = GROUP_MAX,
         linger_s: float = LINGER_S,
+        quiet_s: float = QUIET_S,
     ) -> None:
         self.sink = sink
         self.max_pending = max_pending
         self.wait_s = wait_s
         self.group_max = group_max
         self.linger_s = linger_s
+        self.quiet_s = quiet_s
         self.dropped = 0
         self._items: deque[_Item] = deque()
         self._waiting = 0  # jobs in _items
@@ -198,17 +204,22 @@ class TurnFiler:
 
     def _take(self) -> list[_Item]:
         """What is waiting, up to ``group_max`` jobs and the first marker; when fewer
-        jobs wait and no marker, lingers up to ``linger_s`` for more."""
+        jobs wait and no marker, lingers for more while they keep coming (a job at
+        least every ``quiet_s``), up to ``linger_s``: so a burst is filed in batches,
+        and a caller that pauses between jobs (a user reading the answer) has its
+        filing done in the pause rather than beside its next call."""
         with self._cond:
             while not self._items:
                 self._cond.wait()
             if self._markers == 0 and self._waiting < self.group_max and self.linger_s > 0:
                 deadline = time.monotonic() + self.linger_s
-                while self._markers == 0 and self._waiting < self.group_max:
+                seen = 0
+                while self._markers == 0 and seen < self._waiting < self.group_max:
+                    seen = self._waiting
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
-                    self._cond.wait(left)
+                    self._cond.wait(min(self.quiet_s, left))
             taken: list[_Item] = []
             jobs = 0
             while self._items and jobs < self.group_max:
