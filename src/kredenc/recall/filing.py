@@ -277,6 +277,7 @@ class TurnFiler:
                 if isinstance(made, list) and made:
                     payloads.extend(made)
                     named.append(job.what)
+                time.sleep(0)  # let a caller waiting for the interpreter in between
             if not payloads:
                 return
             store = group[0].into
