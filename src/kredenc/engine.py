@@ -118,7 +118,6 @@ class Kredenc:
         self._loop_services: tuple[Any, Any, Any] | None = None  # (llm, cache, tracer)
         self._loop_owner: Kredenc | None = None  # a scoped() view uses its handle's
         self._ask_filer: Any = None  # the owner's recall.filing.TurnFiler, made at first ask
-        self._ask_pending = 0  # ask filings queued and not yet done (on the owner)
 
     # -- opening and closing --------------------------------------------------
     @classmethod
@@ -392,31 +391,22 @@ class Kredenc:
         return self._loop_services
 
     # -- the asks' turns, filed off the answer's path -------------------------------
-    def _defer(self, what: str, job: Callable[[], object]) -> object:
-        """Queue an ask's filing on the owner's filing thread (one per opened store)."""
+    def _defer(self, what: str, job: Callable[[], object], *, into: Any = None) -> object:
+        """Queue an ask's filing on the owner's filing thread (one per opened store):
+        with ``into`` (the store), ``job`` returns its payloads, written in one batch
+        with the filings queued beside it (``recall.filing``)."""
         owner = self._loop_owner or self
         if owner._ask_filer is None:
             from kredenc.recall.filing import TurnFiler as BackgroundFiler
 
             owner._ask_filer = BackgroundFiler(owner)
-
-        def counted() -> None:
-            try:
-                job()
-            finally:
-                owner._ask_pending -= 1
-
-        owner._ask_pending += 1
-        if not owner._ask_filer.submit_call(what, counted):
-            owner._ask_pending -= 1
-            return False
-        return True
+        return owner._ask_filer.submit_call(what, job, into=into)
 
     def _settle(self) -> None:
         """Wait until the asks' turns queued so far are filed: every other call of this
         store (and its views) reads what an earlier ask filed."""
         owner = self._loop_owner or self
-        if owner._ask_pending > 0 and owner._ask_filer is not None:
+        if owner._ask_filer is not None and owner._ask_filer.pending > 0:
             owner._ask_filer.flush()
 
     def ask(

@@ -7,7 +7,8 @@ serialise them with :func:`dataclasses.asdict`.
 
 from __future__ import annotations
 
-import secrets
+import os
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,10 +28,23 @@ STATUSES = ("unvalidated", "validated", "disputed", "deprecated")
 _ID_PREFIX = {"memory": "m", "chunk": "c", "document": "d", "turn": "t"}
 
 
+# Ids need to be distinct, not secret: a generator seeded from the OS, rather than a
+# system call per id (an ask makes three ids; each call let the filing thread take the
+# interpreter). Reseeded in a forked child, so a forked server worker never repeats its
+# parent's ids (tests/recall/test_filing.py).
+_RANDOM = random.Random(os.urandom(16))
+os.register_at_fork(after_in_child=lambda: _RANDOM.seed(os.urandom(16)))
+
+
+def random_hex(n_bytes: int) -> str:
+    """``2 * n_bytes`` random hex digits for ids and names (not for secrets)."""
+    return f"{_RANDOM.getrandbits(8 * n_bytes):0{2 * n_bytes}x}"
+
+
 def new_id(record_type: str) -> str:
     """A new record id: a type letter, 12 hex digits of milliseconds, 8 random hex."""
     ms = int(time.time() * 1000)
-    return f"{_ID_PREFIX.get(record_type, 'r')}{ms:012x}{secrets.token_hex(4)}"
+    return f"{_ID_PREFIX.get(record_type, 'r')}{ms:012x}{random_hex(4)}"
 
 
 def is_new_id(value: object, record_type: str) -> bool:

@@ -3,11 +3,13 @@ isolation between sessions and namespaces."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from kredenc.errors import InvalidInput
+from kredenc.recall.filing import TurnFiler
 
 from ._tools import agent_file
 from .conftest import Open
@@ -125,3 +127,27 @@ def test_filing_before_returning_when_background_filing_is_off(open_loop: Open) 
         # No facade call in between: the index has the turns already.
         for rid in got.meta["filed"]["ids"]:
             assert kb.store.index.lookup(kb.namespace, rid) is not None
+
+
+def test_a_burst_of_asks_past_the_filers_queue_loses_no_turn(open_loop: Open) -> None:
+    """Issue 14: more asks back to back than the filing thread holds waiting used to
+    drop turns with a WARNING; now an ask waits for room and every ask's turns are
+    in the store. The facade's filer (1,000 waiting) is swapped for one holding 5, and
+    held for 0.5 s by a first job, so that 12 asks overflow it."""
+    with open_loop() as kb:
+        filer = kb._ask_filer = TurnFiler(kb, max_pending=5)
+        held = threading.Event()
+        assert filer.submit_call("a held filing", lambda: held.wait(10))
+        threading.Timer(0.5, held.set).start()
+        n = 12
+        answers = [kb.ask("where was the needle found", agent="finder", k=4) for _ in range(n)]
+        assert held.is_set()  # the later asks waited for the held filing
+        ids = [i for a in answers for i in a.meta["filed"]["ids"]]
+        assert len(ids) == 2 * n
+        turns = sum(d["records"] for d in kb.stats()["drawers"] if d.get("type") == "turn")
+        assert turns == 2 * n
+        assert filer.dropped == 0
+        assert [kb.get(rid).text for rid in ids[-2:]] == [
+            "where was the needle found",
+            answers[-1].text,
+        ]

@@ -7,14 +7,18 @@ hold a filing in the middle of its embedding and see what the caller sees meanwh
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from kredenc.engine import Kredenc
+from kredenc.memory.turns import TurnFiler as Cards
 from kredenc.recall.filing import TurnFiler
+from kredenc.records import new_id
 from recall.gated_embedder import WAIT, GatedEmbedder
 
 
@@ -84,13 +88,14 @@ def test_close_files_what_is_waiting(
     assert [text for _, text in filed(gated_kb, session)] == ["GATED turn one", "turn two"]
 
 
-def test_past_max_pending_a_turn_is_dropped_with_a_warning(
+def test_a_turn_is_dropped_with_a_warning_only_when_the_queue_stays_full(
     gated_kb: Kredenc,
     embedder: GatedEmbedder,
     session: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    filer = TurnFiler(gated_kb, max_pending=2)
+    """Only when the queue stays full for ``wait_s`` (the filing is stuck)."""
+    filer = TurnFiler(gated_kb, max_pending=2, wait_s=0.2)
     assert filer.submit(session, user("GATED held turn"), None)
     assert embedder.entered.wait(WAIT)  # taken off the queue, held in its embedding
     assert filer.submit(session, user("waiting one"), None)
@@ -98,7 +103,7 @@ def test_past_max_pending_a_turn_is_dropped_with_a_warning(
     with caplog.at_level(logging.WARNING, "kredenc.recall"):
         assert not filer.submit(session, user("one too many"), None)
     assert filer.dropped == 1
-    assert "2 turns are already waiting" in caplog.text
+    assert "2 turns are already waiting to be filed (waited 0.2 s for room)" in caplog.text
     embedder.gate.set()
     assert filer.close(timeout=WAIT)
     texts = [text for _, text in filed(gated_kb, session)]
@@ -175,3 +180,127 @@ def test_a_prepared_job_runs_in_order_and_one_that_raises_is_a_warning(
     filer.close()
     assert not filer.submit_call("late job", lambda: ran.append("late"))
     assert filer.dropped == 1 and ran == ["first", "last"]
+
+
+def turns_in(kb: Kredenc) -> int:
+    """How many turn records the facade counts in the store."""
+    drawers = kb.stats()["drawers"]
+    return sum(d["records"] for d in drawers if d.get("type") == "turn")
+
+
+def test_more_filings_back_to_back_than_max_pending_are_all_filed(kb: Kredenc) -> None:
+    """Issue 14: 2,000 asks in a row used to overflow the 1,000 waiting turns and lose
+    the rest with a WARNING. A full queue now makes the caller wait for room."""
+    filer = TurnFiler(kb)
+    n = 2 * filer.max_pending
+    accepted = [
+        filer.submit(f"burst-{i % 7}", user(f"burst turn number {i}"), None) for i in range(n)
+    ]
+    assert filer.flush(timeout=120)
+    assert all(accepted) and filer.dropped == 0
+    assert turns_in(kb) == n
+    assert filer.close()
+
+
+def test_a_full_queue_makes_submit_wait_for_room_and_then_files_it(
+    gated_kb: Kredenc, embedder: GatedEmbedder, session: str
+) -> None:
+    filer = TurnFiler(gated_kb, max_pending=2, wait_s=WAIT)
+    assert filer.submit(session, user("GATED held turn"), None)
+    assert embedder.entered.wait(WAIT)
+    assert filer.submit(session, user("waiting one"), None)
+    assert filer.submit(session, user("waiting two"), None)
+    threading.Timer(0.3, embedder.gate.set).start()
+    started = time.monotonic()
+    assert filer.submit(session, user("the one that waited"), None)
+    assert time.monotonic() - started >= 0.2  # it waited for the held filing
+    assert filer.close(timeout=WAIT)
+    assert filer.dropped == 0
+    texts = [text for _, text in filed(gated_kb, session)]
+    assert texts == ["GATED held turn", "waiting one", "waiting two", "the one that waited"]
+
+
+def ask_job(kb: Kredenc, cards: Cards, session: str, text: str) -> Callable[[], object]:
+    """What an ask hands the filer: its turns' payloads, made on the filing thread."""
+    ids = [new_id("turn")]
+    return lambda: cards.prepare(kb.store, kb.namespace, session, user(text), ids=ids)
+
+
+def test_jobs_waiting_together_are_written_as_one_batch_in_order(
+    gated_kb: Kredenc, embedder: GatedEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[int] = []
+    write = gated_kb.store.write
+
+    def counted(payloads: list[dict[str, Any]], **kw: Any) -> Any:
+        writes.append(len(payloads))
+        return write(payloads, **kw)
+
+    monkeypatch.setattr(gated_kb.store, "write", counted)
+    filer, cards = TurnFiler(gated_kb, linger_s=0), Cards()
+    assert filer.submit_call("held", ask_job(gated_kb, cards, "g-a", "GATED"), into=gated_kb.store)
+    assert embedder.entered.wait(WAIT)  # the first batch (of one) is held in its embedding
+    for i in range(30):
+        job = ask_job(gated_kb, cards, f"g-{'abc'[i % 3]}", f"grouped turn {i}")
+        assert filer.submit_call(f"job {i}", job, into=gated_kb.store)
+    assert filer.pending == 31
+    embedder.gate.set()
+    assert filer.flush(timeout=WAIT)
+    assert filer.pending == 0
+    assert writes == [1, 30]  # everything that waited: one write, one embedding call
+    for s, first in (("g-a", 0), ("g-b", 1), ("g-c", 2)):
+        expected = [f"grouped turn {i}" for i in range(first, 30, 3)]
+        assert [t for _, t in filed(gated_kb, s) if t != "GATED"] == expected
+    assert turns_in(gated_kb) == 31
+    assert filer.close()
+
+
+def test_a_job_of_a_batch_that_fails_is_left_out_and_the_rest_filed(
+    kb: Kredenc, session: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    filer, cards = TurnFiler(kb, linger_s=WAIT), Cards()
+
+    def broken() -> object:
+        raise ValueError("no payload today")
+
+    with caplog.at_level(logging.WARNING, "kredenc.recall"):
+        filer.submit_call("first", ask_job(kb, cards, session, "kept turn one"), into=kb.store)
+        filer.submit_call("broken one", broken, into=kb.store)
+        filer.submit_call("last", ask_job(kb, cards, session, "kept turn two"), into=kb.store)
+        assert filer.flush(timeout=WAIT)  # a flush ends the linger at once
+    assert "broken one not filed: ValueError: no payload today" in caplog.text
+    assert [t for _, t in filed(kb, session)] == ["kept turn one", "kept turn two"]
+    assert filer.close()
+
+
+def test_a_forked_child_makes_other_ids_than_its_parent() -> None:
+    """Ask filings make their ids in advance: a forked server worker must not repeat
+    its parent's (the random part comes from the OS, not a seeded generator)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its ids to the parent, then out without cleanup
+        os.close(read)
+        os.write(write, " ".join(new_id("turn") for _ in range(50)).encode())
+        os._exit(0)
+    os.close(write)
+    mine = [new_id("turn") for _ in range(50)]
+    with os.fdopen(read, "rb") as pipe:
+        theirs = pipe.read().decode().split()
+    os.waitpid(pid, 0)
+    assert len(theirs) == 50
+    assert not {i[13:] for i in mine} & {i[13:] for i in theirs}  # the random parts
+
+
+def test_a_lone_filing_is_done_after_a_quiet_gap_not_the_whole_linger(
+    kb: Kredenc, session: str
+) -> None:
+    """The thread lingers for more jobs only while they keep coming: a caller that
+    pauses (a user reading the answer) has its turn filed in the pause."""
+    filer = TurnFiler(kb, linger_s=WAIT, quiet_s=0.05)
+    assert filer.submit(session, user("a lone turn"), None)
+    deadline = time.monotonic() + WAIT / 2
+    while filer.pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert filer.pending == 0  # filed without a flush, well before linger_s
+    assert filed(kb, session) == [("user", "a lone turn")]
+    assert filer.close()

@@ -38,6 +38,32 @@ def add_passages(
     given (one per item, made with :func:`~kredenc.records.new_id` by a caller that
     hands them out before the filing runs), else new ones.
     """
+    payloads = passage_payloads(store, ns, items, drawer=drawer, record_type=record_type, ids=ids)
+    if not payloads:
+        return []
+    write_payloads(store, payloads)
+    return [p["id"] for p in payloads]
+
+
+def write_payloads(store: Store, payloads: list[dict[str, Any]]) -> None:
+    """Write prepared ``put`` payloads (:func:`passage_payloads`, of one or of several
+    filings) as one all-or-nothing batch, embedding their texts in one call."""
+    store.write(payloads, batch=True, vectors=store.vectors_for(payloads))
+
+
+def passage_payloads(
+    store: Store,
+    ns: str,
+    /,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    drawer: str = "passages",
+    record_type: str = "chunk",
+    ids: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The checked log payloads :func:`add_passages` writes, not yet written (a caller
+    that groups several filings into one write hands them to :func:`write_payloads`).
+    Bad input is :class:`~kredenc.errors.InvalidInput` here, before anything is written."""
     if record_type not in ("chunk", "turn"):
         raise InvalidInput("record_type must be 'chunk' or 'turn'")
     store.check_writable()
@@ -76,7 +102,4 @@ def add_passages(
             if item.get(key) is not None:
                 payload[key] = check_scope_id(key, item[key])
         payloads.append(payload)
-    if not payloads:
-        return []
-    store.write(payloads, batch=True, vectors=store.vectors_for(payloads))
-    return [p["id"] for p in payloads]
+    return payloads

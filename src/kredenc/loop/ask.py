@@ -131,7 +131,7 @@ def ask(
     on_delta: Callable[[str], None] | None = None,
     on_step: Callable[[Step], None] | None = None,
     file: bool = True,
-    defer: Callable[[str, Callable[[], object]], object] | None = None,
+    defer: Callable[..., object] | None = None,
     **options: Any,
 ) -> Answer:
     """Answer ``question`` with the agent ``agent`` in namespace ``ns``.
@@ -141,13 +141,14 @@ def ask(
     filed under a one-off session (so memory and recall see them; no later ask reads
     them as history). ``file=False`` (or a read-only store) files nothing. ``turns``
     is the caller's :class:`TurnFiler` (the facade's, so filed turns carry the
-    preceding ones as context). ``defer(what, job)``, when given, takes the filing
-    off the answer's path: the turns' ids are made now (``answer.meta["filed"]``) and
-    ``job`` files them later on the caller's filing thread (the facade's, which a later
-    ask of the same session waits for before it reads the history). ``on_delta``
-    receives the answer's text as it is generated when a streaming generator supports
-    it (``stream=True``); ``on_step`` each step of the trace as it ends (a live view of
-    the run). The other ``options`` are :data:`OPTIONS`.
+    preceding ones as context). ``defer(what, job, into=store)``, when given, takes the
+    filing off the answer's path: the turns' ids are made now (``answer.meta["filed"]``)
+    and ``job`` makes their payloads later on the caller's filing thread, which writes
+    them into ``store`` with the filings queued beside them, in one batch (the
+    facade's thread, which a later ask of the same session waits for before it reads
+    the history). ``on_delta`` receives the answer's text as it is generated when a
+    streaming generator supports it (``stream=True``); ``on_step`` each step of the
+    trace as it ends (a live view of the run). The other ``options`` are :data:`OPTIONS`.
     """
     settings = store.settings
     question, session_id, found = check_ask(settings, question, session_id, agent)
@@ -197,13 +198,13 @@ def ask(
             said = sessions.turns_of(question, answer)
             ids = [new_id("turn") for _ in said]
 
-            def job() -> None:
+            def job() -> list[dict[str, Any]]:
                 with store.gate:  # a closed store refuses it (a WARNING on the filer)
                     if seed:
                         filer.seed(filed_in, seed)
-                    filer.file(store, ns, filed_in, said, drawer=sessions.DRAWER, ids=ids)
+                    return filer.prepare(store, ns, filed_in, said, drawer=sessions.DRAWER, ids=ids)
 
-            defer(f"ask turns of session {filed_in}", job)
+            defer(f"ask turns of session {filed_in}", job, into=store)
         answer.meta["filed"] = {"session": filed_in, "ids": ids}
     return answer
 

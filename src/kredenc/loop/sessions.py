@@ -19,12 +19,12 @@ recall too. Their text stays in the log until ``kredenc compact --purge``.
 
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING, Any
 
 from kredenc.checks import check_name
 from kredenc.memory import writes
 from kredenc.memory.turns import TurnFiler
+from kredenc.records import random_hex
 
 if TYPE_CHECKING:
     from kredenc.loop.answer import Answer
@@ -42,7 +42,7 @@ def check_session(session_id: object) -> str:
 
 def one_off_session() -> str:
     """A session id for an ask without one: its turns are filed, never read back."""
-    return f"ask-{secrets.token_hex(6)}"
+    return f"ask-{random_hex(6)}"
 
 
 def history(store: Store, ns: str, session_id: str, limit: int = 20) -> list[dict[str, str]]:

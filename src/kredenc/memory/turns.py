@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.checks import check_name
 from kredenc.errors import InvalidInput
-from kredenc.ingest.passages import add_passages
+from kredenc.ingest.passages import add_passages, passage_payloads
 from kredenc.retrieve.message_terms import recall_terms
 
 if TYPE_CHECKING:
@@ -81,6 +81,38 @@ class TurnFiler:
         with every turn. Turns without text are skipped. Returns the new ids
         (``ids``: made in advance, one per turn; a skipped turn's is dropped).
         """
+        items, kept = self._items(session_id, turns, ids, scope)
+        if not items:
+            return []
+        return add_passages(store, ns, items, drawer=drawer, record_type="turn", ids=kept)
+
+    def prepare(
+        self,
+        store: Store,
+        ns: str,
+        session_id: str,
+        turns: Sequence[Mapping[str, Any]],
+        *,
+        drawer: str = "turns",
+        ids: Sequence[str] | None = None,
+        scope: Mapping[str, str | None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """What :meth:`file` writes, as log payloads not yet written (the session's
+        context moves on as if they were): for a caller that writes several sessions'
+        turns in one batch (``ingest.passages.write_payloads``)."""
+        items, kept = self._items(session_id, turns, ids, scope)
+        if not items:
+            return []
+        return passage_payloads(store, ns, items, drawer=drawer, record_type="turn", ids=kept)
+
+    def _items(
+        self,
+        session_id: str,
+        turns: Sequence[Mapping[str, Any]],
+        ids: Sequence[str] | None,
+        scope: Mapping[str, str | None] | None,
+    ) -> tuple[list[dict[str, Any]], list[str] | None]:
+        """The passages of the turns, and the ids of those kept (None: none given)."""
         check_name("session_id", session_id)
         if ids is not None and len(ids) != len(turns):
             raise InvalidInput("ids must be one per turn", "leave ids out to have them made")
@@ -109,7 +141,4 @@ class TurnFiler:
             )
             recent.append(text)
             del recent[:-CONTEXT_TURNS]
-        if not items:
-            return []
-        made = kept if ids is not None else None
-        return add_passages(store, ns, items, drawer=drawer, record_type="turn", ids=made)
+        return items, kept if ids is not None else None

@@ -13,6 +13,7 @@ LLM: a JSON ``{"retrieve": bool, "reason": str}`` from the message and the last 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kredenc.loop.roles import text
@@ -26,9 +27,15 @@ if TYPE_CHECKING:
 HISTORY_TURNS = 4
 
 
+@lru_cache(maxsize=1024)
+def _terms(message: str) -> tuple[str, ...]:
+    """``text.content_terms`` of a question (a text's alone: a repeated ask's are kept)."""
+    return tuple(text.content_terms(message))
+
+
 def needs_retrieval(message: str, history: list[dict[str, Any]]) -> tuple[bool, str]:
     """(retrieve?, why) by the rules of the module doc."""
-    terms = text.content_terms(message)
+    terms = _terms(message)
     if terms:
         return True, "asks about: " + ", ".join(terms[:5])
     if text.is_question(message) and text.refers_to_user(message):
