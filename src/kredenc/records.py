@@ -8,7 +8,7 @@ serialise them with :func:`dataclasses.asdict`.
 from __future__ import annotations
 
 import os
-import random
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,17 +28,38 @@ STATUSES = ("unvalidated", "validated", "disputed", "deprecated")
 _ID_PREFIX = {"memory": "m", "chunk": "c", "document": "d", "turn": "t"}
 
 
-# Ids need to be distinct, not secret: a generator seeded from the OS, rather than a
-# system call per id (an ask makes three ids; each call let the filing thread take the
-# interpreter). Reseeded in a forked child, so a forked server worker never repeats its
-# parent's ids (tests/recall/test_filing.py).
-_RANDOM = random.Random(os.urandom(16))
-os.register_at_fork(after_in_child=lambda: _RANDOM.seed(os.urandom(16)))
+# Ids come from the OS's random source, drawn 4 KiB at a time rather than a system call
+# per id (an ask makes three ids; each call let the filing thread take the interpreter).
+# Not a seeded generator: ids then stay unpredictable from ids already seen. The pool is
+# emptied in a forked child, so a forked server worker never repeats its parent's ids
+# (tests/recall/test_filing.py).
+class _RandomPool:
+    SIZE = 4096
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.lock = threading.Lock()
+
+    def after_fork(self) -> None:
+        self.data.clear()
+        self.lock = threading.Lock()  # a lock another thread held at the fork stays held
+
+    def take(self, n_bytes: int) -> bytes:
+        with self.lock:
+            if len(self.data) < n_bytes:
+                self.data.extend(os.urandom(max(self.SIZE, n_bytes)))
+            out = bytes(self.data[-n_bytes:])
+            del self.data[-n_bytes:]
+        return out
+
+
+_POOL = _RandomPool()
+os.register_at_fork(after_in_child=_POOL.after_fork)
 
 
 def random_hex(n_bytes: int) -> str:
-    """``2 * n_bytes`` random hex digits for ids and names (not for secrets)."""
-    return f"{_RANDOM.getrandbits(8 * n_bytes):0{2 * n_bytes}x}"
+    """``2 * n_bytes`` random hex digits (from ``os.urandom``) for ids and names."""
+    return _POOL.take(n_bytes).hex()
 
 
 def new_id(record_type: str) -> str:

@@ -275,7 +275,9 @@ def test_a_job_of_a_batch_that_fails_is_left_out_and_the_rest_filed(
 
 def test_a_forked_child_makes_other_ids_than_its_parent() -> None:
     """Ask filings make their ids in advance: a forked server worker must not repeat
-    its parent's (the random part comes from the OS, not a seeded generator)."""
+    its parent's (the random part comes from the OS, drawn ahead into a pool that the
+    child must not reuse)."""
+    new_id("turn")  # the parent's pool now holds bytes that a child would repeat
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its ids to the parent, then out without cleanup
