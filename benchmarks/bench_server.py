@@ -65,21 +65,24 @@ from kredenc import Kredenc
 from kredenc.interfaces.server.run import serve
 from kredenc.interfaces.server.state import ServerConfig
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-home, ns, port, upstream, filing = sys.argv[1:6]
-if filing == "off":  # --no-filing: a diagnostic run, the turns are not handed to a filer
+home, ns, port, upstream, off = sys.argv[1:6]
+if "filing" in off:  # --no-filing: a diagnostic run, the turns are not handed to a filer
     from kredenc.recall.filing import TurnFiler
     TurnFiler.submit = lambda *args, **kwargs: None
+if "freeze" in off:  # --no-freeze: the heap left unfrozen (the server before the fix)
+    from kredenc.interfaces.server import proxy_mount
+    proxy_mount.freeze_warm_heap = lambda: 0
 pauses, began = [], [0.0]  # the full (generation 2) collections: they stop every thread
 def timed_gc(phase, info):
     if info["generation"] == 2:
         if phase == "start":
             began[0] = time.perf_counter()
         else:
-            pauses.append((time.perf_counter() - began[0]) * 1000)
+            ms = (time.perf_counter() - began[0]) * 1000
+            pauses.append([round(time.time(), 3), round(ms, 1)])
 gc.callbacks.append(timed_gc)
 atexit.register(lambda: print("bench-gc: " + json.dumps({
-    "full_collections": len(pauses), "full_collection_ms": [round(x, 1) for x in pauses],
-    "frozen_objects": gc.get_freeze_count()}), file=sys.stderr))
+    "full_collections": pauses, "frozen_objects": gc.get_freeze_count()}), file=sys.stderr))
 with Kredenc.open(home, ns) as kb:
     serve(kb, ServerConfig(port=int(port), upstream=upstream or None, web=False,
                            rate_per_minute=0))
@@ -99,8 +102,9 @@ class Served(NamedTuple):
 
 
 @contextmanager
-def server_process(home: Path, upstream: str, *, filing: bool = True) -> Iterator[Served]:
-    """The server on ``home`` in its own process, once /health answers."""
+def server_process(home: Path, upstream: str, *, off: Sequence[str] = ()) -> Iterator[Served]:
+    """The server on ``home`` in its own process, once /health answers. ``off``: for a
+    diagnostic run, what to switch off (``filing``, ``freeze``: see ``--no-filing``)."""
     import httpx
 
     port = free_port()
@@ -115,7 +119,7 @@ def server_process(home: Path, upstream: str, *, filing: bool = True) -> Iterato
             NS,
             str(port),
             upstream,
-            "on" if filing else "off",
+            ",".join(off) or "-",
         ],
         stdout=subprocess.DEVNULL,
         stderr=log,
@@ -475,16 +479,18 @@ def proxy_only(args: argparse.Namespace) -> int:
     results: Result = {"machine": machine(), "n": args.n, "runs": []}
     results["upstream_delay_ms"] = args.upstream_delay_ms
     questions = proxy_questions(args.n)
-    results["filing"] = not args.no_filing
+    off = [name for name in ("filing", "freeze") if getattr(args, f"no_{name}")]
+    results["switched_off"] = off
     clients, requests = args.proxy_clients, args.proxy_requests
     offsets = itertools.count(0, clients * requests)
     with (
         nullcontext(args.home) if args.home else proxy_store.scratch(n=args.n) as home,
         _scripted_upstream(args.upstream_delay_ms / 1000) as upstream,
-        server_process(home, upstream.base_url, filing=not args.no_filing) as served,
+        server_process(home, upstream.base_url, off=off) as served,
         profiled(served.pid, args.profile),
     ):
         url, pid = served.url, served.pid
+        load_began = time.time()
         for _ in range(args.rounds):
             for think in (0.0, args.think_ms / 1000):
                 run = asyncio.run(
@@ -501,9 +507,13 @@ def proxy_only(args: argparse.Namespace) -> int:
                 )
                 run["load_avg_1m"] = round(os.getloadavg()[0], 2)
                 results["runs"].append(run)
+        load_ended = time.time()
     print_table("the /v1 proxy's added latency", results["runs"])
-    results["server_gc"] = served.gc
-    print(f"the server's full garbage collections: {served.gc}")
+    collections = served.gc.get("full_collections", [])
+    during = [ms for at, ms in collections if load_began <= at <= load_ended]
+    results["server_gc"] = {**served.gc, "during_the_load_ms": during}
+    print(f"the server's full garbage collections during the load: {len(during)}, ms: {during}")
+    print(f"(all: {served.gc})")
     results["targets"] = TARGETS
     out = args.out or HERE / "results" / "server-proxy.json"
     out.write_text(json.dumps(results, indent=2))
@@ -550,6 +560,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-filing",
         action="store_true",
         help="--proxy-only diagnostic: the server files no turns (what filing costs)",
+    )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="--proxy-only diagnostic: the server leaves its heap unfrozen (as before)",
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
