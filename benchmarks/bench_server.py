@@ -45,9 +45,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 # onnxruntime must be in the process before usearch (see corpus.py).
 import onnxruntime  # noqa: F401
@@ -60,12 +60,29 @@ TARGETS = {"search_p95_ratio": 2.0, "proxy_added_p95_ms": 15.0}
 Result = dict[str, Any]
 
 SERVE = """
-import logging, sys
+import atexit, gc, json, logging, sys, time
 from kredenc import Kredenc
 from kredenc.interfaces.server.run import serve
 from kredenc.interfaces.server.state import ServerConfig
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-home, ns, port, upstream = sys.argv[1:5]
+home, ns, port, upstream, off = sys.argv[1:6]
+if "filing" in off:  # --no-filing: a diagnostic run, the turns are not handed to a filer
+    from kredenc.recall.filing import TurnFiler
+    TurnFiler.submit = lambda *args, **kwargs: None
+if "freeze" in off:  # --no-freeze: the heap left unfrozen (the server before the fix)
+    from kredenc.interfaces.server import proxy_mount
+    proxy_mount.freeze_warm_heap = lambda: 0
+pauses, began = [], [0.0]  # the full (generation 2) collections: they stop every thread
+def timed_gc(phase, info):
+    if info["generation"] == 2:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            ms = (time.perf_counter() - began[0]) * 1000
+            pauses.append([round(time.time(), 3), round(ms, 1)])
+gc.callbacks.append(timed_gc)
+atexit.register(lambda: print("bench-gc: " + json.dumps({
+    "full_collections": pauses, "frozen_objects": gc.get_freeze_count()}), file=sys.stderr))
 with Kredenc.open(home, ns) as kb:
     serve(kb, ServerConfig(port=int(port), upstream=upstream or None, web=False,
                            rate_per_minute=0))
@@ -78,21 +95,38 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Served(NamedTuple):
+    url: str  # the server's base URL
+    pid: int  # its process (for a profiler to attach to)
+    gc: dict[str, Any]  # filled when it has stopped: its full garbage collections
+
+
 @contextmanager
-def server_process(home: Path, upstream: str) -> Iterator[str]:
-    """The server on ``home`` in its own process; its base URL once /health answers."""
+def server_process(home: Path, upstream: str, *, off: Sequence[str] = ()) -> Iterator[Served]:
+    """The server on ``home`` in its own process, once /health answers. ``off``: for a
+    diagnostic run, what to switch off (``filing``, ``freeze``: see ``--no-filing``)."""
     import httpx
 
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115
     env = {k: v for k, v in os.environ.items() if not k.startswith("KREDENC_")}
     proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE, str(home), NS, str(port), upstream],
+        [
+            sys.executable,
+            "-c",
+            SERVE,
+            str(home),
+            NS,
+            str(port),
+            upstream,
+            ",".join(off) or "-",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=log,
         env=env,
     )
     url = f"http://127.0.0.1:{port}"
+    served = Served(url, proc.pid, {})
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -104,10 +138,13 @@ def server_process(home: Path, upstream: str) -> Iterator[str]:
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
-        yield url
+        yield served
     finally:
         proc.send_signal(2)  # SIGINT: uvicorn stops cleanly, the store closes
         proc.wait(timeout=120)
+        for line in Path(log.name).read_text().splitlines():
+            if line.startswith("bench-gc: "):
+                served.gc.update(json.loads(line.removeprefix("bench-gc: ")))
         log.close()
         os.unlink(log.name)
 
@@ -284,31 +321,77 @@ async def check_writes(http: Any, filed: list[tuple[str, str]]) -> Result:
     return {"acknowledged": len(filed), "lost": lost, "duplicated": duplicated}
 
 
-async def proxy_load(
-    url: str, upstream: str, clients: int, requests: int, think_s: float = 0.0
-) -> Result:
-    """Each client sends the same chat request direct and through the server, in turn.
+PROXY_QUESTIONS = 2000  # distinct questions the proxy's clients ask, in turn
 
-    ``think_s`` 0: the clients stay in lockstep (every upstream answer takes the same
-    time, so all of them reach the proxy within a millisecond: the worst case, a burst
-    of ``clients`` recalls at once). Otherwise each client starts after a random pause
-    and pauses a random 0..``think_s`` between its pairs, as independent chats do."""
+
+def proxy_questions(n: int, m: int = PROXY_QUESTIONS) -> list[str]:
+    """``m`` distinct questions about the corpus of ``n`` (as the /search load asks):
+    one repeated question would be answered by the query cache and the embedding
+    coalescer after its first time, which flatters the proxy."""
+    return distinct_queries(min(n, 100_000), m)[:m]
+
+
+def _timing(header: str) -> dict[str, float]:
+    """``Server-Timing: recall;dur=12.3, lexical;dur=2.1`` as ``{"recall": 12.3, ...}``."""
+    out: dict[str, float] = {}
+    for part in header.split(","):
+        name, sep, dur = part.strip().partition(";dur=")
+        if sep:
+            out[name] = float(dur)
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads): what a
+    request costs the machine, which a loaded machine's wall times do not show."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _p(values: Sequence[float], q: float) -> float | None:
+    return round(percentile(values, q), 2) if values else None
+
+
+async def proxy_load(
+    url: str,
+    upstream: str,
+    clients: int,
+    requests: int,
+    think_s: float = 0.0,
+    questions: Sequence[str] = ("when do we deploy?",),
+    *,
+    offset: int = 0,
+    pid: int | None = None,
+) -> Result:
+    """Each client sends a chat request direct and through the server, in turn.
+
+    Request ``j`` of client ``i`` asks ``questions[(offset + i * requests + j) % len]``:
+    varied questions, so that no cache answers the recall (pass each run its own
+    ``offset``). ``pid``: the server's process, whose CPU time per proxied request
+    (warm-up included) is reported. ``think_s`` 0: the clients stay in
+    lockstep (every upstream answer takes the same time, so all of them reach the proxy
+    within a millisecond: the worst case, a burst of ``clients`` recalls at once).
+    Otherwise each client starts after a random pause and pauses a random 0..``think_s``
+    between its pairs, as independent chats do."""
     import random
 
     import httpx
 
-    body = {"model": "m", "messages": [{"role": "user", "content": "when do we deploy?"}]}
     paired: list[float] = []
     direct: list[float] = []
     proxied: list[float] = []
-    recall_ms: list[float] = []
+    steps: dict[str, list[float]] = {}
+    rest: list[float] = []  # added minus the recall: everything but the recall
     rng = random.Random(7)
-    async with httpx.AsyncClient(timeout=60) as http:
+    limits = httpx.Limits(max_connections=2 * clients, max_keepalive_connections=2 * clients)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
 
         async def one(i: int) -> None:
             if think_s:
                 await asyncio.sleep(rng.random() * think_s)
             for j in range(requests):
+                question = questions[(offset + i * requests + j) % len(questions)]
+                body = {"model": "m", "messages": [{"role": "user", "content": question}]}
                 sample = []
                 for target in (upstream, url + "/v1"):
                     start = time.perf_counter()
@@ -320,31 +403,39 @@ async def proxy_load(
                     sample.append(time.perf_counter() - start)
                     r.raise_for_status()
                 if j >= 5:  # the first requests open connections
-                    direct.append(sample[0])
-                    proxied.append(sample[1])
-                    paired.append(sample[1] - sample[0])
-                    timing = dict(
-                        part.strip().split(";dur=")
-                        for part in r.headers.get("server-timing", "").split(",")
-                        if ";dur=" in part
-                    )
+                    direct.append(sample[0] * 1000)
+                    proxied.append(sample[1] * 1000)
+                    paired.append((sample[1] - sample[0]) * 1000)
+                    timing = _timing(r.headers.get("server-timing", ""))
+                    for name, ms in timing.items():
+                        steps.setdefault(name, []).append(ms)
                     if "recall" in timing:
-                        recall_ms.append(float(timing["recall"]))
+                        rest.append(paired[-1] - timing["recall"])
                 if think_s:
                     await asyncio.sleep(rng.random() * think_s)
 
+        cpu = cpu_seconds(pid) if pid is not None else 0.0
         await asyncio.gather(*(one(i) for i in range(clients)))
-    return {
+        cpu = cpu_seconds(pid) - cpu if pid is not None else 0.0
+    out: Result = {
         "clients": clients,
         "think_ms": round(think_s * 1000),
+        "questions": len(set(questions)),
         "requests": len(paired),
-        "recall_p50_ms": round(percentile(recall_ms, 50), 2) if recall_ms else None,
-        "recall_p95_ms": round(percentile(recall_ms, 95), 2) if recall_ms else None,
-        "direct_p95_ms": round(percentile([x * 1000 for x in direct], 95), 2),
-        "proxied_p95_ms": round(percentile([x * 1000 for x in proxied], 95), 2),
-        "added_p50_ms": round(percentile([x * 1000 for x in paired], 50), 2),
-        "added_p95_ms": round(percentile([x * 1000 for x in paired], 95), 2),
     }
+    for name in ("recall", "embed", "dense", "lexical"):
+        out[f"{name}_p50_ms"] = _p(steps.get(name, []), 50)
+        out[f"{name}_p95_ms"] = _p(steps.get(name, []), 95)
+    if pid is not None:
+        out["server_cpu_ms_per_request"] = round(cpu * 1000 / (clients * requests), 2)
+    out["not_recall_p50_ms"] = _p(rest, 50)
+    out["not_recall_p95_ms"] = _p(rest, 95)
+    out["direct_p95_ms"] = _p(direct, 95)
+    out["proxied_p95_ms"] = _p(proxied, 95)
+    out["added_p50_ms"] = _p(paired, 50)
+    out["added_p95_ms"] = _p(paired, 95)
+    out["added_p99_ms"] = _p(paired, 99)
+    return out
 
 
 @contextmanager
@@ -356,22 +447,73 @@ def _home(args: argparse.Namespace) -> Iterator[Path]:
         yield home
 
 
+@contextmanager
+def profiled(pid: int, out: Path | None, rate: int = 250) -> Iterator[None]:
+    """``py-spy record`` of process ``pid`` (all its threads, idle ones left out) while
+    the block runs, written to ``out`` (speedscope JSON, or raw stacks for ``.txt``);
+    nothing when ``out`` is ``None``. Sampled profiles stay meaningful under load."""
+    if out is None:
+        yield
+        return
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        raise SystemExit("--profile needs py-spy: pip install py-spy")
+    fmt = "raw" if out.suffix == ".txt" else "speedscope"
+    cmd = [spy, "record", "-p", str(pid), "-r", str(rate), "-f", fmt, "-o", str(out)]
+    proc = subprocess.Popen([*cmd, "--threads", "--nonblocking"], stdout=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the load begins
+    try:
+        yield
+    finally:
+        proc.send_signal(2)  # SIGINT: py-spy writes what it sampled
+        proc.wait(timeout=60)
+
+
 def proxy_only(args: argparse.Namespace) -> int:
-    """The /v1 part alone, in lockstep and with independent clients, ``--rounds`` times."""
+    """The /v1 part alone, in lockstep and with independent clients, ``--rounds`` times.
+
+    Without ``--home`` it serves a copy of ``proxy_store.py``'s store (built once under
+    /tmp, copied for each run)."""
+    import proxy_store
+
     results: Result = {"machine": machine(), "n": args.n, "runs": []}
     results["upstream_delay_ms"] = args.upstream_delay_ms
+    questions = proxy_questions(args.n)
+    off = [name for name in ("filing", "freeze") if getattr(args, f"no_{name}")]
+    results["switched_off"] = off
+    clients, requests = args.proxy_clients, args.proxy_requests
+    offsets = itertools.count(0, clients * requests)
     with (
-        _home(args) as home,
+        nullcontext(args.home) if args.home else proxy_store.scratch(n=args.n) as home,
         _scripted_upstream(args.upstream_delay_ms / 1000) as upstream,
-        server_process(home, upstream.base_url) as url,
+        server_process(home, upstream.base_url, off=off) as served,
+        profiled(served.pid, args.profile),
     ):
+        url, pid = served.url, served.pid
+        load_began = time.time()
         for _ in range(args.rounds):
             for think in (0.0, args.think_ms / 1000):
-                clients, requests = args.proxy_clients, args.proxy_requests
-                run = asyncio.run(proxy_load(url, upstream.base_url, clients, requests, think))
+                run = asyncio.run(
+                    proxy_load(
+                        url,
+                        upstream.base_url,
+                        clients,
+                        requests,
+                        think,
+                        questions,
+                        offset=next(offsets),
+                        pid=pid,
+                    )
+                )
                 run["load_avg_1m"] = round(os.getloadavg()[0], 2)
                 results["runs"].append(run)
+        load_ended = time.time()
     print_table("the /v1 proxy's added latency", results["runs"])
+    collections = served.gc.get("full_collections", [])
+    during = [ms for at, ms in collections if load_began <= at <= load_ended]
+    results["server_gc"] = {**served.gc, "during_the_load_ms": during}
+    print(f"the server's full garbage collections during the load: {len(during)}, ms: {during}")
+    print(f"(all: {served.gc})")
     results["targets"] = TARGETS
     out = args.out or HERE / "results" / "server-proxy.json"
     out.write_text(json.dumps(results, indent=2))
@@ -408,6 +550,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="an existing scratch store to serve (written to) instead of building one",
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="--proxy-only: py-spy record the server into this file (.txt: raw stacks)",
+    )
+    parser.add_argument(
+        "--no-filing",
+        action="store_true",
+        help="--proxy-only diagnostic: the server files no turns (what filing costs)",
+    )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="--proxy-only diagnostic: the server leaves its heap unfrozen (as before)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.proxy_only:
@@ -424,11 +582,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["in_process_threads"] = in_process(home, queries, args.clients, args.seconds)
         results["in_process_one"] = in_process(home, queries, 1, args.seconds / 2)
         load.append(os.getloadavg()[0])
-        with server_process(home, upstream.base_url) as url:
+        with server_process(home, upstream.base_url) as (url, _pid, _gc):
             results["http"] = http_load(url, queries, args.clients, args.seconds, writer=True)
             load.append(os.getloadavg()[0])
+            questions = proxy_questions(args.n)
             results["proxy"] = asyncio.run(
-                proxy_load(url, upstream.base_url, args.proxy_clients, args.proxy_requests)
+                proxy_load(
+                    url,
+                    upstream.base_url,
+                    args.proxy_clients,
+                    args.proxy_requests,
+                    questions=questions,
+                )
             )
             results["proxy_independent"] = asyncio.run(
                 proxy_load(
@@ -437,6 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.proxy_clients,
                     args.proxy_requests,
                     args.think_ms / 1000,
+                    questions,
                 )
             )
     results["load_avg_1m"] = [round(x, 2) for x in load]

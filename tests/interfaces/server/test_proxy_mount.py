@@ -108,3 +108,66 @@ def test_a_streamed_body_past_the_limit_is_413_on_v1_too(
         )
     assert_error_shape(response, 413, "body_too_large")
     assert len(upstream.requests) == before  # nothing went upstream
+
+
+def _start_mount(kb: Kredenc, upstream: str, freeze_heap: bool | None) -> int:
+    """Enter the /v1 mount's lifetime on this (the main) thread, as ``kredenc serve``'s
+    lifespan does; the objects frozen while it ran."""
+    import asyncio
+    import gc
+
+    from fastapi import FastAPI
+
+    from kredenc.interfaces.server import proxy_mount
+    from kredenc.interfaces.server.state import ServerState
+
+    part = proxy_mount.mount(
+        FastAPI(), ServerState(kb, ServerConfig(upstream=upstream)), freeze_heap=freeze_heap
+    )
+    assert part is not None
+
+    async def enter() -> int:
+        async with part:
+            return gc.get_freeze_count()
+
+    return asyncio.run(enter())
+
+
+def test_the_mount_announces_the_reflex_and_freezes_the_servers_heap(
+    tmp_path: Any, upstream: LoopbackServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``kredenc serve`` (its loop on the main thread) freezes the warmed-up heap, as
+    ``kredenc proxy`` does: a full collection of the unfrozen server stopped the
+    requests in flight. The reflex's startup line is written then, not by the first
+    chat completions (each of which counted the store for it)."""
+    import gc
+    import logging
+
+    from kredenc.recall import reflex
+    from kredenc.testing.embedders import HashEmbedder
+
+    assert gc.get_freeze_count() == 0
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        kb.remember("The deploy window is Tuesday.")
+        try:
+            with caplog.at_level(logging.INFO, logger="kredenc.recall"):
+                frozen = _start_mount(kb, upstream.base_url, None)
+        finally:
+            gc.unfreeze()
+        assert frozen > 1000
+        assert any("recall reflex online" in r.getMessage() for r in caplog.records)
+        assert reflex._announced(kb.store, kb.namespace)
+        assert _start_mount(kb, upstream.base_url, False) == 0  # a test's thread: never
+
+
+def test_a_server_on_a_thread_leaves_the_heap_alone(
+    served: tuple[Any, str, str], upstream: LoopbackServer
+) -> None:
+    import gc
+
+    server, alpha, _ = served
+    with server.client(alpha) as c:
+        question = {"role": "user", "content": "Which tea?"}
+        response = c.post("/v1/chat/completions", json={"model": "m", "messages": [question]})
+    assert response.status_code == 200
+    assert gc.get_freeze_count() == 0  # ServerThread: the loop is not on the main thread

@@ -6,20 +6,36 @@ the server's guard (which has already checked Host, Origin, the key and the decl
 size) and sharing the server's per-tenant views. With no upstream configured
 (``--upstream`` / the ``server_upstream`` setting) every ``/v1/...`` request answers
 503 ``no_upstream``.
+
+When the proxy starts (the server's lifespan, after the warm-up) it writes the recall
+reflex's startup line for the store's namespace, so the first chat completions do not
+each count the store's memories for it on their way upstream, and, in a process that
+is the server (its event loop on the main thread: ``kredenc serve``, not a test's
+:class:`~kredenc.interfaces.server.run.ServerThread`), freezes the warmed-up heap
+(:func:`~kredenc.interfaces.proxy.freeze_warm_heap`): a full garbage collection of an
+unfrozen server stopped every request in flight.
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 
+import anyio
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from kredenc.interfaces.guard import error_response
-from kredenc.interfaces.proxy import ProxyConfig, proxy_parts
+from kredenc.interfaces.proxy import ProxyConfig, freeze_warm_heap, proxy_parts
 from kredenc.interfaces.server.state import ServerState
+from kredenc.recall.reflex import announce
+
+log = logging.getLogger("kredenc.server")
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -34,8 +50,12 @@ async def no_upstream(_request: Request) -> JSONResponse:
     )
 
 
-def mount(app: FastAPI, state: ServerState) -> AbstractAsyncContextManager[None] | None:
-    """Add the proxy's routes under ``/v1``; what holds its upstream client."""
+def mount(
+    app: FastAPI, state: ServerState, *, freeze_heap: bool | None = None
+) -> AbstractAsyncContextManager[None] | None:
+    """Add the proxy's routes under ``/v1``; what holds its upstream client (and, when
+    entered, announces the reflex and freezes the heap: ``freeze_heap`` None freezes
+    it when the event loop runs on the main thread)."""
     if not state.upstream:
         app.router.routes.append(Route("/v1/{path:path}", no_upstream, methods=METHODS))
         return None
@@ -46,4 +66,17 @@ def mount(app: FastAPI, state: ServerState) -> AbstractAsyncContextManager[None]
     )
     parts = proxy_parts(state.kb, config, view_of=state.view)
     app.router.routes.extend(parts.routes)
-    return parts.running()
+
+    @asynccontextmanager
+    async def running() -> AsyncIterator[None]:
+        async with parts.running():
+            kb = state.kb
+            await anyio.to_thread.run_sync(partial(announce, kb.store, kb.namespace))
+            freeze = freeze_heap
+            if freeze is None:
+                freeze = threading.current_thread() is threading.main_thread()
+            if freeze:
+                log.info("froze the warmed-up heap: %d objects", freeze_warm_heap())
+            yield
+
+    return running()
