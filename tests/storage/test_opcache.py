@@ -10,6 +10,7 @@ import logging
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,6 +170,35 @@ def test_a_reader_process_sees_the_writers_generation(
             g = reader.store.generation(kb.namespace)
             kb.remember("second")
             assert reader.store.generation(kb.namespace) != g
+
+
+def test_the_writer_keeps_its_generations_in_memory_and_equal_to_the_file(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writing process reads a namespace's generations from the file once, then
+    keeps them current as it applies writes (a repeated ask asks for them every time;
+    each read cost ~1 ms of waiting for the interpreter while the filer ran)."""
+    from kredenc.storage.index import projector
+
+    reads: list[str] = []
+    real = projector.generations
+
+    def counted(conn: Any, ns: str) -> dict[str, int]:
+        reads.append(ns)
+        return real(conn, ns)
+
+    monkeypatch.setattr(projector, "generations", counted)
+    with open_store() as kb:
+        st, ns = kb.store, kb.namespace
+        kb.remember("first")
+        for i in range(5):
+            st.generation(ns)
+            kb.remember(f"note {i}")
+            kb.file_turns("s", [{"role": "user", "content": f"turn {i}"}])
+            kept = {t: st.generation(ns, [t]) for t in ("memory", "turn")}
+            on_file = real(st.index.reader(), ns)  # type: ignore[attr-defined]
+            assert kept == {t: on_file.get(t, 0) for t in ("memory", "turn")}
+        assert reads.count(ns) == 1
 
 
 # -- the store's handling -----------------------------------------------------------

@@ -112,6 +112,11 @@ class SqliteIndex:
         self._init_meta()
         self._shards: dict[str, VectorShard] | None = None
         self._shards_lock = threading.Lock()
+        # The writer's copy of each namespace's generations (``generation``): this
+        # process is the only one that writes the file, so after one read the copy is
+        # kept current by ``apply`` itself. A reader (another process) reads the file.
+        self._gens: dict[str, dict[str, int]] = {}
+        self._gens_lock = threading.Lock()
         self._shards_seq = 0  # applied_seq of the index when the shards last caught up
         self._shards_rowid = 0  # the highest record rowid the shards have looked at
         self._vocabulary = lexical.Vocabulary()
@@ -313,6 +318,12 @@ class SqliteIndex:
             last_seq = max(int(entries[-1][1]["seq"]), applied_through or 0)
             conn.execute("UPDATE meta SET value=? WHERE key='applied_seq'", (str(last_seq),))
             conn.execute("UPDATE meta SET value=? WHERE key='applied_end'", (str(end),))
+        if touched:  # after the commit: a search that saw the old number read old rows
+            with self._gens_lock:
+                for (touched_ns, touched_scope), seq in touched.items():
+                    kept = self._gens.get(touched_ns)
+                    if kept is not None:
+                        kept[touched_scope] = seq
         with self._shards_lock:
             if self._shards is not None:
                 self._shards_seq = last_seq
@@ -331,11 +342,20 @@ class SqliteIndex:
         over ``types`` (every type when empty; and the edges with ``edges``) finds: the
         sum of those scopes' last-write seqs (``projector.bump_generations``). Writes to
         other namespaces or types, and access counts, leave it unchanged."""
-        gens = projector.generations(self.reader(), ns)
+        gens = self._generations(ns)
         if not types:
             return sum(v for k, v in gens.items() if edges or k != projector.EDGES)
         total = sum(gens.get(t, 0) for t in types)
         return total + gens.get(projector.EDGES, 0) if edges else total
+
+    def _generations(self, ns: str) -> dict[str, int]:
+        if self.read_only:
+            return projector.generations(self.reader(), ns)
+        with self._gens_lock:
+            kept = self._gens.get(ns)
+            if kept is None:
+                kept = self._gens[ns] = projector.generations(self.reader(), ns)
+            return dict(kept)
 
     # -- embedding cache --------------------------------------------------------
     def cached_vectors(self, hashes: Sequence[bytes]) -> dict[bytes, F32]:
