@@ -7,6 +7,7 @@ import json
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -412,3 +413,29 @@ def test_snippets_fit_more_items_in_the_same_characters(kb: Kredenc, session: st
     assert len(snipped.block) <= 1800
     assert all("ferry" in i.text and i.truncated for i in snipped.items)
     assert all("ferry" not in i.text for i in whole.items)  # the head is filler
+
+
+def test_a_damaged_record_costs_its_item_not_the_recall(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A flipped byte in one candidate's log record: recall leaves that one out (a
+    WARNING that names salvage) and recalls the others, instead of recalling nothing."""
+    import re
+
+    from kredenc.testing.embedders import HashEmbedder
+
+    home = tmp_path / "store"
+    with Kredenc.open(home, embedder=HashEmbedder(), durability="none") as kb:
+        for i in range(4):
+            kb.remember(f"note {i}: the garden has {i + 2} roses")
+    log_file = home / "haystack.log"
+    data = bytearray(log_file.read_bytes())
+    offsets = [m.start() for m in re.finditer(b"KRD1", bytes(data))]
+    data[offsets[2] + 40] ^= 0xFF  # the third note
+    log_file.write_bytes(bytes(data))
+    with Kredenc.open(home, embedder=HashEmbedder(), read_only=True) as kb:
+        result = kb.recall(ask("how many roses are in the garden?"), session_id="s", dry_run=True)
+    assert result.error is None
+    assert len(result.items) == 3
+    assert "note 2:" not in result.block
+    assert "salvage" in caplog.text

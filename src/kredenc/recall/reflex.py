@@ -63,7 +63,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kredenc.errors import InvalidInput, KredencError, StoreClosed
+from kredenc.errors import CorruptLog, InvalidInput, KredencError, StoreClosed
 from kredenc.recall.budget import Budget, budget_from
 from kredenc.recall.conversation import SESSIONS, newest_user_text
 from kredenc.recall.deps import RecallStore
@@ -531,13 +531,20 @@ def _pick(
     places = store.index.resolve(ns, wanted_rows)
     out: list[Picked] = []
     seen: list[frozenset[str]] = []
+    damaged: list[CorruptLog] = []
     for rowid, score in wanted:
         place = places.get(rowid)
         if place is None:
             continue
         if len(out) >= plan.budget.items:
             break  # (the rest keep "items")
-        hit = hit_from_payload(store.haystack.read(place[1]), place[1], score)
+        try:
+            payload = store.haystack.read(place[1])
+        except CorruptLog as exc:  # one damaged record costs its item, not the recall
+            stage[rowid] = "unreadable"
+            damaged.append(exc)
+            continue
+        hit = hit_from_payload(payload, place[1], score)
         if hit.type == "turn" and hit.meta.get("session") == session_id:
             stage[rowid] = "own session"
             continue  # the agent is not told what it just said
@@ -556,12 +563,17 @@ def _pick(
         hit.legs = {name: leg[rowid] for name, leg in per_leg.items() if rowid in leg}
         shown = snippet(hit.text, terms, plan.budget.snippet_chars)
         out.append(Picked(hit, float(score), shown if shown != hit.text else None))
+    if damaged:
+        log.warning("recall left out %d damaged record(s): %s", len(damaged), damaged[0])
     if fates is not None:
         for rowid, _ in fused:
             place = places.get(rowid)
             if place is None:
                 continue
-            payload = store.haystack.read(place[1])
+            try:
+                payload = store.haystack.read(place[1])
+            except CorruptLog:
+                continue
             rid = str(payload["id"])
             fates[rid] = Fate(rid, rank_of[rowid], stage[rowid], dict(payload.get("meta") or {}))
     return out
