@@ -110,54 +110,61 @@ def test_a_streamed_body_past_the_limit_is_413_on_v1_too(
     assert len(upstream.requests) == before  # nothing went upstream
 
 
-def _start_mount(kb: Kredenc, upstream: str, freeze_heap: bool | None) -> int:
-    """Enter the /v1 mount's lifetime on this (the main) thread, as ``kredenc serve``'s
-    lifespan does; the objects frozen while it ran."""
+def _lifespan(kb: Kredenc, upstream: str | None, freeze_heap: bool | None) -> int:
+    """Run the server's lifespan on this (the main) thread, as ``kredenc serve`` does;
+    the objects frozen while it ran."""
     import asyncio
     import gc
 
-    from fastapi import FastAPI
+    from kredenc.interfaces.server.app import create_app
 
-    from kredenc.interfaces.server import proxy_mount
-    from kredenc.interfaces.server.state import ServerState
-
-    part = proxy_mount.mount(
-        FastAPI(), ServerState(kb, ServerConfig(upstream=upstream)), freeze_heap=freeze_heap
-    )
-    assert part is not None
+    app = create_app(kb, ServerConfig(upstream=upstream), freeze_heap=freeze_heap)
 
     async def enter() -> int:
-        async with part:
+        async with app.router.lifespan_context(app):
             return gc.get_freeze_count()
 
     return asyncio.run(enter())
 
 
-def test_the_mount_announces_the_reflex_and_freezes_the_servers_heap(
+def test_the_mount_announces_the_reflex_at_startup(
     tmp_path: Any, upstream: LoopbackServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """``kredenc serve`` (its loop on the main thread) freezes the warmed-up heap, as
-    ``kredenc proxy`` does: a full collection of the unfrozen server stopped the
-    requests in flight. The reflex's startup line is written then, not by the first
+    """The reflex's startup line is written when the server starts, not by the first
     chat completions (each of which counted the store for it)."""
-    import gc
     import logging
 
     from kredenc.recall import reflex
     from kredenc.testing.embedders import HashEmbedder
 
-    assert gc.get_freeze_count() == 0
     with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
         kb.remember("The deploy window is Tuesday.")
+        with caplog.at_level(logging.INFO, logger="kredenc.recall"):
+            _lifespan(kb, upstream.base_url, False)
+        assert any("recall reflex online" in r.getMessage() for r in caplog.records)
+        assert reflex._announced(kb.store, kb.namespace)
+
+
+@pytest.mark.parametrize("proxied", [True, False], ids=["with an upstream", "REST only"])
+def test_the_server_freezes_its_warmed_up_heap(
+    tmp_path: Any, upstream: LoopbackServer, proxied: bool
+) -> None:
+    """``kredenc serve`` (its loop on the main thread) freezes the warmed-up heap, as
+    ``kredenc proxy`` does, with or without an upstream: a full collection of the
+    unfrozen server stopped the requests in flight."""
+    import gc
+
+    from kredenc.testing.embedders import HashEmbedder
+
+    assert gc.get_freeze_count() == 0
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        target = upstream.base_url if proxied else None
         try:
-            with caplog.at_level(logging.INFO, logger="kredenc.recall"):
-                frozen = _start_mount(kb, upstream.base_url, None)
+            frozen = _lifespan(kb, target, None)
         finally:
             gc.unfreeze()
         assert frozen > 1000
-        assert any("recall reflex online" in r.getMessage() for r in caplog.records)
-        assert reflex._announced(kb.store, kb.namespace)
-        assert _start_mount(kb, upstream.base_url, False) == 0  # a test's thread: never
+        assert _lifespan(kb, target, False) == 0
 
 
 def test_a_server_on_a_thread_leaves_the_heap_alone(

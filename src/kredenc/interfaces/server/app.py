@@ -6,11 +6,18 @@ body size), then a route. The routes are the routers of ``routes/`` (REST), the 
 at ``/v1``, MCP at ``/mcp`` and the page at ``/``; each part has one ``mount(app,
 state)`` that adds its routes and returns what it needs to run for the server's life
 (an async context manager, or ``None``), entered in order by the lifespan.
+
+In a process that is the server (its event loop on the main thread: ``kredenc serve``,
+not a test's :class:`~kredenc.interfaces.server.run.ServerThread`) the lifespan then
+freezes the warmed-up heap (:func:`~kredenc.interfaces.proxy.freeze_warm_heap`): a full
+garbage collection of an unfrozen server stopped every request in flight for 80–530 ms
+on a loaded 2-core machine (docs/benchmarks.md, the proxy's added latency).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -30,8 +37,13 @@ log = logging.getLogger("kredenc.server")
 OPEN_PATHS = frozenset({"/health", "/", "/static/", "/favicon.ico"})
 
 
-def create_app(kb: Kredenc, config: ServerConfig | None = None) -> FastAPI:
-    """The whole server over the open handle ``kb`` (which the caller closes)."""
+def create_app(
+    kb: Kredenc, config: ServerConfig | None = None, *, freeze_heap: bool | None = None
+) -> FastAPI:
+    """The whole server over the open handle ``kb`` (which the caller closes).
+    ``freeze_heap``: None freezes the warmed-up heap when the event loop runs on the
+    main thread (the module doc)."""
+    from kredenc.interfaces.proxy import freeze_warm_heap
     from kredenc.interfaces.server import mcp_http, page, proxy_mount
     from kredenc.recall.reflex import warm_up
 
@@ -47,6 +59,11 @@ def create_app(kb: Kredenc, config: ServerConfig | None = None) -> FastAPI:
             for part in parts:
                 if part is not None:
                     await stack.enter_async_context(part)
+            freeze = freeze_heap
+            if freeze is None:
+                freeze = threading.current_thread() is threading.main_thread()
+            if freeze:
+                log.info("froze the warmed-up heap: %d objects", freeze_warm_heap())
             try:
                 state.start_clock()
                 yield

@@ -9,17 +9,12 @@ size) and sharing the server's per-tenant views. With no upstream configured
 
 When the proxy starts (the server's lifespan, after the warm-up) it writes the recall
 reflex's startup line for the store's namespace, so the first chat completions do not
-each count the store's memories for it on their way upstream, and, in a process that
-is the server (its event loop on the main thread: ``kredenc serve``, not a test's
-:class:`~kredenc.interfaces.server.run.ServerThread`), freezes the warmed-up heap
-(:func:`~kredenc.interfaces.proxy.freeze_warm_heap`): a full garbage collection of an
-unfrozen server stopped every request in flight.
+each count the store's memories for it on their way upstream. (The server's lifespan
+then freezes the warmed-up heap: ``app.py``.)
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
@@ -31,11 +26,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from kredenc.interfaces.guard import error_response
-from kredenc.interfaces.proxy import ProxyConfig, freeze_warm_heap, proxy_parts
+from kredenc.interfaces.proxy import ProxyConfig, proxy_parts
 from kredenc.interfaces.server.state import ServerState
 from kredenc.recall.reflex import announce
-
-log = logging.getLogger("kredenc.server")
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -50,12 +43,9 @@ async def no_upstream(_request: Request) -> JSONResponse:
     )
 
 
-def mount(
-    app: FastAPI, state: ServerState, *, freeze_heap: bool | None = None
-) -> AbstractAsyncContextManager[None] | None:
+def mount(app: FastAPI, state: ServerState) -> AbstractAsyncContextManager[None] | None:
     """Add the proxy's routes under ``/v1``; what holds its upstream client (and, when
-    entered, announces the reflex and freezes the heap: ``freeze_heap`` None freezes
-    it when the event loop runs on the main thread)."""
+    entered, announces the reflex)."""
     if not state.upstream:
         app.router.routes.append(Route("/v1/{path:path}", no_upstream, methods=METHODS))
         return None
@@ -72,11 +62,6 @@ def mount(
         async with parts.running():
             kb = state.kb
             await anyio.to_thread.run_sync(partial(announce, kb.store, kb.namespace))
-            freeze = freeze_heap
-            if freeze is None:
-                freeze = threading.current_thread() is threading.main_thread()
-            if freeze:
-                log.info("froze the warmed-up heap: %d objects", freeze_warm_heap())
             yield
 
     return running()
