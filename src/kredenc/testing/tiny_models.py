@@ -216,12 +216,21 @@ def build_cross_encoder(
 
 
 def save_tiny_bert(
-    folder: Path, *, hidden: int = 16, intermediate: int = 32, num_labels: int = 0
+    folder: Path,
+    *,
+    hidden: int = 16,
+    intermediate: int = 32,
+    num_labels: int = 0,
+    layers: int = 1,
+    heads: int = 2,
 ) -> Path:
-    """A one-layer BERT (random weights, seed 0; MiniLM's vocabulary) and its tokenizer
-    saved to ``folder`` with transformers' ``save_pretrained``: a plain encoder, or with
-    ``num_labels`` a sequence classifier (a cross-encoder for sentence-transformers'
-    ``CrossEncoder``). Needs the ``rerank`` extra (torch, transformers)."""
+    """A small BERT (one layer unless ``layers``; random weights, seed 0; MiniLM's
+    vocabulary) and its tokenizer saved to ``folder`` with transformers'
+    ``save_pretrained``: a plain encoder, or with ``num_labels`` a sequence classifier
+    (a cross-encoder for sentence-transformers' ``CrossEncoder``). With hidden 384,
+    intermediate 1536, 6 layers and 12 heads it has the shape, and so the cost, of
+    ms-marco-MiniLM-L-6-v2 (bench_ask's reranker). Needs the ``rerank`` extra (torch,
+    transformers)."""
     from importlib import resources
 
     import torch
@@ -238,8 +247,8 @@ def save_tiny_bert(
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=hidden,
-        num_hidden_layers=1,
-        num_attention_heads=2,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
         intermediate_size=intermediate,
     )
     if num_labels:
