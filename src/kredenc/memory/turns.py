@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.checks import check_name
 from kredenc.errors import InvalidInput
-from kredenc.ingest.passages import add_passages, passage_payloads
+from kredenc.ingest.passages import passage_payloads, write_payloads
 from kredenc.retrieve.message_terms import recall_terms
 
 if TYPE_CHECKING:
@@ -81,10 +81,11 @@ class TurnFiler:
         with every turn. Turns without text are skipped. Returns the new ids
         (``ids``: made in advance, one per turn; a skipped turn's is dropped).
         """
-        items, kept = self._items(session_id, turns, ids, scope)
-        if not items:
+        payloads = self.prepare(store, ns, session_id, turns, drawer=drawer, ids=ids, scope=scope)
+        if not payloads:
             return []
-        return add_passages(store, ns, items, drawer=drawer, record_type="turn", ids=kept)
+        write_payloads(store, payloads)
+        return [str(p["id"]) for p in payloads]
 
     def prepare(
         self,

@@ -463,6 +463,7 @@ def _done(result: RecallResult, started: float, plan: _Plan | None = None) -> Re
 STAGES = (
     "floor",  # found by meaning alone, below ``recall_min_similarity``
     "unread",  # past the window of candidates read for the block (below the rank cut)
+    "unreadable",  # its log record is damaged (a WARNING names salvage); no Fate: no id
     "own session",  # a turn of the session asking
     "assistant",  # an assistant turn, with ``recall_assistant_turns`` off
     "empty",  # no text
