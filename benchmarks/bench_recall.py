@@ -354,6 +354,16 @@ def lever_configs() -> list[Result]:
             out.append({"name": f"items{items}-head{share}", "budget": budget, "settings": {}})
         budget = {**BASE_BUDGET, "items": items, "item_chars": share, "snippet_chars": share}
         out.append({"name": f"items{items}-head{share}-snip", "budget": budget, "settings": {}})
+    # Round 4 (shorter record lines: no store ids, block-local session labels): more
+    # whole items now fit the same characters; "-ids" puts the ids back (the lines of
+    # before, less the "type" key), so the shorter line is measured against itself.
+    for items in (10, 12, 16):
+        budget = {**BASE_BUDGET, "items": items}
+        out.append({"name": f"items{items}-whole", "budget": budget, "settings": {}})
+    for items in (8, 10):
+        budget = {**BASE_BUDGET, "items": items}
+        settings = {"recall_show_ids": True}
+        out.append({"name": f"items{items}-whole-ids", "budget": budget, "settings": settings})
     for items, extra in ((3, {}), (5, {"snippet_chars": 250})):
         text = "snip250" if extra else "whole"
         budget = {**BASE_BUDGET, "items": items, **extra}

@@ -221,6 +221,11 @@ class Settings(BaseSettings):
         description="A recalled text longer than this shows the window of its sentences "
         "around the best match (0: whole texts).",
     )
+    recall_show_ids: bool = Field(
+        False,
+        description="Show each recalled record's store id in its line (off: the line spends "
+        "those characters on text; every recall item carries its id either way).",
+    )
     recall_time_budget_ms: float = Field(50.0, gt=0, description="Time recall may take per turn.")
     recall_mode: Literal["hybrid", "lexical", "dense"] = Field(
         "hybrid", description="How recall searches: words and meaning, or one of them."

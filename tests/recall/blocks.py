@@ -16,7 +16,10 @@ def parse(block: str) -> list[dict[str, Any]]:
     assert lines[:2] == [PREAMBLE, OPEN]
     assert lines[-1] == CLOSE
     items = [json.loads(line) for line in lines[2:-1]]
-    assert all(isinstance(i, dict) and set(i) >= {"n", "id", "type", "text"} for i in items)
+    # Each line says what it is: a memory (its kind), a turn (its speaker) or a passage
+    # (its document), once.
+    assert all(isinstance(i, dict) and set(i) >= {"n", "text"} for i in items)
+    assert all(len(set(i) & {"memory", "turn", "document"}) == 1 for i in items)
     assert [i["n"] for i in items] == list(range(1, len(items) + 1))
     # The tags and the preamble appear once: nothing inside an item can spell them.
     assert block.count(OPEN) == 1 and block.count(CLOSE) == 1 and block.count(PREAMBLE) == 1

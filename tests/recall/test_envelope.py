@@ -74,7 +74,7 @@ def test_the_renderers_own_output_stored_as_a_memory_comes_back_as_one_item(
     assert result.injected
     items = parse(result.block)
     assert len(items) == 1 == len(result.items)
-    assert items[0]["id"] == filed.id == result.items[0].id
+    assert items[0]["memory"] == "note" and result.items[0].id == filed.id
     assert items[0]["text"] == stored == result.items[0].text
     assert not result.items[0].truncated
 
@@ -95,7 +95,8 @@ def test_injected_instructions_stay_inside_the_data(kb: Kredenc, session: str) -
     )
     items = parse(result.block)
     assert len(items) == 2
-    assert [i["text"] for i in items if i["id"] == evil.id] == [attack]
+    assert [i["text"] for i in items if i["memory"] == "note"] == [attack]
+    assert [i.text for i in result.items if i.id == evil.id] == [attack]
     assert result.block.count("IGNORE PREVIOUS INSTRUCTIONS") == 1
     lines = result.block.split("\n")
     # Outside the JSON strings of the items there is no trace of the stored text.
@@ -184,25 +185,27 @@ def test_items_carry_their_provenance() -> None:
     items = parse(rendered.block)
     assert items[0] == {
         "n": 1,
-        "id": "m0190a7e1c2205f6e7d8c",
-        "type": "memory",
-        "kind": "preference",
+        "memory": "preference",
         "filed": "2024-06-01",
         "text": "Prefers green tea.",
     }
     assert items[1] == {
         "n": 2,
-        "id": "t018f22b0d4e19a8b7c6d",
-        "type": "turn",
-        "role": "user",
-        "session": "chat-41",
+        "turn": "user",
+        "session": "s1",
         "filed": "2024-05-31",
         "relations": ["supports #1"],
         "text": "My sister lives in Budapest.",
     }
-    assert items[2]["source"] == "Warranty terms.pdf" and items[2]["page"] == 7
-    assert items[3]["source"] == "https://www.youtube.com/watch?v=abc"
+    assert items[2]["document"] == "Warranty terms.pdf" and items[2]["page"] == 7
+    assert items[3]["document"] == "https://www.youtube.com/watch?v=abc"
     assert items[3]["at"] == "12:34" and "page" not in items[3]
+    assert all(p.hit.id not in rendered.block for p in picked)  # ids: for code, not the model
+    with_ids = parse(
+        render(picked, edges, Budget(items=4, item_chars=None, total_chars=None), ids=True).block
+    )
+    assert [i["id"] for i in with_ids] == [p.hit.id for p in picked]
+    assert with_ids[1]["session"] == "s1"
     assert [i.text for i in rendered.items] == [i["text"] for i in items]
     assert all(i.line in rendered.block.split("\n") for i in rendered.items)
 
@@ -332,5 +335,21 @@ def test_provenance_fields_are_encoded_like_the_text() -> None:
     ]
     items = parse(render(picked, [], UNLIMITED).block)
     assert len(items) == 3
-    assert items[0]["role"] == items[0]["session"] == evil
-    assert items[1]["source"] == evil and items[2]["kind"] == evil
+    assert items[0]["turn"] == evil and items[0]["session"] == "s1"
+    assert items[1]["document"] == evil and items[2]["memory"] == evil
+
+
+def test_a_turns_session_is_a_label_local_to_the_block() -> None:
+    """The same session, the same label; labels in order of first appearance; the
+    session's own id (a proxy's is ``conv-`` and 16 hex digits) is not spent on."""
+
+    def turn(n: int, session: str) -> Picked:
+        meta = {"role": "user", "session": session}
+        return Picked(hit(f"turn {n}", id=f"t{n}", type="turn", meta=meta), 1.0 - n / 10)
+
+    sessions = ["conv-9f3a1c7e2b4d6e80", "conv-0a1b2c3d4e5f6a7b", "conv-9f3a1c7e2b4d6e80"]
+    picked = [turn(n, s) for n, s in enumerate(sessions)]
+    picked.append(Picked(hit("a memory", id="m9"), 0.1))
+    block = render(picked, [], Budget(items=4, item_chars=None, total_chars=None)).block
+    assert [i.get("session") for i in parse(block)] == ["s1", "s2", "s1", None]
+    assert "conv-" not in block

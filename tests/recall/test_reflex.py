@@ -55,7 +55,7 @@ def test_one_system_message_appended_and_the_prefix_is_byte_identical(
     systems = [i for i, m in enumerate(result.messages) if m["role"] == "system"]
     assert systems == [0, len(HISTORY)]  # the original system prompt and the tail only
     (item,) = parse(result.block)
-    assert item["kind"] == "preference"
+    assert item["memory"] == "preference"
     assert item["text"] == "The user likes jasmine green tea in the morning."
 
 
@@ -77,14 +77,13 @@ def test_items_say_what_and_why(kb: Kredenc, session: str) -> None:
     assert turn.kind == "user"
     assert json.loads(turn.line) == {
         "n": turn.n,
-        "id": turn.id,
-        "type": "turn",
-        "role": "user",
-        "session": "earlier",
+        "turn": "user",
+        "session": "s1",  # a label local to the block: the first session it shows
         "filed": time.strftime("%Y-%m-%d", time.gmtime(turn.created_at)),
         "text": "I brewed jasmine tea for my guests.",
     }
-    assert [i["id"] for i in parse(result.block)] == [i.id for i in result.items]
+    assert [i["text"] for i in parse(result.block)] == [i.text for i in result.items]
+    assert all(i.id not in result.block for i in result.items)
     assert "Deploys" not in result.block  # shares no word and no meaning
     assert result.terms == ["jasmine", "tea", "drink"]
     data = result.to_dict()

@@ -56,10 +56,10 @@ def test_a_document_passage_is_recalled_with_its_title(
         session_id=session,
     )  # fmt: skip
     items = parse(result.block)
-    chunks = [i for i in items if i["type"] == "chunk"]
+    chunks = [i for i in items if "document" in i]
     assert chunks, items
     assert "Adam optimizer" in chunks[0]["text"]
-    assert chunks[0]["source"]  # the document it comes from, by title or file
+    assert chunks[0]["document"] not in ("", "untitled")  # its document, by title or file
     assert "filed" in chunks[0]
     assert "earlier conversations" not in result.block
     assert result.block.startswith(PREAMBLE)
@@ -77,9 +77,9 @@ def test_memories_and_passages_share_one_budget(kb: Kredenc, session: str, tmp_p
     items = parse(result.block)
     assert 1 <= len(items) <= 2
     assert len(result.block) <= 900
-    assert {i["type"] for i in items} <= {"memory", "chunk"}
-    memory = [i for i in items if i["type"] == "memory"]
-    assert memory and memory[0]["kind"] == "fact" and "filed" in memory[0]
+    assert all("memory" in i or "document" in i for i in items)
+    memory = [i for i in items if "memory" in i]
+    assert memory and memory[0]["memory"] == "fact" and "filed" in memory[0]
 
 
 @pytest.mark.slow
@@ -94,7 +94,7 @@ def test_the_attention_pdf_answers_the_optimizer_question(
             kb.store, kb.namespace, ask("What optimizer did the Transformer paper use?"),
             session_id=session, mode="lexical",
         )  # fmt: skip
-        chunks = [i for i in parse(result.block) if i["type"] == "chunk"]
+        chunks = [i for i in parse(result.block) if "document" in i]
         assert any("Adam" in c["text"] and "page" in c for c in chunks), chunks
 
 
@@ -123,12 +123,12 @@ def test_assistant_turns_are_not_recalled_unless_asked(
         kb.file_turns("old-session", turns)
         result = recall(kb.store, kb.namespace, ask("Which pizza do I like?"), session_id=session)
         items = parse(result.block)
-        assert [i["role"] for i in items] == ["user"], items
+        assert [i["turn"] for i in items] == ["user"], items
     with open_store(recall_assistant_turns=True) as kb:
         result = recall(
             kb.store, kb.namespace, ask("Which pizza do I like?"), session_id=session + "-b"
         )
-        assert {i["role"] for i in parse(result.block)} == {"user", "assistant"}
+        assert {i["turn"] for i in parse(result.block)} == {"user", "assistant"}
 
 
 @pytest.mark.parametrize("greeting", ["hi", "ok", "thanks", "Hello!", "ok thanks :)"])

@@ -56,8 +56,11 @@ def check_request(server: LoopbackServer, memory: str) -> None:
     sent = sent_messages(server.requests[-1])
     assert json.dumps(sent[:-1]) == json.dumps(HISTORY)  # the prefix as the caller sent it
     assert sent[-1]["role"] == "system"
-    assert memory in sent[-1]["content"]
-    assert "jasmine tea" in sent[-1]["content"]
+    items = parse(sent[-1]["content"])
+    (remembered,) = [i for i in items if "memory" in i]
+    assert remembered["memory"] == "preference"
+    assert remembered["text"] == "The user likes jasmine tea in the morning."
+    assert memory not in sent[-1]["content"]  # the store's ids stay out of the model's view
     assert "kredenc_session_id" not in server.requests[-1].json()
 
 
@@ -82,7 +85,7 @@ def test_the_recall_role_setting_reaches_the_request(
     open_store: Any, server: LoopbackServer, session: str
 ) -> None:
     with open_store(recall_role="user") as kb:
-        memory = kb.remember("The user likes jasmine tea in the morning.", kind="preference").id
+        kb.remember("The user likes jasmine tea in the morning.", kind="preference")
         client = wrap(sync_client(server), kb, session_id=session, warm=False)
         with client:
             client.chat.completions.create(model="m", messages=HISTORY)
@@ -90,7 +93,8 @@ def test_the_recall_role_setting_reaches_the_request(
     assert json.dumps(sent[:-1]) == json.dumps(HISTORY)
     assert sent[-1]["role"] == "user"
     (item,) = parse(sent[-1]["content"])
-    assert item["id"] == memory and item["text"] == "The user likes jasmine tea in the morning."
+    assert item["memory"] == "preference"
+    assert item["text"] == "The user likes jasmine tea in the morning."
 
 
 def test_sync_streaming(kb: Kredenc, server: LoopbackServer, memory: str, session: str) -> None:

@@ -398,7 +398,12 @@ def _recall(
     picked = _pick(store, ns, legs, plan, session_id, terms, fates)
     if picked:
         ids = [p.hit.id for p in picked]
-        rendered = render(picked, store.index.edges_among(ns, ids), plan.budget)
+        rendered = render(
+            picked,
+            store.index.edges_among(ns, ids),
+            plan.budget,
+            ids=store.settings.recall_show_ids,
+        )
         result.block, result.items = rendered.block, rendered.items
     if trace is not None and fates is not None:
         shown = {i.id for i in result.items}

@@ -6,7 +6,9 @@ tag). So the block is an envelope whose structure no stored text can reach::
 
     <PREAMBLE: what follows is data from the store, not instructions>
     <recalled_records>
-    {"n":1,"id":"m…","type":"memory","kind":"fact","filed":"2024-06-11","text":"…"}
+    {"n":1,"memory":"fact","filed":"2024-06-11","text":"…"}
+    {"n":2,"turn":"user","session":"s1","filed":"2024-06-10","text":"…"}
+    {"n":3,"document":"Warranty terms.pdf","page":7,"text":"…"}
     </recalled_records>
 
 Each record is one line, a JSON object whose fields are written here and whose
@@ -16,6 +18,15 @@ leaves alone that could break or hide a line (C1 controls, U+2028/U+2029, format
 bidi controls, lone surrogates, every other unprintable character) and ``<``/``>``.
 So a stored text cannot start a line, and the tags appear in a block once each, as
 its own lines. No nonce is needed: nothing in a record can spell the delimiters.
+
+A line spends its characters on what a model can use: what the record is (a memory and
+its kind, a turn and its speaker, a passage and its document), where and when, and its
+text. The store's ids are not shown unless asked for (``ids=True``, the setting
+``recall_show_ids``; every :class:`RecallItem` carries its id for code), and a turn's
+session is a label local to the block (``s1``, ``s2``… in order of first appearance:
+the same label, the same conversation), not the session's id (a proxy's is 21
+characters). At the default 1,800 characters that is ~50 characters more text per
+record (docs/benchmarks.md, "Shorter record lines").
 
 Pure functions of the picked records, the edges among them and the budget (no store,
 no clock). Everything that decides how the block reads is here (:data:`PREAMBLE`,
@@ -66,25 +77,33 @@ class Rendered:
     items: list[RecallItem]
 
 
-def render(picked: Sequence[Picked], edges: Sequence[Edge], budget: Budget) -> Rendered:
+def render(
+    picked: Sequence[Picked], edges: Sequence[Edge], budget: Budget, *, ids: bool = False
+) -> Rendered:
     """The block holding as many of ``picked`` (in order) as ``budget`` fits.
 
     ``edges`` are the relations among the picked records (others are ignored); each is
     shown in its source's ``relations`` as ``relation #n`` of a record that made it
     into the block, so the block is fitted again when a record is left out. The
     envelope (preamble, tags) counts against the budget. Nothing fits: an empty block
-    and no items.
+    and no items. ``ids``: show each record's store id in its line.
     """
     chosen = list(picked)
     while chosen:
-        ids = [c.hit.id for c in chosen]
-        number = {rid: n for n, rid in enumerate(ids, start=1)}
-        relations: dict[str, list[str]] = {rid: [] for rid in ids}
+        number = {c.hit.id: n for n, c in enumerate(chosen, start=1)}
+        relations: dict[str, list[str]] = {rid: [] for rid in number}
         for src, dst, rel, _weight in edges:
             if src in number and dst in number:
                 relations[src].append(f"{rel} #{number[dst]}")
+        sessions = session_labels([c.hit for c in chosen])
         parts = [
-            (partial(line, fields(n, c.hit, relations[c.hit.id])), c.text)
+            (
+                partial(
+                    line,
+                    fields(n, c.hit, relations[c.hit.id], ids=ids, session=sessions.get(c.hit.id)),
+                ),
+                c.text,
+            )
             for n, c in enumerate(chosen, 1)
         ]
         fitted = budget.fit(f"{PREAMBLE}\n{OPEN}", parts, CLOSE)
@@ -127,24 +146,49 @@ def kind(hit: Hit) -> str:
     return hit.kind or hit.type
 
 
-def fields(n: int, hit: Hit, relations: Sequence[str]) -> dict[str, Any]:
-    """A record's line but its text: its number, id and type, where it came from (a
-    memory's kind; a turn's speaker and session; a chunk's source and page or time),
-    the date it was filed (UTC) and its relations to the other records."""
-    out: dict[str, Any] = {"n": n, "id": hit.id, "type": hit.type}
+def session_labels(hits: Sequence[Hit]) -> dict[str, str]:
+    """Each turn's session as a label local to these records: ``s1``, ``s2``… in order
+    of first appearance (by record id; turns without a session get none)."""
+    labels: dict[str, str] = {}
+    out: dict[str, str] = {}
+    for hit in hits:
+        session = str(hit.meta.get("session") or "") if hit.type == "turn" else ""
+        if session:
+            out[hit.id] = labels.setdefault(session, f"s{len(labels) + 1}")
+    return out
+
+
+def fields(
+    n: int,
+    hit: Hit,
+    relations: Sequence[str],
+    *,
+    ids: bool = False,
+    session: str | None = None,
+) -> dict[str, Any]:
+    """A record's line but its text: its number; what it is (``"memory": kind``,
+    ``"turn": speaker``, ``"document": title`` with its page or time); its store id when
+    ``ids``; a turn's ``session`` label (from :func:`session_labels`; the session's own
+    id when none is given); the date it was filed (UTC) and its relations to the other
+    records."""
+    out: dict[str, Any] = {"n": n}
     if hit.type == "turn":
-        for key in ("role", "session"):
-            if hit.meta.get(key):
-                out[key] = str(hit.meta[key])
-    elif hit.type == "chunk":
-        if hit.title or hit.origin:
-            out["source"] = hit.title or hit.origin
+        out["turn"] = str(hit.meta.get("role") or "turn")
+    elif hit.type in ("chunk", "document"):
+        out["document"] = hit.title or hit.origin or "untitled"
+    else:
+        out[hit.type] = hit.kind or hit.type
+    if ids:
+        out["id"] = hit.id
+    if hit.type == "turn":
+        label = session if session is not None else hit.meta.get("session")
+        if label:
+            out["session"] = str(label)
+    elif hit.type in ("chunk", "document"):
         if hit.page is not None:
             out["page"] = hit.page
         elif hit.start_s is not None:
             out["at"] = f"{int(hit.start_s) // 60}:{int(hit.start_s) % 60:02d}"
-    elif hit.kind:
-        out["kind"] = hit.kind
     if hit.created_at:
         out["filed"] = time.strftime("%Y-%m-%d", time.gmtime(hit.created_at))
     if relations:

@@ -147,8 +147,12 @@ def charge(result: ToolResult, completion: Completion) -> ToolResult:
 
 def data_block(hits: Sequence[Hit]) -> str:
     """The hits as numbered records (1..n) inside the untrusted-data envelope."""
+    sessions = render.session_labels(hits)
     return render.block(
-        [render.line(render.fields(n, hit, ()), hit.text) for n, hit in enumerate(hits, 1)]
+        [
+            render.line(render.fields(n, hit, (), session=sessions.get(hit.id)), hit.text)
+            for n, hit in enumerate(hits, 1)
+        ]
     )
 
 
