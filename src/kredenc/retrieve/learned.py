@@ -37,12 +37,26 @@ FEATURES: tuple[str, ...] = (
     "names",
 )
 
-#: The shipped coefficients, one per feature, then the intercept. Fitted by
-#: ``python benchmarks/bench_feedback.py`` on all five dev sets together (SciFact,
-#: LoCoMo categories 1-4, LongMemEval-S session level, HotpotQA-200, MuSiQue-200;
-#: every candidate of both legs, labelled by the sets' relevance judgements, each
-#: question weighted alike); its leave-one-set-out figures are in docs/benchmarks.md.
-WEIGHTS: tuple[float, ...] = (0.6, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+#: The shipped coefficients, one per feature, then the intercept. Fitted on
+#: 2026-12-04 (branch ``prf``) by ``python benchmarks/bench_feedback.py`` on all five dev
+#: sets together (SciFact test, LoCoMo categories 1-4, LongMemEval-S dev66 session
+#: level, HotpotQA-200, MuSiQue-200; every candidate of both legs at leg_k 50, labelled
+#: by the sets' relevance judgements, each set and each question in it weighted alike;
+#: scikit-learn LogisticRegression, C = 1). ``title`` is 0: no eval corpus files titles
+#: apart from the text. Its leave-one-set-out figures (docs/benchmarks.md) lose to the
+#: default min-max fusion on LoCoMo and win nowhere, hence opt-in.
+WEIGHTS: tuple[float, ...] = (
+    1.2075,  # lexical
+    3.9745,  # dense
+    2.0685,  # lexical_rr
+    0.1641,  # dense_rr
+    1.1037,  # both
+    -2.1034,  # cosine
+    -0.1095,  # terms
+    0.0,  # title
+    0.3439,  # names
+    -5.4882,  # intercept
+)
 
 #: Reads a record's (title, text) by rowid.
 TextReader = Callable[[Sequence[int]], Mapping[int, tuple[str, str]]]
