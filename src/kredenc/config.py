@@ -125,8 +125,25 @@ class Settings(BaseSettings):
     embed_cache: Path | None = Field(
         None, description="Embedding cache file (default <store>/embeddings.db); shareable."
     )
-    fusion: Literal["rrf", "minmax"] = Field(
-        "minmax", description="How hybrid search fuses its legs: min-max scores or weighted RRF."
+    fusion: Literal["rrf", "minmax", "learned"] = Field(
+        "minmax",
+        description="How hybrid search fuses its legs: min-max scores, weighted RRF, or the "
+        "learned logistic fusion over leg and text features (opt-in; docs/retrieval.md).",
+    )
+    feedback: Literal["none", "rm3", "rocchio", "both"] = Field(
+        "none",
+        description="Pseudo-relevance feedback (opt-in; docs/retrieval.md): a second lexical "
+        "query of RM3 expansion words ('rm3'), a second dense query moved toward the first "
+        "pass's best records ('rocchio'), or both.",
+    )
+    feedback_docs: int = Field(5, ge=1, le=100, description="Feedback records (first pass's top).")
+    feedback_terms: int = Field(10, ge=1, le=64, description="RM3 expansion words.")
+    feedback_lambda: float = Field(
+        0.6, ge=0.0, le=1.0, description="RM3: the original query's share of the lexical leg."
+    )
+    feedback_alpha: float = Field(1.0, ge=0.0, description="Rocchio: weight of the query vector.")
+    feedback_beta: float = Field(
+        0.5, ge=0.0, description="Rocchio: weight of the feedback records' mean vector."
     )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     weight_dense: float = Field(0.4, ge=0.0, description="Fusion weight of the dense leg.")
@@ -596,6 +613,8 @@ class Settings(BaseSettings):
     def _weights(self) -> Settings:
         if self.weight_dense + self.weight_lexical <= 0:
             raise ValueError("weight_dense + weight_lexical must be positive")
+        if self.feedback_alpha + self.feedback_beta <= 0:
+            raise ValueError("feedback_alpha + feedback_beta must be positive")
         return self
 
     @model_validator(mode="after")

@@ -484,3 +484,35 @@ def test_demo_files_the_samples_finds_them_and_runs_again(tmp_path: Path) -> Non
     assert again["steps"][2]["detail"] == "already filed earlier; skipped"
     assert again["stats"]["records"] == records
     assert [s["hits"] for s in again["searches"]] == [s["hits"] for s in first["searches"]]
+
+
+def test_search_feedback_comes_from_the_store_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kredenc search` runs RM3 feedback when kredenc.toml asks for it, and a bad
+    feedback setting is one line on stderr with exit 2."""
+    home = tmp_path / "store"
+    store = ["--store", str(home)]
+    falcons = "peregrine falcons nest on the quarry cliff ledge too"
+    texts = (
+        "the kestrel hovers over the cliff before it dives at a vole",
+        "a kestrel nests on the cliff ledge above the quarry",
+        falcons,
+        "the invoice for the quarterly budget review is due",
+    )
+    for text in texts:
+        assert run_main([*store, "remember", text], capsys, monkeypatch)[0] == 0
+
+    def found() -> set[str]:
+        code, out, err = run_main(
+            [*store, "search", "kestrel", "--mode", "lexical", "--json"], capsys, monkeypatch
+        )
+        assert code == 0, err
+        return {h["text"] for h in json.loads(out)["hits"]}
+
+    assert falcons not in found()
+    (home / "kredenc.toml").write_text('feedback = "rm3"\nfeedback_docs = 2\n')
+    assert falcons in found()
+    (home / "kredenc.toml").write_text('feedback = "rm9"\n')
+    code, _, err = run_main([*store, "search", "kestrel"], capsys, monkeypatch)
+    assert code == 2 and "feedback" in err and len(err.strip().splitlines()) == 1

@@ -23,6 +23,7 @@ from kredenc.records import ContextGraph, Hit
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import iterative as bridging
 from kredenc.retrieve import search as searching
+from kredenc.retrieve.feedback import Feedback
 from kredenc.retrieve.relevance import check_min_score
 from kredenc.storage.index.filters import Filters, scope_filters
 
@@ -53,7 +54,8 @@ def search_params(
     hops: int = 0,
 ) -> searching.SearchParams:
     """Search parameters: the caller's ``k``, mode, hops and per-document choice, the
-    rest (leg depth, fusion and its weights, graph and rerank limits) from settings."""
+    rest (leg depth, fusion and its weights, feedback, graph and rerank limits) from
+    settings."""
     s = settings
     return searching.SearchParams(
         k=k,
@@ -69,6 +71,14 @@ def search_params(
         rerank_depth=s.rerank_depth,
         context_weight=s.lexical_context_weight,
         lexical_max_scored=s.lexical_max_scored,
+        feedback=Feedback(
+            mode=s.feedback,
+            docs=s.feedback_docs,
+            terms=s.feedback_terms,
+            lam=s.feedback_lambda,
+            alpha=s.feedback_alpha,
+            beta=s.feedback_beta,
+        ),
     )
 
 
@@ -247,7 +257,11 @@ def context_graph(
             lexical_max_scored=s.lexical_max_scored,
         )
         legs = searching.run_legs(store.index, ns, q, params, filters, store.embed_query)
-        fused = searching.fuse(legs, params)
+
+        def read(rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
+            return searching.read_texts(store.index, store.haystack, ns, rowids)
+
+        fused = searching.fuse(legs, params, query=q, read=read)
         return [r for r, _ in fused[:n]]
 
     graph = graphs.build(

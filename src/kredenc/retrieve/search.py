@@ -1,16 +1,18 @@
-"""Hybrid search: lexical and dense legs, fused (min-max by default, or weighted RRF:
-the store's ``fusion`` setting), hits read from the log. :func:`run_legs` is the one
-legs runner: search and the recall reflex (with a deadline) both run it."""
+"""Hybrid search: lexical and dense legs, fused (min-max by default, weighted RRF or
+the learned fusion: the store's ``fusion`` setting), optionally a second pass of
+pseudo-relevance feedback (the ``feedback`` setting, :mod:`kredenc.retrieve.feedback`),
+hits read from the log. :func:`run_legs` is the one legs runner: search and the recall
+reflex (with a deadline) both run it."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -18,6 +20,8 @@ import numpy as np
 from kredenc.errors import DeadlineExceeded, InvalidInput, KredencError
 from kredenc.providers.rerank import Reranker
 from kredenc.records import Hit, LegScore
+from kredenc.retrieve import feedback as prf
+from kredenc.retrieve import learned
 from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
 from kredenc.retrieve.graph import expand, merge
 from kredenc.retrieve.relevance import WINDOW, features, relevance, unit_vectors
@@ -58,6 +62,9 @@ class SearchParams:
     context_weight: float = 0.5
     lexical_max_scored: int = MAX_SCORED
     rerank_depth: int = 30
+    feedback: prf.Feedback = field(default_factory=prf.Feedback)
+    #: The learned fusion's coefficients (None: :data:`kredenc.retrieve.learned.WEIGHTS`).
+    learned_weights: tuple[float, ...] | None = None
 
 
 def validate(query: object, params: SearchParams) -> str:
@@ -70,6 +77,7 @@ def validate(query: object, params: SearchParams) -> str:
         raise InvalidInput(f"k must be a whole number between 1 and 1000, not {k!r}")
     if not 0 <= params.hops <= 3:
         raise InvalidInput(f"hops must be between 0 and 3, not {params.hops}")
+    prf.check(params.feedback)
     try:
         query.encode("utf-8")
     except UnicodeEncodeError:
@@ -298,14 +306,17 @@ def search(
     single = params.mode != "hybrid" and params.hops == 0 and not params.per_document
     # One leg alone is the ranking: nothing is fused or expanded, so it need not go
     # deeper than what is kept (a bounded lexical leg then relaxes its plan less often).
-    legs = run_legs(
-        index, ns, query, params, filters, embed_query, depth if single else None, span=span
-    )
-    if params.mode == "hybrid":
-        fused = fuse(legs, params)
-    else:
-        ((_, only),) = legs.items()
-        fused = [(r, s) for r, s in only]
+    leg_depth = depth if single else None
+    legs = run_legs(index, ns, query, params, filters, embed_query, leg_depth, span=span)
+
+    def read(rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        return read_texts(index, haystack, ns, rowids)
+
+    fused = _ranking(query, legs, params, read)
+    if params.feedback.mode != "none" and fused:
+        with span("search.feedback", mode=params.feedback.mode):
+            _feedback(index, ns, query, params, filters, legs, fused, read, leg_depth, embed_query)
+        fused = _ranking(query, legs, params, read)
     via: dict[int, str] = {}
     if params.hops > 0:
         seeds = fused[: params.k]
@@ -356,6 +367,70 @@ def search(
     return hits
 
 
+def _ranking(
+    query: str, legs: Legs, params: SearchParams, read: learned.TextReader
+) -> list[tuple[int, float]]:
+    """The fused ranking in hybrid mode, the one leg's own otherwise."""
+    if params.mode == "hybrid":
+        return fuse(legs, params, query=query, read=read)
+    ((_, only),) = legs.items()
+    return [(r, s) for r, s in only]
+
+
+def _feedback(
+    index: Index,
+    ns: str,
+    query: str,
+    params: SearchParams,
+    filters: Filters,
+    legs: Legs,
+    first: list[tuple[int, float]],
+    read: learned.TextReader,
+    depth: int | None,
+    embed_query: Callable[[str], F32],
+) -> None:
+    """Replace ``legs``' lists by their second, feedback-steered pass (in place)."""
+    t0 = time.perf_counter()
+    depth = max(params.leg_k, params.k) if depth is None else depth
+    vector = legs.query_vector
+    if vector is None and params.feedback.rocchio and "dense" in legs:
+        vector = np.asarray(embed_query(query), dtype=np.float32)
+
+    def texts(rowids: Sequence[int]) -> dict[int, str]:
+        return {r: f"{title} {text}".strip() for r, (title, text) in read(rowids).items()}
+
+    def lexical(phrases_: Sequence[Phrase]) -> list[tuple[int, float]]:
+        ranked = index.lexical(
+            ns,
+            phrases_,
+            depth,
+            filters,
+            context_weight=params.context_weight,
+            max_scored=params.lexical_max_scored,
+        )
+        return _best_per_document(index, ns, ranked) if params.per_document else ranked
+
+    def dense(vector_: F32) -> list[tuple[int, float]]:
+        ranked = index.dense(ns, vector_, depth, filters)
+        return _best_per_document(index, ns, ranked) if params.per_document else ranked
+
+    reads = prf.Reads(texts=texts, vectors=index.vectors_of, lexical=lexical, dense=dense)
+    refined, _ = prf.refine(params.feedback, query, legs, first, vector, reads, params.leg_k)
+    legs.update(refined)
+    legs.timings_ms["feedback"] = (time.perf_counter() - t0) * 1000
+
+
+def read_texts(
+    index: Index, haystack: Log, ns: str, rowids: Sequence[int]
+) -> dict[int, tuple[str, str]]:
+    """Each live record's (title, text), by rowid, read from the log."""
+    out: dict[int, tuple[str, str]] = {}
+    for rowid, (_, offset) in index.resolve(ns, list(rowids)).items():
+        payload = haystack.read(offset)
+        out[rowid] = (str(payload.get("title") or ""), str(payload.get("text", "")))
+    return out
+
+
 def _score_relevance(
     index: Index,
     ns: str,
@@ -374,9 +449,18 @@ def _score_relevance(
         hit.relevance = round(p, 4)
 
 
-def fuse(legs: dict[str, list[tuple[int, float]]], params: SearchParams) -> list[tuple[int, float]]:
-    """The hybrid ranking of the legs' (rowid, score) lists under ``params.fusion``."""
+def fuse(
+    legs: Mapping[str, list[tuple[int, float]]],
+    params: SearchParams,
+    *,
+    query: str = "",
+    read: learned.TextReader | None = None,
+) -> list[tuple[int, float]]:
+    """The hybrid ranking of the legs' (rowid, score) lists under ``params.fusion``
+    (the learned fusion reads the query and, through ``read``, the candidates' texts)."""
     weights = {"dense": params.weight_dense, "lexical": params.weight_lexical}
+    if params.fusion == "learned":
+        return learned.fuse(query, legs, params.leg_k, read, params.learned_weights)
     if params.fusion == "minmax":
         return weighted_minmax(legs, weights, depth=params.leg_k)
     return weighted_rrf(
