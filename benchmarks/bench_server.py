@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -65,7 +65,7 @@ from kredenc import Kredenc
 from kredenc.interfaces.server.run import serve
 from kredenc.interfaces.server.state import ServerConfig
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-home, ns, port, upstream, off = sys.argv[1:6]
+home, ns, port, upstream, off, settings = sys.argv[1:7]
 if "filing" in off:  # --no-filing: a diagnostic run, the turns are not handed to a filer
     from kredenc.recall.filing import TurnFiler
     TurnFiler.submit = lambda *args, **kwargs: None
@@ -83,7 +83,7 @@ def timed_gc(phase, info):
 gc.callbacks.append(timed_gc)
 atexit.register(lambda: print("bench-gc: " + json.dumps({
     "full_collections": pauses, "frozen_objects": gc.get_freeze_count()}), file=sys.stderr))
-with Kredenc.open(home, ns) as kb:
+with Kredenc.open(home, ns, **json.loads(settings)) as kb:
     serve(kb, ServerConfig(port=int(port), upstream=upstream or None, web=False,
                            rate_per_minute=0))
 """
@@ -102,9 +102,16 @@ class Served(NamedTuple):
 
 
 @contextmanager
-def server_process(home: Path, upstream: str, *, off: Sequence[str] = ()) -> Iterator[Served]:
+def server_process(
+    home: Path,
+    upstream: str,
+    *,
+    off: Sequence[str] = (),
+    settings: Mapping[str, Any] | None = None,
+) -> Iterator[Served]:
     """The server on ``home`` in its own process, once /health answers. ``off``: for a
-    diagnostic run, what to switch off (``filing``, ``freeze``: see ``--no-filing``)."""
+    diagnostic run, what to switch off (``filing``, ``freeze``: see ``--no-filing``);
+    ``settings``: overrides for the store's settings (``--embed-threads``)."""
     import httpx
 
     port = free_port()
@@ -120,6 +127,7 @@ def server_process(home: Path, upstream: str, *, off: Sequence[str] = ()) -> Ite
             str(port),
             upstream,
             ",".join(off) or "-",
+            json.dumps(dict(settings or {})),
         ],
         stdout=subprocess.DEVNULL,
         stderr=log,
@@ -348,6 +356,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def quiet_cpu_seconds(pid: int, *, step_s: float = 0.25, timeout_s: float = 10.0) -> float:
+    """:func:`cpu_seconds` of ``pid`` once it has gone quiet (under 5 ms of CPU in a
+    ``step_s``; at most ``timeout_s``): the turns a run filed after its last answer
+    (a filer that lingers or batches) are counted in that run, not in the next."""
+    deadline = time.monotonic() + timeout_s
+    last = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(step_s)
+        now = cpu_seconds(pid)
+        if now - last < 0.005:
+            return now
+        last = now
+    return last
+
+
 def _p(values: Sequence[float], q: float) -> float | None:
     return round(percentile(values, q), 2) if values else None
 
@@ -416,7 +439,7 @@ async def proxy_load(
 
         cpu = cpu_seconds(pid) if pid is not None else 0.0
         await asyncio.gather(*(one(i) for i in range(clients)))
-        cpu = cpu_seconds(pid) - cpu if pid is not None else 0.0
+        cpu = await quiet_cpu_seconds(pid) - cpu if pid is not None else 0.0
     out: Result = {
         "clients": clients,
         "think_ms": round(think_s * 1000),
@@ -481,12 +504,14 @@ def proxy_only(args: argparse.Namespace) -> int:
     questions = proxy_questions(args.n)
     off = [name for name in ("filing", "freeze") if getattr(args, f"no_{name}")]
     results["switched_off"] = off
+    overrides = {"embed_threads": args.embed_threads} if args.embed_threads else {}
+    results["settings"] = overrides
     clients, requests = args.proxy_clients, args.proxy_requests
     offsets = itertools.count(0, clients * requests)
     with (
         nullcontext(args.home) if args.home else proxy_store.scratch(n=args.n) as home,
         _scripted_upstream(args.upstream_delay_ms / 1000) as upstream,
-        server_process(home, upstream.base_url, off=off) as served,
+        server_process(home, upstream.base_url, off=off, settings=overrides) as served,
         profiled(served.pid, args.profile),
     ):
         url, pid = served.url, served.pid
@@ -565,6 +590,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-freeze",
         action="store_true",
         help="--proxy-only diagnostic: the server leaves its heap unfrozen (as before)",
+    )
+    parser.add_argument(
+        "--embed-threads",
+        type=int,
+        default=None,
+        help="--proxy-only: the server's embed_threads (onnxruntime threads; default: the store's)",
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)

@@ -296,10 +296,31 @@ class Kredenc:
         it by words and meaning. ``user_id``, ``agent_id`` and ``run_id`` are filed
         with every turn (a recall scoped to a user finds only that user's turns).
         """
+        payloads = self.prepare_turns(
+            session_id, turns, drawer=drawer, user_id=user_id, agent_id=agent_id, run_id=run_id
+        )
+        if payloads:
+            passages.write_payloads(self.store, payloads)
+        return [str(p["id"]) for p in payloads]
+
+    def prepare_turns(
+        self,
+        session_id: str,
+        turns: Sequence[Mapping[str, Any]],
+        *,
+        drawer: str = "turns",
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """What :meth:`file_turns` writes, as log payloads not yet written (the
+        session's context moves on as if they were): for a filer that writes the turns
+        of several sessions as one batch (``ingest.passages.write_payloads``: one
+        embedding call, one log append, one index transaction)."""
         self._settle()
         scope = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
         with self.store.gate:
-            return self._turns.file(
+            return self._turns.prepare(
                 self.store, self.namespace, session_id, turns, drawer=drawer, scope=scope
             )
 

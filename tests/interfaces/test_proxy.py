@@ -276,14 +276,14 @@ def test_a_sessions_turns_are_filed_in_the_order_they_were_said(
     kb: Kredenc, proxy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     order: list[str] = []
-    file_turns = kb.file_turns
+    prepare_turns = kb.prepare_turns  # the proxy's filer prepares, then writes in batches
 
-    def observed(session_id: str, turns: Any, **kw: Any) -> list[str]:
+    def observed(session_id: str, turns: Any, **kw: Any) -> list[dict[str, Any]]:
         order.append(turns[0]["content"])
         time.sleep(0.05)  # slower than the client, so later turns queue up
-        return file_turns(session_id, turns, **kw)
+        return prepare_turns(session_id, turns, **kw)
 
-    monkeypatch.setattr(kb, "file_turns", observed)
+    monkeypatch.setattr(kb, "prepare_turns", observed)
     questions = [f"Which tea do I like, take {i}?" for i in range(6)]
     with httpx.Client(timeout=5) as client:
         for q in questions:
@@ -298,6 +298,10 @@ def test_a_sessions_turns_are_filed_in_the_order_they_were_said(
     while len(order) < len(questions) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert order == questions
+    assert len(wait_for_turns(kb, "p-order", 2 * len(questions))) == 2 * len(questions)
+    hits = kb.search("which tea take", k=50, types=["turn"], mode="lexical")
+    filed = [h for h in hits if h.meta.get("session") == "p-order" and h.meta["role"] == "user"]
+    assert [h.text for h in sorted(filed, key=lambda h: h.offset)] == questions  # in order
 
 
 def test_the_pure_python_stack_serves_too(

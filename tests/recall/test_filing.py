@@ -10,7 +10,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -306,3 +307,83 @@ def test_a_lone_filing_is_done_after_a_quiet_gap_not_the_whole_linger(
     assert filer.pending == 0  # filed without a flush, well before linger_s
     assert filed(kb, session) == [("user", "a lone turn")]
     assert filer.close()
+
+
+class OneAtATime:
+    """The facade as a sink that can only file (no ``prepare_turns``): each turn is
+    filed by itself, as the filer did before it batched the proxy's turns."""
+
+    def __init__(self, kb: Kredenc) -> None:
+        self.kb = kb
+
+    def file_turns(self, session_id: str, turns: Sequence[Mapping[str, Any]]) -> list[str]:
+        return self.kb.file_turns(session_id, turns)
+
+
+def cards_of(kb: Kredenc) -> list[tuple[Any, ...]]:
+    """Every turn's index card (its words and its context column), text and tags, in
+    filing order."""
+    conn = kb.store.index.reader()
+    cards = dict(conn.execute("SELECT rowid, card || ' | ' || context FROM cards").fetchall())
+    rowids = conn.execute("SELECT id, rowid FROM records WHERE type = 'turn' ORDER BY rowid")
+    out = []
+    for rid, rowid in rowids.fetchall():
+        record = kb.get(rid)
+        out.append((record.meta["session"], record.text, record.tags, cards[rowid]))
+    return out
+
+
+def test_submitted_turns_waiting_together_are_embedded_and_written_as_one_batch(
+    gated_kb: Kredenc, embedder: GatedEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy's turns (``submit``) are prepared in order and written in one batch:
+    one model call for all their texts, one write, each session's turns in order."""
+    writes: list[int] = []
+    embedded: list[int] = []
+    write, embed = gated_kb.store.write, embedder.embed
+
+    def counted_write(payloads: list[dict[str, Any]], **kw: Any) -> Any:
+        writes.append(len(payloads))
+        return write(payloads, **kw)
+
+    def counted_embed(texts: Sequence[str]) -> Any:
+        embedded.append(len(texts))
+        return embed(texts)
+
+    monkeypatch.setattr(gated_kb.store, "write", counted_write)
+    monkeypatch.setattr(embedder, "embed", counted_embed)
+    filer = TurnFiler(gated_kb, linger_s=0)
+    assert filer.submit("b-a", user("GATED held question"), "held answer")
+    assert embedder.entered.wait(WAIT)
+    for i in range(12):
+        assert filer.submit(f"b-{'abc'[i % 3]}", user(f"batched question {i}"), f"answer {i}")
+    embedder.gate.set()
+    assert filer.flush(timeout=WAIT)
+    assert writes == [2, 24] and embedded == [2, 24]
+    for s, first in (("b-a", 0), ("b-b", 1), ("b-c", 2)):
+        said = [(r, t) for r, t in filed(gated_kb, s) if "held" not in t]
+        expected = [
+            pair
+            for i in range(first, 12, 3)
+            for pair in (("user", f"batched question {i}"), ("assistant", f"answer {i}"))
+        ]
+        assert said == expected
+    assert filer.close()
+
+
+def test_batched_turns_file_the_same_cards_as_one_at_a_time(
+    open_store: Callable[..., Kredenc], tmp_path: Path
+) -> None:
+    """Batching changes how many writes there are, not what is filed: the same texts,
+    contexts (the turns before, across the batch) and tags, in the same order."""
+    said = [(f"s-{i % 2}", f"question number {i} about deploys", f"reply {i}") for i in range(8)]
+    filed_cards = []
+    for batched in (False, True):
+        with open_store(tmp_path / f"batched-{batched}") as kb:
+            filer = TurnFiler(kb if batched else OneAtATime(kb), linger_s=WAIT)
+            for s, question, reply in said:
+                assert filer.submit(s, user(question), reply)
+            assert filer.close()
+            filed_cards.append(cards_of(kb))
+    assert len(filed_cards[0]) == 16
+    assert filed_cards[0] == filed_cards[1]

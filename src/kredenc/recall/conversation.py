@@ -115,6 +115,15 @@ def conversation_id(messages: Sequence[Any]) -> str:
     return "conv-" + digest.hexdigest()[:16]
 
 
+def turn_items(turns: Sequence[Mapping[str, Any]], reply: str | None) -> list[dict[str, Any]]:
+    """What filing a call's turn files: its user message(s), then the model's reply
+    (left out when it has no text)."""
+    items = [dict(t) for t in turns]
+    if reply is not None and reply.strip():
+        items.append({"role": "assistant", "content": reply})
+    return items
+
+
 def file_turn(
     sink: TurnSink, session_id: str, turns: Sequence[Mapping[str, Any]], reply: str | None
 ) -> list[str]:
@@ -122,9 +131,7 @@ def file_turn(
     ``sink`` (the facade files them through the housekeeper, like every write). Never
     raises: filing happens after the model answered, and a turn that was answered must
     not fail for it."""
-    items = [dict(t) for t in turns]
-    if reply is not None and reply.strip():
-        items.append({"role": "assistant", "content": reply})
+    items = turn_items(turns, reply)
     if not items:
         return []
     try:

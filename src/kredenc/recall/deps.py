@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kredenc.config import Settings
 from kredenc.recall.budget import Budget
@@ -19,6 +19,9 @@ from kredenc.recall.result import RecallResult
 from kredenc.retrieve.search import LegIndex
 from kredenc.storage.index.vectors import F32
 from kredenc.storage.store import TextEmbedder
+
+if TYPE_CHECKING:
+    from kredenc.storage.store import Store
 
 
 class RecallIndex(LegIndex, Protocol):
@@ -83,6 +86,22 @@ class TurnSink(Protocol):
 
     def file_turns(self, session_id: str, turns: Sequence[Mapping[str, Any]]) -> list[str]:
         """File the turns (``role``, ``content``) of a session; their ids."""
+        ...
+
+
+@runtime_checkable
+class BatchTurnSink(TurnSink, Protocol):
+    """A sink whose turns can be prepared as log payloads, to be written in one batch
+    with other sessions' turns (``ingest.passages.write_payloads``): what lets the
+    background filer embed many turns in one model call (the facade is one)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    def prepare_turns(
+        self, session_id: str, turns: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The log payloads that filing the turns writes, not yet written."""
         ...
 
 
