@@ -159,7 +159,16 @@ class Settings(BaseSettings):
         "sentence-transformers), or a local cross-encoder path. Search --rerank and the "
         "answer loop use it.",
     )
-    rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
+    rerank_depth: int = Field(
+        30,
+        ge=1,
+        description="Fused candidates a search's reranker rescores.",
+    )
+    rerank_quantized: bool = Field(
+        True,
+        description="The 'onnx' reranker scores with the folder's int8 copy, "
+        "model_quantized.onnx beside model.onnx (optimum's name), where it has one.",
+    )
     rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")
     rank_importance: float = Field(0.3, ge=0, description="ContextGraph weight of importance.")
     rank_recency: float = Field(0.2, ge=0, description="ContextGraph weight of recency.")
