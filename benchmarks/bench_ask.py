@@ -494,6 +494,15 @@ def part_repeat(only_filed: bool = False) -> Result:
     return out
 
 
+#: ``--rerank`` choices: the reranker of MiniLM-L6's shape and how it runs.
+RERANKERS = {
+    "minilm-shaped": "sentence-transformers on torch (the rerank extra)",
+    "minilm-shaped-onnx": "ONNX export, its int8 copy (rerank_quantized, the default)",
+    "minilm-shaped-onnx-fp32": "ONNX export, float32 (rerank_quantized = false)",
+}
+PAIRS = 12  # the pairs of one rerank in the answer loop (ask_rerank_depth)
+
+
 def minilm_shaped_cross_encoder(folder: Path) -> Path:
     """A cross-encoder of ms-marco-MiniLM-L-6-v2's shape (6 layers, 384 wide), random
     weights: no cross-encoder weights ship in any package reachable here, and the cost
@@ -503,16 +512,62 @@ def minilm_shaped_cross_encoder(folder: Path) -> Path:
     return save_tiny_bert(folder, hidden=384, intermediate=1536, num_labels=1, layers=6, heads=12)
 
 
-def part_ask(rerank: str = "none") -> Result:
+def reranker_setting(choice: str, folder: Path) -> tuple[str, dict[str, Any]]:
+    """The ``rerank`` setting (and others) for a ``--rerank`` choice, its model made in
+    ``folder``: the torch folder, or its ONNX export with the int8 copy beside it."""
+    if choice == "none":
+        return "none", {}
+    bert = minilm_shaped_cross_encoder(folder / "bert")
+    if choice == "minilm-shaped":
+        return str(bert), {}
+    from kredenc.testing.tiny_models import export_cross_encoder_onnx
+
+    onnx = export_cross_encoder_onnx(bert, folder / "onnx")
+    return f"onnx:{onnx}", {"rerank_quantized": choice != "minilm-shaped-onnx-fp32"}
+
+
+def rerank_cost(kb: Any, qs: list[Result], rounds: int = 10) -> Result:
+    """The configured reranker alone: ``rounds`` reranks of :data:`PAIRS` pairs (a
+    question and the chunks its search finds), the median per rerank and per pair."""
+    from kredenc.retrieve.query import reranker_for
+    from kredenc.retrieve.rerank import pair_texts
+
+    reranker = reranker_for(kb.store, None)
+    assert reranker is not None
+    times = []
+    tokens: list[int] = []
+    for q in qs[:rounds]:
+        hits = kb.search(q["q"], k=PAIRS, rerank="none")
+        texts = pair_texts(hits)
+        model = getattr(reranker, "model", None)
+        if model is not None:  # the ONNX reader: the pairs' lengths in word pieces
+            tokens += [int(b.mask.sum()) for _, b in model.batches([(q["q"], t) for t in texts], 1)]
+        t0 = time.perf_counter()
+        reranker.score(q["q"], texts)
+        times.append(time.perf_counter() - t0)
+    per = statistics.median(times) * 1000
+    out = {"pairs": PAIRS, "rerank_p50_ms": per, "per_pair_ms": per / PAIRS}
+    if tokens:
+        out["pair_tokens_mean"] = statistics.fmean(tokens)
+    print(f"  rerank alone: {per:.1f} ms per {PAIRS} pairs, {per / PAIRS:.2f} ms a pair")
+    return out
+
+
+def part_ask(rerank: str = "none", rerank_depth: int | None = None) -> Result:
     out: Result = {}
     with tempfile.TemporaryDirectory(prefix="kredenc-bench-rerank-") as model_dir:
-        if rerank == "minilm-shaped":
-            rerank = str(minilm_shaped_cross_encoder(Path(model_dir)))
-        with bench_store(rerank=rerank) as (kb, qs):
-            label = "deterministic roles" + (", reranker" if rerank != "none" else "")
+        setting, extra = reranker_setting(rerank, Path(model_dir))
+        if rerank_depth is not None:
+            extra["ask_rerank_depth"] = rerank_depth
+        with bench_store(rerank=setting, **extra) as (kb, qs):
+            label = "deterministic roles" + (f", reranker {rerank}" if rerank != "none" else "")
             out["rules"] = _latency(kb, qs, label)
             out["rules"]["target_p95_ms"] = TARGETS["ask_p95_ms"]
-            out["rules"]["rerank"] = "none" if rerank == "none" else "minilm-shaped"
+            out["rules"]["rerank"] = rerank
+            out["rules"]["ask_rerank_depth"] = kb.settings.ask_rerank_depth
+            if rerank != "none":
+                out["rules"]["rerank_how"] = RERANKERS[rerank]
+                out["rules"]["rerank_alone"] = rerank_cost(kb, qs)
         if rerank != "none":
             return out
     llm_roles = {f"role_{r}": "llm" for r in ROLES}
@@ -535,9 +590,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--rerank",
-        choices=["none", "minilm-shaped"],
+        choices=["none", *RERANKERS],
         default="none",
-        help="--part ask: the deterministic row with a reranker of MiniLM-L6's shape",
+        help="--part ask: the deterministic row with a reranker of MiniLM-L6's shape: "
+        + "; ".join(f"{k}: {v}" for k, v in RERANKERS.items()),
+    )
+    parser.add_argument(
+        "--rerank-depth",
+        type=int,
+        default=None,
+        help="--part ask with --rerank: the ask_rerank_depth setting (default 12)",
     )
     args = parser.parse_args(argv)
     print(f"machine: {machine()}")
@@ -547,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("ask", "repeat", "all"):
         if _has_ask():
             results["ask"] = (
-                part_ask(args.rerank)
+                part_ask(args.rerank, args.rerank_depth)
                 if args.part != "repeat"
                 else part_repeat(only_filed=args.only_filed)
             )

@@ -162,7 +162,8 @@ class Settings(BaseSettings):
     rerank_depth: int = Field(
         30,
         ge=1,
-        description="Fused candidates a search's reranker rescores.",
+        description="Fused candidates a search's reranker rescores (the answer loop reranks "
+        "the ask_k chunks it retrieves, once per ask).",
     )
     rerank_quantized: bool = Field(
         True,
@@ -327,6 +328,14 @@ class Settings(BaseSettings):
     ask_k: int = Field(12, ge=1, le=200, description="Chunks the answer loop retrieves per query.")
     ask_context_k: int = Field(
         4, ge=1, le=50, description="Chunks the answer loop hands to the generator."
+    )
+    ask_rerank_depth: int = Field(
+        12,
+        ge=0,
+        le=200,
+        description="With a reranker configured, the answer loop's best retrieved chunks it "
+        "reranks, once per ask (12 -> the ask_context_k given to the generator); verify's "
+        "searches for evidence never rerank. 0: the loop reranks nothing.",
     )
     agents_dir: Path | None = Field(
         None,
