@@ -253,3 +253,6 @@ def test_rerank_chunks_puts_the_reranked_head_first_and_keeps_the_rest(
     assert [h.rerank is not None for h in out] == [True, True, True, False, False]
     assert all(h.rerank is None for h in hits)  # the caller's hits are not changed
     assert retrieve.rerank_chunks(services(), "the river", hits) == hits  # no reranker
+    off = services(rerank=f"onnx:{folder}", ask_rerank_depth=0)
+    assert retrieve.rerank_chunks(off, "the river", hits) == hits
+    assert choose_mode("the river", off) == "hybrid"

@@ -92,7 +92,9 @@ def reranker_name(services: Services) -> str | None:
 
 
 def reranking(services: Services) -> bool:
-    return reranker_name(services) is not None
+    """A reranker is configured and the loop reranks (``ask_rerank_depth`` > 0)."""
+    depth = int(getattr(services.settings, "ask_rerank_depth", DEFAULT_K))
+    return reranker_name(services) is not None and depth > 0
 
 
 def rerank_chunks(services: Services, query: str, hits: list[Hit]) -> list[Hit]:
@@ -102,7 +104,7 @@ def rerank_chunks(services: Services, query: str, hits: list[Hit]) -> list[Hit]:
     the reranker's name, the depth); ``hits`` unchanged without a reranker."""
     name = reranker_name(services)
     depth = int(getattr(services.settings, "ask_rerank_depth", DEFAULT_K))
-    if name is None or depth <= 0 or not hits:
+    if name is None or not reranking(services) or not hits:
         return hits
     head, rest = [replace(h) for h in hits[:depth]], hits[depth:]
 
