@@ -20,10 +20,16 @@ Parts (each runs when what it needs is in the tree):
 1. ``cache``: the cost of a key, an in-memory hit, a cold hit from opcache.db (with
    backfill), a miss, a put, a generation read, and a cached search hit against the
    search it replaces; the cost of a span with tracing off and on.
-2. ``ask``: needs ``Kredenc.ask`` (the loopcore and roles branches).
+2. ``ask``: needs ``Kredenc.ask`` (the loopcore and roles branches). With ``--rerank``
+   the deterministic row alone, with a cross-encoder of MiniLM-L6's shape configured
+   (:data:`RERANKERS`; ``--rerank-depth`` sets ``ask_rerank_depth``) and the cost of its
+   rerank alone.
+3. ``rerank-cost`` (only when asked): the reranker's forms interleaved, per pair.
 
     .venv/bin/python benchmarks/bench_ask.py            # everything that can run
     .venv/bin/python benchmarks/bench_ask.py --part cache --out /tmp/ask.json
+    .venv/bin/python benchmarks/bench_ask.py --part ask --rerank minilm-shaped-onnx
+    .venv/bin/python benchmarks/bench_ask.py --part rerank-cost
 
 Prints tables and writes benchmarks/results/ask.json (or --out).
 """
@@ -553,6 +559,58 @@ def rerank_cost(kb: Any, qs: list[Result], rounds: int = 10) -> Result:
     return out
 
 
+def part_rerank_cost(rounds: int = 8) -> Result:
+    """The reranker alone, its three forms interleaved (the same pairs, the same minutes,
+    so the machine's load falls on all alike): torch, the ONNX export in float32, its
+    int8 copy, and the int8 copy with pairs cut to 256 and 128 word pieces. Each round
+    reranks one question's :data:`PAIRS` chunks (its search's best, as the loop's
+    retrieve finds them) with each form, in a rotating order."""
+    from kredenc.providers.rerank import CrossEncoderReranker
+    from kredenc.providers.rerank.onnx import OnnxCrossEncoder
+    from kredenc.retrieve.rerank import pair_texts
+    from kredenc.testing.tiny_models import export_cross_encoder_onnx
+
+    with tempfile.TemporaryDirectory(prefix="kredenc-bench-rerank-") as model_dir:
+        bert = minilm_shaped_cross_encoder(Path(model_dir) / "bert")
+        onnx = export_cross_encoder_onnx(bert, Path(model_dir) / "onnx")
+        forms: dict[str, Any] = {
+            "torch (sentence-transformers)": CrossEncoderReranker(str(bert)),
+            "onnx float32": OnnxCrossEncoder(onnx),
+            "onnx int8": OnnxCrossEncoder(onnx, quantized=True),
+            "onnx int8, pairs cut to 256": OnnxCrossEncoder(onnx, quantized=True, max_tokens=256),
+            "onnx int8, pairs cut to 128": OnnxCrossEncoder(onnx, quantized=True, max_tokens=128),
+        }
+        with bench_store() as (kb, qs):
+            pairs = [(q["q"], pair_texts(kb.search(q["q"], k=PAIRS))) for q in qs[: rounds + 1]]
+        tokens = [
+            int(b.mask.sum())
+            for q, texts in pairs
+            for _, b in forms["onnx float32"].model.batches([(q, t) for t in texts], 1)
+        ]
+        for form in forms.values():  # load the graph or model, warm up
+            form.score(*pairs[0])
+        times: dict[str, list[float]] = {name: [] for name in forms}
+        names = list(forms)
+        for r, (q, texts) in enumerate(pairs[1:]):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                t0 = time.perf_counter()
+                forms[name].score(q, texts)
+                times[name].append(time.perf_counter() - t0)
+    out: Result = {"pairs": PAIRS, "rounds": rounds, "pair_tokens_mean": statistics.fmean(tokens)}
+    rows = []
+    for name, samples in times.items():
+        ms = statistics.median(samples) * 1000
+        out[name] = {"rerank_p50_ms": ms, "per_pair_ms": ms / PAIRS}
+        rows.append(
+            {"form": name, "rerank p50 ms": round(ms, 1), "ms a pair": round(ms / PAIRS, 2)}
+        )
+    print_table(
+        f"rerank cost, {PAIRS} pairs of ~{out['pair_tokens_mean']:.0f} word pieces, interleaved",
+        rows,
+    )
+    return out
+
+
 def part_ask(rerank: str = "none", rerank_depth: int | None = None) -> Result:
     out: Result = {}
     with tempfile.TemporaryDirectory(prefix="kredenc-bench-rerank-") as model_dir:
@@ -581,7 +639,9 @@ def part_ask(rerank: str = "none", rerank_depth: int | None = None) -> Result:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["cache", "ask", "repeat", "all"], default="all")
+    parser.add_argument(
+        "--part", choices=["cache", "ask", "repeat", "rerank-cost", "all"], default="all"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
     parser.add_argument(
         "--only-filed",
@@ -606,6 +666,8 @@ def main(argv: list[str] | None = None) -> int:
     results: Result = {"targets": TARGETS, "corpus": f"{N_DOCS} synthetic documents (seed {SEED})"}
     if args.part in ("cache", "all"):
         results["cache"] = part_cache()
+    if args.part == "rerank-cost":
+        results["rerank_cost"] = part_rerank_cost()
     if args.part in ("ask", "repeat", "all"):
         if _has_ask():
             results["ask"] = (
