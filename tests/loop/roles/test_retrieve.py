@@ -227,9 +227,11 @@ def test_the_ask_reranks_once_and_verify_never(
     ) as kb:
         kb.remember_many([{"text": t} for t in texts])
         got = kb.ask("which tree grows fruit by the river", max_iterations=1, file=False)
+        again = kb.ask("which tree grows fruit by the river", max_iterations=1, file=False)
     steps = {s.tool: s for s in got.trace}
+    assert [h.id for h in again.verdicts] == [h.id for h in got.verdicts]
     assert got.mode == "reranked" and "5 reranked" in steps["retrieve"].note
-    assert calls == [("which tree grows fruit by the river", 5)]
+    assert calls == [("which tree grows fruit by the river", 5)]  # the repeat: from the cache
     assert {rerank for _, rerank in searched} == {"none"}
     assert {k for k, _ in searched} == {12, verify.EVIDENCE_K}  # retrieve's and verify's
     kept = [c for c in got.verdicts if c.verdict in ("CORRECT", "VERIFIED")]
