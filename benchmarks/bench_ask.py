@@ -20,10 +20,16 @@ Parts (each runs when what it needs is in the tree):
 1. ``cache``: the cost of a key, an in-memory hit, a cold hit from opcache.db (with
    backfill), a miss, a put, a generation read, and a cached search hit against the
    search it replaces; the cost of a span with tracing off and on.
-2. ``ask``: needs ``Kredenc.ask`` (the loopcore and roles branches).
+2. ``ask``: needs ``Kredenc.ask`` (the loopcore and roles branches). With ``--rerank``
+   the deterministic row alone, with a cross-encoder of MiniLM-L6's shape configured
+   (:data:`RERANKERS`; ``--rerank-depth`` sets ``ask_rerank_depth``) and the cost of its
+   rerank alone.
+3. ``rerank-cost`` (only when asked): the reranker's forms interleaved, per pair.
 
     .venv/bin/python benchmarks/bench_ask.py            # everything that can run
     .venv/bin/python benchmarks/bench_ask.py --part cache --out /tmp/ask.json
+    .venv/bin/python benchmarks/bench_ask.py --part ask --rerank minilm-shaped-onnx
+    .venv/bin/python benchmarks/bench_ask.py --part rerank-cost
 
 Prints tables and writes benchmarks/results/ask.json (or --out).
 """
@@ -494,6 +500,15 @@ def part_repeat(only_filed: bool = False) -> Result:
     return out
 
 
+#: ``--rerank`` choices: the reranker of MiniLM-L6's shape and how it runs.
+RERANKERS = {
+    "minilm-shaped": "sentence-transformers on torch (the rerank extra)",
+    "minilm-shaped-onnx": "ONNX export, its int8 copy (rerank_quantized, the default)",
+    "minilm-shaped-onnx-fp32": "ONNX export, float32 (rerank_quantized = false)",
+}
+PAIRS = 12  # the pairs of one rerank in the answer loop (ask_rerank_depth)
+
+
 def minilm_shaped_cross_encoder(folder: Path) -> Path:
     """A cross-encoder of ms-marco-MiniLM-L-6-v2's shape (6 layers, 384 wide), random
     weights: no cross-encoder weights ship in any package reachable here, and the cost
@@ -503,16 +518,114 @@ def minilm_shaped_cross_encoder(folder: Path) -> Path:
     return save_tiny_bert(folder, hidden=384, intermediate=1536, num_labels=1, layers=6, heads=12)
 
 
-def part_ask(rerank: str = "none") -> Result:
+def reranker_setting(choice: str, folder: Path) -> tuple[str, dict[str, Any]]:
+    """The ``rerank`` setting (and others) for a ``--rerank`` choice, its model made in
+    ``folder``: the torch folder, or its ONNX export with the int8 copy beside it."""
+    if choice == "none":
+        return "none", {}
+    bert = minilm_shaped_cross_encoder(folder / "bert")
+    if choice == "minilm-shaped":
+        return str(bert), {}
+    from kredenc.testing.tiny_models import export_cross_encoder_onnx
+
+    onnx = export_cross_encoder_onnx(bert, folder / "onnx")
+    return f"onnx:{onnx}", {"rerank_quantized": choice != "minilm-shaped-onnx-fp32"}
+
+
+def rerank_cost(kb: Any, qs: list[Result], rounds: int = 10) -> Result:
+    """The configured reranker alone: ``rounds`` reranks of :data:`PAIRS` pairs (a
+    question and the chunks its search finds), the median per rerank and per pair."""
+    from kredenc.retrieve.query import reranker_for
+    from kredenc.retrieve.rerank import pair_texts
+
+    reranker = reranker_for(kb.store, None)
+    assert reranker is not None
+    times = []
+    tokens: list[int] = []
+    for q in qs[:rounds]:
+        hits = kb.search(q["q"], k=PAIRS, rerank="none")
+        texts = pair_texts(hits)
+        model = getattr(reranker, "model", None)
+        if model is not None:  # the ONNX reader: the pairs' lengths in word pieces
+            tokens += [int(b.mask.sum()) for _, b in model.batches([(q["q"], t) for t in texts], 1)]
+        t0 = time.perf_counter()
+        reranker.score(q["q"], texts)
+        times.append(time.perf_counter() - t0)
+    per = statistics.median(times) * 1000
+    out = {"pairs": PAIRS, "rerank_p50_ms": per, "per_pair_ms": per / PAIRS}
+    if tokens:
+        out["pair_tokens_mean"] = statistics.fmean(tokens)
+    print(f"  rerank alone: {per:.1f} ms per {PAIRS} pairs, {per / PAIRS:.2f} ms a pair")
+    return out
+
+
+def part_rerank_cost(rounds: int = 8) -> Result:
+    """The reranker alone, its three forms interleaved (the same pairs, the same minutes,
+    so the machine's load falls on all alike): torch, the ONNX export in float32, its
+    int8 copy, and the int8 copy with pairs cut to 256 and 128 word pieces. Each round
+    reranks one question's :data:`PAIRS` chunks (its search's best, as the loop's
+    retrieve finds them) with each form, in a rotating order."""
+    from kredenc.providers.rerank import CrossEncoderReranker
+    from kredenc.providers.rerank.onnx import OnnxCrossEncoder
+    from kredenc.retrieve.rerank import pair_texts
+    from kredenc.testing.tiny_models import export_cross_encoder_onnx
+
+    with tempfile.TemporaryDirectory(prefix="kredenc-bench-rerank-") as model_dir:
+        bert = minilm_shaped_cross_encoder(Path(model_dir) / "bert")
+        onnx = export_cross_encoder_onnx(bert, Path(model_dir) / "onnx")
+        forms: dict[str, Any] = {
+            "torch (sentence-transformers)": CrossEncoderReranker(str(bert)),
+            "onnx float32": OnnxCrossEncoder(onnx),
+            "onnx int8": OnnxCrossEncoder(onnx, quantized=True),
+            "onnx int8, pairs cut to 256": OnnxCrossEncoder(onnx, quantized=True, max_tokens=256),
+            "onnx int8, pairs cut to 128": OnnxCrossEncoder(onnx, quantized=True, max_tokens=128),
+        }
+        with bench_store() as (kb, qs):
+            pairs = [(q["q"], pair_texts(kb.search(q["q"], k=PAIRS))) for q in qs[: rounds + 1]]
+        tokens = [
+            int(b.mask.sum())
+            for q, texts in pairs
+            for _, b in forms["onnx float32"].model.batches([(q, t) for t in texts], 1)
+        ]
+        for form in forms.values():  # load the graph or model, warm up
+            form.score(*pairs[0])
+        times: dict[str, list[float]] = {name: [] for name in forms}
+        names = list(forms)
+        for r, (q, texts) in enumerate(pairs[1:]):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                t0 = time.perf_counter()
+                forms[name].score(q, texts)
+                times[name].append(time.perf_counter() - t0)
+    out: Result = {"pairs": PAIRS, "rounds": rounds, "pair_tokens_mean": statistics.fmean(tokens)}
+    rows = []
+    for name, samples in times.items():
+        ms = statistics.median(samples) * 1000
+        out[name] = {"rerank_p50_ms": ms, "per_pair_ms": ms / PAIRS}
+        rows.append(
+            {"form": name, "rerank p50 ms": round(ms, 1), "ms a pair": round(ms / PAIRS, 2)}
+        )
+    print_table(
+        f"rerank cost, {PAIRS} pairs of ~{out['pair_tokens_mean']:.0f} word pieces, interleaved",
+        rows,
+    )
+    return out
+
+
+def part_ask(rerank: str = "none", rerank_depth: int | None = None) -> Result:
     out: Result = {}
     with tempfile.TemporaryDirectory(prefix="kredenc-bench-rerank-") as model_dir:
-        if rerank == "minilm-shaped":
-            rerank = str(minilm_shaped_cross_encoder(Path(model_dir)))
-        with bench_store(rerank=rerank) as (kb, qs):
-            label = "deterministic roles" + (", reranker" if rerank != "none" else "")
+        setting, extra = reranker_setting(rerank, Path(model_dir))
+        if rerank_depth is not None:
+            extra["ask_rerank_depth"] = rerank_depth
+        with bench_store(rerank=setting, **extra) as (kb, qs):
+            label = "deterministic roles" + (f", reranker {rerank}" if rerank != "none" else "")
             out["rules"] = _latency(kb, qs, label)
             out["rules"]["target_p95_ms"] = TARGETS["ask_p95_ms"]
-            out["rules"]["rerank"] = "none" if rerank == "none" else "minilm-shaped"
+            out["rules"]["rerank"] = rerank
+            out["rules"]["ask_rerank_depth"] = kb.settings.ask_rerank_depth
+            if rerank != "none":
+                out["rules"]["rerank_how"] = RERANKERS[rerank]
+                out["rules"]["rerank_alone"] = rerank_cost(kb, qs)
         if rerank != "none":
             return out
     llm_roles = {f"role_{r}": "llm" for r in ROLES}
@@ -526,7 +639,9 @@ def part_ask(rerank: str = "none") -> Result:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["cache", "ask", "repeat", "all"], default="all")
+    parser.add_argument(
+        "--part", choices=["cache", "ask", "repeat", "rerank-cost", "all"], default="all"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
     parser.add_argument(
         "--only-filed",
@@ -535,19 +650,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--rerank",
-        choices=["none", "minilm-shaped"],
+        choices=["none", *RERANKERS],
         default="none",
-        help="--part ask: the deterministic row with a reranker of MiniLM-L6's shape",
+        help="--part ask: the deterministic row with a reranker of MiniLM-L6's shape: "
+        + "; ".join(f"{k}: {v}" for k, v in RERANKERS.items()),
+    )
+    parser.add_argument(
+        "--rerank-depth",
+        type=int,
+        default=None,
+        help="--part ask with --rerank: the ask_rerank_depth setting (default 12)",
     )
     args = parser.parse_args(argv)
     print(f"machine: {machine()}")
     results: Result = {"targets": TARGETS, "corpus": f"{N_DOCS} synthetic documents (seed {SEED})"}
     if args.part in ("cache", "all"):
         results["cache"] = part_cache()
+    if args.part == "rerank-cost":
+        results["rerank_cost"] = part_rerank_cost()
     if args.part in ("ask", "repeat", "all"):
         if _has_ask():
             results["ask"] = (
-                part_ask(args.rerank)
+                part_ask(args.rerank, args.rerank_depth)
                 if args.part != "repeat"
                 else part_repeat(only_filed=args.only_filed)
             )

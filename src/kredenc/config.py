@@ -176,7 +176,17 @@ class Settings(BaseSettings):
         "sentence-transformers), or a local cross-encoder path. Search --rerank and the "
         "answer loop use it.",
     )
-    rerank_depth: int = Field(30, ge=1, description="Fused candidates the reranker rescores.")
+    rerank_depth: int = Field(
+        30,
+        ge=1,
+        description="Fused candidates a search's reranker rescores (the answer loop reranks "
+        "the ask_k chunks it retrieves, once per ask).",
+    )
+    rerank_quantized: bool = Field(
+        True,
+        description="The 'onnx' reranker scores with the folder's int8 copy, "
+        "model_quantized.onnx beside model.onnx (optimum's name), where it has one.",
+    )
     rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")
     rank_importance: float = Field(0.3, ge=0, description="ContextGraph weight of importance.")
     rank_recency: float = Field(0.2, ge=0, description="ContextGraph weight of recency.")
@@ -340,6 +350,14 @@ class Settings(BaseSettings):
     ask_k: int = Field(12, ge=1, le=200, description="Chunks the answer loop retrieves per query.")
     ask_context_k: int = Field(
         4, ge=1, le=50, description="Chunks the answer loop hands to the generator."
+    )
+    ask_rerank_depth: int = Field(
+        12,
+        ge=0,
+        le=200,
+        description="With a reranker configured, the answer loop's best retrieved chunks it "
+        "reranks, once per ask (12 -> the ask_context_k given to the generator); verify's "
+        "searches for evidence never rerank. 0: the loop reranks nothing.",
     )
     agents_dir: Path | None = Field(
         None,

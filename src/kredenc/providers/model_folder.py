@@ -4,7 +4,10 @@ pooling and length, a content hash for its model id, and its onnxruntime session
 Two layouts are read: an ONNX export (``model.onnx`` + ``tokenizer.json``, what
 ``optimum`` writes) and a sentence-transformers folder, whose ``onnx/model.onnx`` is
 used and whose ``1_Pooling/config.json`` and ``sentence_bert_config.json`` set the
-pooling and the length. Nothing is downloaded; a folder that lacks a file is one
+pooling and the length. Asked for its int8 copy (``quantized``: the cross-encoder's
+``rerank_quantized`` setting), a folder gives :data:`QUANTIZED` beside its
+``model.onnx`` when it has one (the name optimum's quantizer writes), else
+``model.onnx``. Nothing is downloaded; a folder that lacks a file is one
 :class:`~kredenc.errors.InvalidInput` line that names the file and the fix.
 
 The ONNX embedder (``embed/onnx.py``) and the ONNX cross-encoder (``rerank/onnx.py``)
@@ -48,6 +51,8 @@ _DEFINING = (
     "config.json",
 )
 _HASH_BLOCK = 1 << 20
+#: A folder's int8 copy of its graph, beside ``model.onnx`` (optimum's name).
+QUANTIZED = "model_quantized.onnx"
 
 
 @dataclass(frozen=True)
@@ -59,8 +64,9 @@ class ModelFolder:
     tokenizer: Path
 
     @classmethod
-    def find(cls, path: Path | str | None, *, setting: str) -> ModelFolder:
-        """The folder at ``path`` (``setting``: the setting that named it, for messages)."""
+    def find(cls, path: Path | str | None, *, setting: str, quantized: bool = False) -> ModelFolder:
+        """The folder at ``path`` (``setting``: the setting that named it, for messages);
+        with ``quantized`` its :data:`QUANTIZED` graph where it has one."""
         if path is None or not str(path).strip():
             raise InvalidInput(
                 f"no model folder is configured ({setting} is empty)",
@@ -78,6 +84,8 @@ class ModelFolder:
         )
         if model is None:
             raise InvalidInput(f"{root} holds no model.onnx (nor onnx/model.onnx)", _EXPORT)
+        if quantized and (model.parent / QUANTIZED).is_file():
+            model = model.parent / QUANTIZED
         tokenizer = next(
             (
                 d / "tokenizer.json"

@@ -234,6 +234,7 @@ def save_tiny_bert(
     from importlib import resources
 
     import torch
+    from tokenizers import BertWordPieceTokenizer
     from transformers import (  # type: ignore[attr-defined]
         BertConfig,
         BertForSequenceClassification,
@@ -243,7 +244,11 @@ def save_tiny_bert(
 
     torch.manual_seed(0)
     vocab = resources.files("kredenc.providers.embed").joinpath("data/minilm-vocab.txt")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    words = vocab.read_text(encoding="utf-8").splitlines()
+    # Built from the vocabulary itself: transformers 5 ignores ``vocab_file`` and leaves
+    # a five-token tokenizer (every word [UNK], fewer tokens than MiniLM's pieces).
+    pieces = BertWordPieceTokenizer({w: i for i, w in enumerate(words)}, lowercase=True)
+    tokenizer = BertTokenizerFast(tokenizer_object=pieces._tokenizer, do_lower_case=True)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=hidden,
@@ -257,6 +262,64 @@ def save_tiny_bert(
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def export_cross_encoder_onnx(
+    bert: Path, folder: Path, *, max_seq_length: int = 512, quantized: bool = True
+) -> Path:
+    """The sequence classifier :func:`save_tiny_bert` saved in ``bert`` exported to an
+    ONNX cross-encoder folder ``folder`` (``model.onnx`` with ``logits``, its
+    ``tokenizer.json`` and a ``sentence_bert_config.json`` with ``max_seq_length``), and
+    with ``quantized`` its int8 copy (onnxruntime's ``quantize_dynamic``, int8 weights)
+    as ``model_quantized.onnx``, the name optimum's quantizer writes. Needs torch."""
+    import warnings
+
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model = AutoModelForSequenceClassification.from_pretrained(bert).eval()
+    tokenizer = AutoTokenizer.from_pretrained(bert)
+    sample = tokenizer(["a query"], ["a passage"], return_tensors="pt")
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {n: {0: "batch", 1: "seq"} for n in names} | {"logits": {0: "batch"}}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the exporter's deprecation notes
+        torch.onnx.export(
+            model,
+            tuple(sample[n] for n in names),
+            str(folder / "model.onnx"),
+            input_names=names,
+            output_names=["logits"],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    tokenizer.backend_tokenizer.save(str(folder / "tokenizer.json"))
+    sbert = {"max_seq_length": max_seq_length, "do_lower_case": False}
+    (folder / "sentence_bert_config.json").write_text(json.dumps(sbert))
+    if quantized:
+        from kredenc.providers.model_folder import QUANTIZED
+
+        quantize_int8(folder / "model.onnx", folder / QUANTIZED)
+    return folder
+
+
+def quantize_int8(source: Path, target: Path) -> Path:
+    """``source``'s int8 copy (dynamic quantization: int8 weights, activations quantized
+    per batch) at ``target``; onnxruntime's quantizer, quiet."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # "consider pre-processing" on every call
+    try:
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8)
+    finally:
+        root.setLevel(level)
+    return target
 
 
 def build_sentence_transformers(root: Path) -> Path:

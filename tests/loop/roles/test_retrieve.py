@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.loop.roles import retrieve
+from kredenc.loop.roles import retrieve, verify
 from kredenc.loop.roles.retrieve import Retrieve, choose_mode, fuse
 from kredenc.records import Hit
+from kredenc.testing.embedders import HashEmbedder
 
 from .conftest import MakeServices
 from .helpers import TinyLLM, mind
@@ -176,3 +181,80 @@ def test_a_configured_onnx_cross_encoder_orders_what_the_loop_retrieves(
     assert m.read("retrieve.mode") == "reranked"
     assert [h.text for h in chunks[:2]] == apples
     assert all(h.rerank is not None for h in chunks) and len(chunks) <= 12
+
+
+def test_the_ask_reranks_once_and_verify_never(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole ask with the tiny ONNX cross-encoder configured: the reranker is called
+    once per retrieve iteration, on at most ``ask_rerank_depth`` pairs of the standalone
+    query; no search reranks (verify's evidence searches among them)."""
+    from kredenc.providers.rerank.onnx import OnnxCrossEncoder
+    from kredenc.retrieve import query as querying
+    from kredenc.testing.tiny_models import build_cross_encoder
+
+    folder = build_cross_encoder(tmp_path / "ce", favour=("apple",)).path
+    calls: list[tuple[str, int]] = []
+    score = OnnxCrossEncoder.score
+
+    def counted(self: OnnxCrossEncoder, query: str, passages: Sequence[str]) -> list[float]:
+        calls.append((query, len(passages)))
+        return score(self, query, passages)
+
+    searched: list[tuple[int, str | None]] = []
+    search = querying.search
+
+    def recorded(*args: Any, **kw: Any) -> list[Hit]:
+        searched.append((kw.get("k"), kw.get("rerank")))
+        return search(*args, **kw)
+
+    monkeypatch.setattr(OnnxCrossEncoder, "score", counted)
+    monkeypatch.setattr(querying, "search", recorded)
+    texts = [
+        "the red apple grows on the old tree",
+        "the green apple tree grows by the river",
+        "a small fruit tree grows by the river",
+        "the fruit of the tree is a seed",
+        *[f"the {w} boat on the sea" for w in ("red", "blue", "fast", "slow", "old", "new")],
+        *[f"the {w} bird on the stone bridge" for w in ("red", "blue", "small", "large")],
+    ]
+    with Kredenc.open(
+        tmp_path / "store",
+        embedder=HashEmbedder(),
+        durability="none",
+        rerank=f"onnx:{folder}",
+        ask_rerank_depth=5,
+    ) as kb:
+        kb.remember_many([{"text": t} for t in texts])
+        got = kb.ask("which tree grows fruit by the river", max_iterations=1, file=False)
+        again = kb.ask("which tree grows fruit by the river", max_iterations=1, file=False)
+    steps = {s.tool: s for s in got.trace}
+    assert [h.id for h in again.verdicts] == [h.id for h in got.verdicts]
+    assert got.mode == "reranked" and "5 reranked" in steps["retrieve"].note
+    assert calls == [("which tree grows fruit by the river", 5)]  # the repeat: from the cache
+    assert {rerank for _, rerank in searched} == {"none"}
+    assert {k for k, _ in searched} == {12, verify.EVIDENCE_K}  # retrieve's and verify's
+    kept = [c for c in got.verdicts if c.verdict in ("CORRECT", "VERIFIED")]
+    assert kept, "the test needs a kept chunk"
+
+
+def test_rerank_chunks_puts_the_reranked_head_first_and_keeps_the_rest(
+    kb: Kredenc, services: MakeServices, tmp_path: Path
+) -> None:
+    from kredenc.testing.tiny_models import build_cross_encoder
+
+    folder = build_cross_encoder(tmp_path / "ce", favour=("apple",)).path
+    words = ["the river boat", "the old stone", "an apple tree", "the apple", "the sea ship"]
+    hits = [
+        Hit(id=f"h{i}", text=t, score=1.0 - i / 10, kind="memory", drawer="")
+        for i, t in enumerate(words)
+    ]
+    s = services(rerank=f"onnx:{folder}", ask_rerank_depth=3)
+    out = retrieve.rerank_chunks(s, "the river", hits)
+    assert [h.id for h in out] == ["h2", "h0", "h1", "h3", "h4"]
+    assert [h.rerank is not None for h in out] == [True, True, True, False, False]
+    assert all(h.rerank is None for h in hits)  # the caller's hits are not changed
+    assert retrieve.rerank_chunks(services(), "the river", hits) == hits  # no reranker
+    off = services(rerank=f"onnx:{folder}", ask_rerank_depth=0)
+    assert retrieve.rerank_chunks(off, "the river", hits) == hits
+    assert choose_mode("the river", off) == "hybrid"

@@ -10,7 +10,7 @@ import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.loop.answer import ChunkVerdict
-from kredenc.loop.roles.verify import SUPPORT_MIN, Verify, key_sentence, support
+from kredenc.loop.roles.verify import SUPPORT_MIN, Verify, best_first, key_sentence, support
 from kredenc.records import Hit
 from kredenc.retrieve.query import search
 from kredenc.testing.openai_server import LoopbackServer, Reply
@@ -206,3 +206,18 @@ def test_support_separates_paraphrase_from_other_facts(
 ) -> None:
     (score,) = support(minilm.store, claim, [evidence])
     assert (score >= SUPPORT_MIN) is supported, score
+
+
+def test_kept_chunks_come_in_the_rerankers_order_then_by_relevance() -> None:
+    """What retrieve reranked goes first by its rerank score (generate's LLM reads the
+    first ask_context_k); the chunks it did not rerank follow by grade's relevance."""
+
+    def hit(i: str, rerank: float | None = None) -> Hit:
+        return Hit(id=i, text=i, score=0.0, kind="memory", drawer="", rerank=rerank)
+
+    kept = [hit("a"), hit("b", rerank=-1.0), hit("c"), hit("d", rerank=2.0)]
+    relevance = {"a": 0.6, "b": 0.9, "c": 0.8, "d": 0.1}
+    verdicts = [ChunkVerdict(i, "CORRECT", r) for i, r in relevance.items()]
+    assert [h.id for h in best_first(kept, verdicts)] == ["d", "b", "c", "a"]
+    plain = [hit("a"), hit("c")]
+    assert [h.id for h in best_first(plain, verdicts)] == ["c", "a"]  # no reranker: relevance

@@ -108,3 +108,35 @@ def test_a_broken_tokenizer_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="is not a tokenizers file") as caught:
         ce.score("q", ["p"])
     assert "\n" not in caught.value.message
+
+
+def test_the_folders_int8_copy_scores_when_asked_and_the_setting_asks(tmp_path: Path) -> None:
+    """``model_quantized.onnx`` beside ``model.onnx`` (here another tiny head, so the two
+    are told apart) scores with ``quantized``, and the ``rerank_quantized`` setting
+    (default on) makes the plugin ask for it; a folder without one uses model.onnx."""
+    from kredenc.providers.model_folder import QUANTIZED
+
+    full = build_cross_encoder(tmp_path / "m", favour=("apple",))
+    other = build_cross_encoder(tmp_path / "q", favour=("river",))
+    (other.path / "model.onnx").replace(full.path / QUANTIZED)
+    want_full = reference(full, "q", PASSAGES)
+    want_q = reference(TinyModel(full.path, other.vocab, other.weights), "q", PASSAGES)
+    assert OnnxCrossEncoder(full.path).score("q", PASSAGES) == pytest.approx(want_full, abs=1e-4)
+    assert OnnxCrossEncoder(full.path, quantized=True).score("q", PASSAGES) == pytest.approx(
+        want_q, abs=1e-4
+    )
+    made = make_reranker(f"onnx:{full.path}")
+    assert isinstance(made, OnnxCrossEncoder) and made.folder.model.name == QUANTIZED
+    off = make_reranker(f"onnx:{full.path}", Settings(rerank_quantized=False))
+    assert isinstance(off, OnnxCrossEncoder) and off.folder.model.name == "model.onnx"
+    assert made.folder.model_id("rerank") != off.folder.model_id("rerank")
+    alone = build_cross_encoder(tmp_path / "alone")
+    assert OnnxCrossEncoder(alone.path, quantized=True).folder.model.name == "model.onnx"
+
+
+def test_max_tokens_cuts_pairs_below_the_folders_length(tmp_path: Path) -> None:
+    model = build_cross_encoder(tmp_path / "m", favour=("apple",))
+    long_tail = "the river boat " * 10 + "apple"
+    cut = OnnxCrossEncoder(model.path, max_tokens=8).score("q", [long_tail])
+    whole = OnnxCrossEncoder(model.path).score("q", [long_tail])
+    assert whole[0] - cut[0] > 9  # the apple at the end is cut off (it adds 10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -112,3 +113,28 @@ def test_reranking_reorders_hits_by_the_model(tmp_path: Path, tiny_cross_encoder
 def kb_hits(tmp_path: Path) -> list[object]:
     with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
         return list(kb.search("kestrel budget", k=30))
+
+
+def test_the_onnx_export_scores_as_torch_does_and_its_int8_copy_is_near(
+    tmp_path: Path, tiny_cross_encoder: Path
+) -> None:
+    """``export_cross_encoder_onnx`` (bench_ask's ``minilm-shaped-onnx``): the ONNX
+    cross-encoder reads the export and scores the pairs as sentence-transformers does on
+    torch, MiniLM's word pieces included; the int8 copy beside it scores near them."""
+    from kredenc.providers.model_folder import QUANTIZED
+    from kredenc.providers.rerank.onnx import OnnxCrossEncoder
+    from kredenc.testing.tiny_models import export_cross_encoder_onnx
+
+    folder = export_cross_encoder_onnx(tiny_cross_encoder, tmp_path / "onnx")
+    assert (folder / QUANTIZED).is_file()
+    passages = [f"note {i}: the kestrel's budget {'meeting ' * i}moved" for i in range(6)]
+    torch_scores = CrossEncoderReranker(str(tiny_cross_encoder)).score("kestrel budget", passages)
+    fp32 = OnnxCrossEncoder(folder).score("kestrel budget", passages)
+    int8 = OnnxCrossEncoder(folder, quantized=True).score("kestrel budget", passages)
+    # sentence-transformers puts one logit through a sigmoid; the ONNX reader keeps the
+    # logit (the same order)
+    assert [1 / (1 + math.exp(-v)) for v in fp32] == pytest.approx(torch_scores, abs=1e-5)
+    assert int8 == pytest.approx(fp32, abs=0.05) and int8 != fp32
+    pieces = OnnxCrossEncoder(folder).model.batches([("kestrel", "budget")], 1)
+    ((_, batch),) = list(pieces)
+    assert 100 not in batch.ids  # [UNK]: the tokenizer has MiniLM's whole vocabulary

@@ -26,6 +26,15 @@ names one:
 ``reranked``   a reranker is configured (the ``rerank`` setting or option)
 ``hybrid``     everything else
 
+Reranking: the searches themselves never rerank (``rerank="none"``). With a reranker
+configured (the ``rerank`` option, else the setting), the iteration's new chunks,
+fused, are reranked once against the query: the best ``ask_rerank_depth`` (12) of
+them get ``hit.rerank`` and go first, best first, the rest follow in fused order
+(:func:`rerank_chunks`; the scores cached as kind ``role``, ``retrieve.rerank``). The
+reranker orders; it does not choose which chunks are retrieved, so grade sees the chunks
+it was fitted on. verify keeps the trusted chunks in this order and generate's LLM
+reads the first ``ask_context_k`` (4): top 12 -> 4.
+
 ``ask.options`` (``Services.options``) may set ``k`` (else the ``ask_k`` setting, 12),
 ``mode`` (the search legs: hybrid, lexical, dense), ``hops``, ``rerank`` and ``drawer``.
 
@@ -36,13 +45,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kredenc.loop.roles import text
 from kredenc.loop.roles.common import (
     RoleTool,
+    cached_role,
     cached_search,
     charge,
+    hits_part,
     llm_json,
     not_a_source,
     query_of,
@@ -51,6 +63,8 @@ from kredenc.loop.roles.common import (
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.records import Hit
 from kredenc.retrieve import iterative
+from kredenc.retrieve import query as querying
+from kredenc.retrieve import rerank as reranking_step
 
 if TYPE_CHECKING:
     from kredenc.loop.mind import Mind
@@ -71,9 +85,47 @@ def fuse(lists: Sequence[Sequence[Hit]], limit: int | None = None) -> list[Hit]:
     return iterative.fuse_hits(lists, fusion=FUSION, limit=limit)
 
 
-def reranking(services: Services) -> bool:
+def reranker_name(services: Services) -> str | None:
+    """The reranker the ask names (the ``rerank`` option, else the setting), or None."""
     name = services.options.get("rerank", getattr(services.settings, "rerank", "none"))
-    return bool(name) and str(name).lower() != "none"
+    return str(name) if name and str(name).strip().lower() != "none" else None
+
+
+def reranking(services: Services) -> bool:
+    """A reranker is configured and the loop reranks (``ask_rerank_depth`` > 0)."""
+    depth = int(getattr(services.settings, "ask_rerank_depth", DEFAULT_K))
+    return reranker_name(services) is not None and depth > 0
+
+
+def rerank_chunks(services: Services, query: str, hits: list[Hit]) -> list[Hit]:
+    """``hits`` with the best ``ask_rerank_depth`` of them reranked against ``query``
+    and first, best first; the rest after them as they were. One ``score`` call of the
+    reranker for all of them, its scores cached (kind ``role``: the query, the chunks,
+    the reranker's name, the depth); ``hits`` unchanged without a reranker."""
+    name = reranker_name(services)
+    depth = int(getattr(services.settings, "ask_rerank_depth", DEFAULT_K))
+    if name is None or not reranking(services) or not hits:
+        return hits
+    head, rest = [replace(h) for h in hits[:depth]], hits[depth:]
+
+    def compute() -> list[float]:
+        reranker = querying.reranker_for(services.store, name)
+        if reranker is None:
+            return []
+        return [float(v) for v in reranker.score(query, reranking_step.pair_texts(head))]
+
+    scores = cached_role(
+        services,
+        "retrieve.rerank",
+        {"query": query, "chunks": hits_part(head)},
+        compute,
+        list,
+        lambda raw: [float(v) for v in raw],
+        shaped_by={"rerank": name, "depth": depth},
+    )
+    if not scores:
+        return hits
+    return [*reranking_step.apply(head, scores), *rest]
 
 
 def choose_mode(query: str, services: Services) -> str:
@@ -147,8 +199,7 @@ class Retrieve(RoleTool):
         search: dict[str, Any] = {"k": k, "hops": int(opts.get("hops") or 0)}
         if opts.get("mode") in ("hybrid", "lexical", "dense"):
             search["mode"] = opts["mode"]
-        if opts.get("rerank") is not None:
-            search["rerank"] = opts["rerank"]
+        search["rerank"] = "none"  # the loop reranks once, below (rerank_chunks)
         if opts.get("drawer"):
             search["drawer"] = opts["drawer"]
         if opts.get("types"):  # ask's default: chunks and memories, not the session's turns
@@ -169,11 +220,15 @@ class Retrieve(RoleTool):
             lists += iterative.follow(query, lists[0], find, hops=MAX_HOPS, known=got).lists
         previous = list(mind.read("retrieve.chunks", None) or []) if iteration > 1 else []
         known = {h.id for h in previous}
-        fused = previous + [h for h in fuse(lists) if h.id not in known][:k]
+        new = [h for h in fuse(lists) if h.id not in known][:k]
+        new = rerank_chunks(services, query, new)
+        fused = previous + new
         mind.write("retrieve.chunks", fused)
         mind.write("retrieve.mode", mode)
         mind.write("retrieve.queries", [*asked_before, *searched])
-        return ToolResult(note=f"{mode}: {len(fused)} chunks from {len(searched)} searches")
+        note = f"{mode}: {len(fused)} chunks from {len(searched)} searches"
+        reranked = sum(h.rerank is not None for h in new)
+        return ToolResult(note=note + (f", {reranked} reranked" if reranked else ""))
 
 
 _SCHEMA: dict[str, Any] = {

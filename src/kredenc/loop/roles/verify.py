@@ -16,9 +16,12 @@ For each AMBIGUOUS chunk (best relevance first, at most :data:`MAX_CHECKED`):
    (or URL).
 
 A chunk no candidate supports stays AMBIGUOUS with reason "unverified" and is dropped.
-``verify.kept`` is the CORRECT and VERIFIED chunks, by relevance, best first;
-INCORRECT never. The support constants are set by hand on a few paraphrase pairs
-(tests/loop/roles/test_verify.py), not fitted: a weak spot (docs/roles.md).
+``verify.kept`` is the CORRECT and VERIFIED chunks, best first (:func:`best_first`:
+those retrieve reranked by their rerank score, then the rest by relevance);
+INCORRECT never. The evidence searches never rerank: they look for support, and
+its order is verify's own (:func:`support`). The support constants are set by hand on
+a few paraphrase pairs (tests/loop/roles/test_verify.py), not fitted: a weak spot
+(docs/roles.md).
 
 LLM: the same candidates, and one JSON verdict per chunk ``{"supported", "evidence",
 "reason"}``.
@@ -141,15 +144,29 @@ def support(store: Any, claim: str, evidence: Sequence[str]) -> list[float]:
 
 
 def evidence_search(services: Services) -> dict[str, Any]:
-    """The options of the search for independent evidence: :data:`EVIDENCE_K` hits, the
+    """The options of the search for independent evidence: :data:`EVIDENCE_K` hits, no
+    reranker (support is scored here, the order of the hits decides nothing), the
     ask's drawer and record types (chunks and memories by default: the session's turns,
     filed by every ask, are no independent source)."""
-    opts: dict[str, Any] = {"k": EVIDENCE_K}
+    opts: dict[str, Any] = {"k": EVIDENCE_K, "rerank": "none"}
     if services.options.get("drawer"):
         opts["drawer"] = services.options["drawer"]
     if services.options.get("types"):
         opts["types"] = list(services.options["types"])
     return opts
+
+
+def best_first(kept: Sequence[Hit], verdicts: Sequence[ChunkVerdict]) -> list[Hit]:
+    """``kept`` best first: the chunks retrieve reranked by their rerank score, then the
+    others by grade's relevance (``verdicts``)."""
+    relevance = {v.id: v.relevance for v in verdicts}
+
+    def key(hit: Hit) -> tuple[int, float]:
+        if hit.rerank is not None:
+            return 0, -hit.rerank
+        return 1, -relevance.get(hit.id, 0.0)
+
+    return sorted(kept, key=key)
 
 
 #: What verification gives: the verdicts, the kept chunks and the note.
@@ -243,7 +260,7 @@ class Verify(RoleTool):
             shaped_by={**RULES, "search": search_fingerprint(services.store, opts)},
             store_types=opts.get("types") or (),
         )
-        kept = [by_id[i] for i in kept_ids]  # this ask's chunks, by the ids kept
+        kept = best_first([by_id[i] for i in kept_ids], final)  # this ask's chunks
         mind.write("verify.verdicts", final)
         mind.write("verify.kept", kept)
         return ToolResult(note=note)
@@ -306,8 +323,7 @@ class Verify(RoleTool):
                 web.close()
         final = [out[v.id] for v in verdicts]
         kept_ids = {v.id for v in final if v.verdict in ("CORRECT", "VERIFIED")}
-        relevance = {v.id: v.relevance for v in final}
-        kept = sorted((h for h in hits if h.id in kept_ids), key=lambda h: -relevance[h.id])
+        kept = best_first([h for h in hits if h.id in kept_ids], final)
         verified = sum(v.verdict == "VERIFIED" for v in final)
         note = f"{verified} of {len(ambiguous)} ambiguous verified; {len(kept)} chunks kept"
         return final, kept, note

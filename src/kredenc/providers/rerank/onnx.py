@@ -6,9 +6,15 @@ retrieve role reranks with it when it is the ``rerank`` setting.
 The folder is read as the ONNX embedder's is (``providers/model_folder.py``). Each
 (query, passage) pair is tokenized as a pair ([CLS] query [SEP] passage [SEP], token
 types 0 then 1), cut to ``sentence_bert_config.json``'s ``max_seq_length`` (else the
-tokenizer's truncation, else 512) longest part first, and scored by the graph's
+tokenizer's truncation, else 512; ``max_tokens`` may cut lower) longest part first,
+and scored by the graph's
 ``logits``: one column is the score; with two (not relevant, relevant) the score is
 their difference, the log-odds of relevant.
+
+With ``rerank_quantized`` (the default) the folder's int8 copy scores when it has one
+(``model_quantized.onnx`` beside ``model.onnx``: :data:`~kredenc.providers.model_folder.
+QUANTIZED`); its cost per pair against the full graph's: docs/benchmarks.md, "With a
+reranker configured".
 """
 
 from __future__ import annotations
@@ -27,14 +33,23 @@ SETTING = "rerank = 'onnx:PATH'"
 class OnnxCrossEncoder(Reranker):
     """A cross-encoder from a local ONNX folder; the graph loads on the first score."""
 
-    def __init__(self, path: Path | str | None, *, threads: int = 2, batch_size: int = 16) -> None:
-        self.folder = ModelFolder.find(path, setting=SETTING)
+    def __init__(
+        self,
+        path: Path | str | None,
+        *,
+        threads: int = 2,
+        batch_size: int = 16,
+        quantized: bool = False,
+        max_tokens: int | None = None,
+    ) -> None:
+        self.folder = ModelFolder.find(path, setting=SETTING, quantized=quantized)
         self.name = f"onnx:{self.folder.root}"
         self.batch_size = batch_size
+        limit = self.folder.max_tokens()
         self.model = OnnxModel(
             self.folder,
             threads=threads,
-            max_tokens=self.folder.max_tokens(),
+            max_tokens=min(limit, max_tokens) if max_tokens else limit,
             what="the ONNX cross-encoder",
         )
         self._output: str | None = None
@@ -49,7 +64,9 @@ class OnnxCrossEncoder(Reranker):
                 "rerank = 'onnx:/path/to/cross-encoder' (a folder with model.onnx and "
                 "tokenizer.json)",
             )
-        return cls(path.strip(), threads=settings.embed_threads)
+        return cls(
+            path.strip(), threads=settings.embed_threads, quantized=settings.rerank_quantized
+        )
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         if not passages:
