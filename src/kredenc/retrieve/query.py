@@ -41,7 +41,10 @@ def reranker_for(store: Store, name: str | None) -> Reranker | None:
     key = store.settings.rerank if name is None else name
     made = _RERANKERS.setdefault(store, {})
     if key not in made:
-        made[key] = make_reranker(key)
+        reranker = make_reranker(key)
+        if reranker is not None:
+            reranker.share(store.embedder)
+        made[key] = reranker
     return made[key]
 
 
