@@ -5,8 +5,8 @@ Each set is filed as ``bench_feedback`` files it (``EngineRetriever`` in one sto
 set, the shared eval embedding cache). A fixed-seed sample of each set's questions
 (``--sample``; the same questions for every candidate, so the comparisons are paired)
 is searched once through ``retrieve.search.search`` with the default settings at the
-eval's depth (the top 10 ids; 40 chunks for chunked sets; one graph hop on the
-multihop sets). The top ``N_MAX`` hits are then scored once by the shipped
+eval's depth (the top 10 ids; 40 chunks for chunked sets, at least ``N_MAX`` hits;
+one graph hop on the multihop sets). The top ``N_MAX`` hits are then scored once by the shipped
 ``MaxSimReranker`` (the texts ``retrieve.rerank`` hands a reranker: title, newline,
 text) and every candidate is an order of those hits:
 
@@ -129,7 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 score_ms: list[float] = []
                 t_set = time.perf_counter()
                 for qid, text, ns, chunked in s.questions:
+                    # At least N_MAX hits (turn sets search 10 ids as 10 hits), as the
+                    # search path reranks max(k, rerank_depth); the top K ids are kept.
                     params = s.params(chunked, None)
+                    params = replace(params, k=max(params.k, N_MAX))
                     search(
                         store.index, store.haystack, ns, text, params, Filters(), store.embed_query
                     )

@@ -72,6 +72,7 @@ def search_params(
         hops=hops,
         neighbors_max=s.neighbors_max,
         rerank_depth=s.rerank_depth,
+        rerank_mix=s.rerank_mix,
         context_weight=s.lexical_context_weight,
         lexical_max_scored=s.lexical_max_scored,
         feedback=Feedback(

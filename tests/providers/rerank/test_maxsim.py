@@ -105,3 +105,19 @@ def test_search_reranks_with_the_stores_own_model(tmp_path: Path) -> None:
     assert all(s is not None for s in scores)
     assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
     assert hits[0].text == texts[3]
+
+
+def test_the_mix_setting_reaches_the_search(tmp_path: Path) -> None:
+    texts = [f"note {i}: the kestrel and the budget, item {i * 7}" for i in range(8)]
+    with Kredenc.open(tmp_path / "s", durability="none", rerank_mix=0.25) as kb:
+        kb.remember_many([{"text": t} for t in texts])
+        hits = kb.search("kestrel budget", k=5, rerank="maxsim")
+    assert all(h.rerank is not None for h in hits)
+    assert all(0.0 <= h.score <= 1.0 for h in hits)  # the blended, scaled score
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_mix_out_of_range_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput) as err:
+        Kredenc.open(tmp_path / "s", durability="none", rerank_mix=2)
+    assert "rerank_mix" in str(err.value).splitlines()[0]
