@@ -173,7 +173,8 @@ class Settings(BaseSettings):
         "none",
         description="Reranker: 'none', a kredenc.rerankers plugin as NAME or NAME:ARGUMENT "
         "('onnx:PATH': an ONNX cross-encoder folder, no torch; 'cross-encoder:PATH': "
-        "sentence-transformers), or a local cross-encoder path. Search --rerank and the "
+        "sentence-transformers; 'maxsim': late interaction over the bundled MiniLM's "
+        "token vectors), or a local cross-encoder path. Search --rerank and the "
         "answer loop use it.",
     )
     rerank_depth: int = Field(
@@ -186,6 +187,14 @@ class Settings(BaseSettings):
         True,
         description="The 'onnx' reranker scores with the folder's int8 copy, "
         "model_quantized.onnx beside model.onnx (optimum's name), where it has one.",
+    )
+    rerank_mix: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Share of the reranker in the reranked order: 1 orders by its score "
+        "alone; below 1, by (1 - mix) * fused + mix * rerank score, each min-max scaled "
+        "over the reranked candidates.",
     )
     rank_similarity: float = Field(0.5, ge=0, description="ContextGraph weight of similarity.")
     rank_importance: float = Field(0.3, ge=0, description="ContextGraph weight of importance.")

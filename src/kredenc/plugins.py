@@ -72,6 +72,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     RERANKERS: {
         "cross-encoder": "kredenc.providers.rerank:CrossEncoderReranker",
         "onnx": "kredenc.providers.rerank.onnx:OnnxCrossEncoder",
+        "maxsim": "kredenc.providers.rerank.maxsim:MaxSimReranker",
     },
     LLMS: {
         "openai": "kredenc.providers.llm.records:OPENAI",

@@ -51,3 +51,22 @@ def test_no_hits_asks_the_model_nothing() -> None:
     model = WordCount()
     assert rerank("anything", [], model) == []
     assert model.seen == []
+
+
+def test_a_mix_below_one_blends_the_fused_order_with_the_models() -> None:
+    def hits() -> list[Hit]:
+        return [
+            _hit(0, "budget review"),  # fused best, no query word
+            _hit(1, "kestrel"),
+            _hit(2, "kestrel survey tower"),  # fused worst, every query word
+        ]
+
+    alone = rerank("kestrel survey tower", hits(), WordCount(), mix=1.0)
+    assert [h.id for h in alone] == ["c2", "c1", "c0"]
+    # Scaled fused 1, .5, 0 and model 0, 1/3, 1: at 0.25 the fused order holds.
+    light = rerank("kestrel survey tower", hits(), WordCount(), mix=0.25)
+    assert [h.id for h in light] == ["c0", "c1", "c2"]
+    assert light[0].score == 0.75 and light[0].rerank == 0.0  # the model's own score kept
+    heavy = rerank("kestrel survey tower", hits(), WordCount(), mix=0.75)
+    assert [h.id for h in heavy] == ["c2", "c1", "c0"]
+    assert heavy[0].score == 0.75

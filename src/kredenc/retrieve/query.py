@@ -41,7 +41,10 @@ def reranker_for(store: Store, name: str | None) -> Reranker | None:
     key = store.settings.rerank if name is None else name
     made = _RERANKERS.setdefault(store, {})
     if key not in made:
-        made[key] = make_reranker(key)
+        reranker = make_reranker(key)
+        if reranker is not None:
+            reranker.share(store.embedder)
+        made[key] = reranker
     return made[key]
 
 
@@ -69,6 +72,7 @@ def search_params(
         hops=hops,
         neighbors_max=s.neighbors_max,
         rerank_depth=s.rerank_depth,
+        rerank_mix=s.rerank_mix,
         context_weight=s.lexical_context_weight,
         lexical_max_scored=s.lexical_max_scored,
         feedback=Feedback(

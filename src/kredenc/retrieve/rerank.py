@@ -11,19 +11,33 @@ from kredenc.providers.rerank import Reranker
 from kredenc.records import Hit
 
 
-def rerank(query: str, hits: list[Hit], reranker: Reranker) -> list[Hit]:
-    """``hits`` rescored by ``reranker`` (``hit.rerank``, also ``hit.score``), best first."""
+def rerank(query: str, hits: list[Hit], reranker: Reranker, *, mix: float = 1.0) -> list[Hit]:
+    """``hits`` rescored by ``reranker`` (``hit.rerank``), best first. ``mix`` 1: by the
+    rerank score alone (also ``hit.score``); below 1, by ``(1 - mix) * fused + mix *
+    rerank``, each min-max scaled over ``hits`` (``hit.score``; ties keep the fused
+    order)."""
     if not hits:
         return hits
-    return apply(hits, reranker.score(query, pair_texts(hits)))
+    return apply(hits, reranker.score(query, pair_texts(hits)), mix=mix)
 
 
-def apply(hits: list[Hit], scores: Sequence[float]) -> list[Hit]:
-    """``hits`` given ``scores`` (``hit.rerank``, also ``hit.score``), best first."""
-    for hit, value in zip(hits, scores, strict=True):
-        hit.rerank = float(value)
-        hit.score = float(value)
-    return sorted(hits, key=lambda h: -(h.rerank or 0.0))
+def apply(hits: list[Hit], scores: Sequence[float], *, mix: float = 1.0) -> list[Hit]:
+    """``hits`` given the reranker's ``scores`` (``hit.rerank``), best first, ordered as
+    :func:`rerank` orders them for ``mix``."""
+    if not hits:
+        return hits
+    values = [float(v) for v in scores]
+    fused = _scaled([h.score for h in hits])
+    late = _scaled(values)
+    for i, (hit, value) in enumerate(zip(hits, values, strict=True)):
+        hit.rerank = value
+        hit.score = value if mix >= 1.0 else (1.0 - mix) * fused[i] + mix * late[i]
+    return sorted(hits, key=lambda h: -h.score)
+
+
+def _scaled(values: list[float]) -> list[float]:
+    lo, hi = min(values), max(values)
+    return [(v - lo) / (hi - lo) if hi > lo else 0.0 for v in values]
 
 
 def pair_texts(hits: Sequence[Hit]) -> list[str]:

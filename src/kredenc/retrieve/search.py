@@ -62,6 +62,7 @@ class SearchParams:
     context_weight: float = 0.5
     lexical_max_scored: int = MAX_SCORED
     rerank_depth: int = 30
+    rerank_mix: float = 1.0
     feedback: prf.Feedback = field(default_factory=prf.Feedback)
     #: The learned fusion's coefficients (None: :data:`kredenc.retrieve.learned.WEIGHTS`).
     learned_weights: tuple[float, ...] | None = None
@@ -360,7 +361,7 @@ def search(
     hits = hits[:depth]
     if reranker is not None:
         with span("search.rerank", candidates=len(hits)):
-            hits = rerank(query, hits, reranker)
+            hits = rerank(query, hits, reranker, mix=params.rerank_mix)
     hits = hits[: params.k]
     if min_score is not None:
         hits = [h for h in hits if h.relevance is not None and h.relevance >= min_score]

@@ -50,7 +50,7 @@ def test_scores_match_a_numpy_reference_of_the_head(model: TinyModel) -> None:
 
 
 def test_it_is_the_onnx_reranker_plugin(model: TinyModel) -> None:
-    assert plugins.names(plugins.RERANKERS) == ["cross-encoder", "onnx"]
+    assert plugins.names(plugins.RERANKERS) == ["cross-encoder", "maxsim", "onnx"]
     made = make_reranker(f"onnx:{model.path}")
     assert isinstance(made, OnnxCrossEncoder) and made.folder.root == model.path.resolve()
     with pytest.raises(InvalidInput, match="needs a local model folder"):

@@ -44,7 +44,7 @@ def test_no_reranker_by_default() -> None:
 
 
 def test_the_cross_encoder_is_the_builtin_plugin() -> None:
-    assert plugins.names(plugins.RERANKERS) == ["cross-encoder", "onnx"]
+    assert plugins.names(plugins.RERANKERS) == ["cross-encoder", "maxsim", "onnx"]
     named = make_reranker("cross-encoder:/some/path")
     bare = make_reranker(" /some/other/path ")
     assert isinstance(named, CrossEncoderReranker) and named.model_path == "/some/path"

