@@ -203,6 +203,7 @@ class AsyncKredenc:
     import_lines = _twin(Kredenc.import_lines)
     import_mem0 = _twin(Kredenc.import_mem0)
     file_turns = _twin(Kredenc.file_turns)
+    prepare_turns = _twin(Kredenc.prepare_turns)
     ingest = _twin(Kredenc.ingest)
     recall = _twin(Kredenc.recall)
     ask = _twin(Kredenc.ask)
