@@ -1,4 +1,6 @@
-"""Weighted reciprocal rank fusion of ranked lists."""
+"""Fusion of ranked lists: weighted reciprocal rank fusion, and weighted sums of
+min-max normalised scores (:func:`normalised`, also what the learned fusion's score
+features and the rerank mix scale by)."""
 
 from __future__ import annotations
 
@@ -51,10 +53,18 @@ def weighted_minmax(
         weight = weights.get(name, 0.0) / total
         if weight == 0 or not scored:
             continue
-        values = [s for _, s in (scored if depth is None else scored[:depth])]
-        hi, lo = max(values), min(values)
-        span = hi - lo
-        for item, value in scored:
-            norm = max(0.0, (value - lo) / span) if span > 0 else 1.0
+        for item, norm in normalised(scored, depth).items():
             scores[item] = scores.get(item, 0.0) + weight * norm
     return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+def normalised(scored: Sequence[tuple[K, float]], depth: int | None = None) -> dict[K, float]:
+    """Each item's score min-max scaled over the first ``depth`` items (all when
+    None): the best 1, the ``depth``-th 0, anything further down clipped to 0; all 1
+    when the scores are equal (a single item included). Empty: empty."""
+    if not scored:
+        return {}
+    values = [s for _, s in (scored if depth is None else scored[:depth])]
+    hi, lo = max(values), min(values)
+    span = hi - lo
+    return {item: (max(0.0, (v - lo) / span) if span > 0 else 1.0) for item, v in scored}

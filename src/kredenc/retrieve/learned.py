@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from kredenc.retrieve.fuse import normalised
 from kredenc.retrieve.terms import query_terms, tokens
 
 FEATURES: tuple[str, ...] = (
@@ -64,17 +65,6 @@ TextReader = Callable[[Sequence[int]], Mapping[int, tuple[str, str]]]
 _NAME = re.compile(r"(?<!^)(?<![.?!]\s)\b[A-Z][\w'-]*")
 
 
-def _normalised(scored: Sequence[tuple[int, float]], depth: int) -> dict[int, float]:
-    """The leg's scores min-max scaled over its first ``depth`` (as
-    :func:`~kredenc.retrieve.fuse.weighted_minmax`)."""
-    if not scored:
-        return {}
-    values = [s for _, s in scored[:depth]]
-    hi, lo = max(values), min(values)
-    span = hi - lo
-    return {r: (max(0.0, (s - lo) / span) if span > 0 else 1.0) for r, s in scored}
-
-
 def _share(wanted: Sequence[str], text: str) -> float:
     if not wanted:
         return 0.0
@@ -97,7 +87,7 @@ def features(
     rowids = list(dict.fromkeys(r for ranked in legs.values() for r, _ in ranked))
     lexical = legs.get("lexical", [])
     dense = legs.get("dense", [])
-    norm_l, norm_d = _normalised(lexical, depth), _normalised(dense, depth)
+    norm_l, norm_d = normalised(lexical, depth), normalised(dense, depth)
     rank_l = {r: n for n, (r, _) in enumerate(lexical, start=1)}
     rank_d = {r: n for n, (r, _) in enumerate(dense, start=1)}
     cosine = dict(dense)

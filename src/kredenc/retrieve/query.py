@@ -250,16 +250,7 @@ def context_graph(
     )
 
     def hybrid_seeds(q: str, n: int) -> list[int]:
-        params = searching.SearchParams(
-            k=n,
-            leg_k=max(n, s.leg_k),
-            rrf_k=s.rrf_k,
-            weight_dense=s.weight_dense,
-            weight_lexical=s.weight_lexical,
-            fusion=s.fusion,
-            context_weight=s.lexical_context_weight,
-            lexical_max_scored=s.lexical_max_scored,
-        )
+        params = replace(search_params(s, k=n), leg_k=max(n, s.leg_k))
         legs = searching.run_legs(store.index, ns, q, params, filters, store.embed_query)
 
         def read(rowids: Sequence[int]) -> dict[int, tuple[str, str]]:

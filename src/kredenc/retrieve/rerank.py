@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from kredenc.providers.rerank import Reranker
 from kredenc.records import Hit
+from kredenc.retrieve.fuse import normalised
 
 
 def rerank(query: str, hits: list[Hit], reranker: Reranker, *, mix: float = 1.0) -> list[Hit]:
@@ -27,17 +28,12 @@ def apply(hits: list[Hit], scores: Sequence[float], *, mix: float = 1.0) -> list
     if not hits:
         return hits
     values = [float(v) for v in scores]
-    fused = _scaled([h.score for h in hits])
-    late = _scaled(values)
+    fused = normalised(list(enumerate(h.score for h in hits)))
+    late = normalised(list(enumerate(values)))
     for i, (hit, value) in enumerate(zip(hits, values, strict=True)):
         hit.rerank = value
         hit.score = value if mix >= 1.0 else (1.0 - mix) * fused[i] + mix * late[i]
     return sorted(hits, key=lambda h: -h.score)
-
-
-def _scaled(values: list[float]) -> list[float]:
-    lo, hi = min(values), max(values)
-    return [(v - lo) / (hi - lo) if hi > lo else 0.0 for v in values]
 
 
 def pair_texts(hits: Sequence[Hit]) -> list[str]:
