@@ -181,7 +181,7 @@ class Settings(BaseSettings):
         30,
         ge=1,
         description="Fused candidates a search's reranker rescores (the answer loop reranks "
-        "the ask_k chunks it retrieves, once per ask).",
+        "its own ask_rerank_depth chunks, once per ask).",
     )
     rerank_quantized: bool = Field(
         True,
