@@ -293,7 +293,7 @@ def main() -> None:
     cache.parent.mkdir(parents=True, exist_ok=True)
     home = tempfile.mkdtemp(prefix="kredenc-fit-")
     kb = Kredenc.open(home, "eval", durability="none", embed_cache=cache)
-    judge = SupportJudge(kb.store.embed_cached)
+    judge = SupportJudge(kb.store.embed_cached, every_cosine=True)  # fitting reads every cosine
     tables: dict[str, Table] = {}
     for name, path in (("ragtruth", args.ragtruth), ("halueval", args.halueval)):
         _, items = load_judge_file(path)

@@ -364,9 +364,10 @@ class Settings(BaseSettings):
         12,
         ge=0,
         le=200,
-        description="With a reranker configured, the answer loop's best retrieved chunks it "
-        "reranks, once per ask (12 -> the ask_context_k given to the generator); verify's "
-        "searches for evidence never rerank. 0: the loop reranks nothing.",
+        description="With a reranker configured, how many retrieved chunks the answer loop "
+        "reranks per ask, in all: the first iteration's best, a later one only what that "
+        "left (12 -> the ask_context_k given to the generator); verify's searches for "
+        "evidence never rerank. 0: the loop reranks nothing.",
     )
     agents_dir: Path | None = Field(
         None,

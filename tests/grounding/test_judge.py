@@ -151,3 +151,37 @@ def test_the_threshold_moves_the_verdict_not_the_confidence() -> None:
         assert ev.confidence_score == base.confidence_score
         verdicts[threshold] = ev.hallucination_detected
     assert verdicts == {support - 0.01: False, support + 0.01: True}
+
+
+def test_the_judge_embeds_only_what_its_verdict_reads(judge: SupportJudge) -> None:
+    """With the meaning at weight 0 (the default) the judge compares a sentence only
+    with the units that can still be its evidence, and the question only when its words
+    fall short; the evaluation, evidence included, is the one every cosine gives."""
+    assert judge.embed is not None
+    counted: dict[str, int] = {"lazy": 0, "every": 0}
+
+    def counting(name: str):  # type: ignore[no-untyped-def]
+        def embed(texts):  # type: ignore[no-untyped-def]
+            counted[name] += len(texts)
+            return judge.embed(texts)  # type: ignore[misc]
+
+        return embed
+
+    lazy = SupportJudge(counting("lazy"))
+    every = SupportJudge(counting("every"), every_cosine=True)
+    assert lazy.lazy and not every.lazy
+    assert not SupportJudge(params=JudgeParams(SupportParams(w_bigrams=0.5))).lazy
+    cases = [
+        ("How many attention heads does the Transformer use?",
+         "In this work we employ h = 8 parallel attention layers, or heads. "
+         "Training took 3.5 days on 8 P100 GPUs."),  # extractive: the contexts' sentences
+        ("What BLEU does the big model reach?", "The big model reaches 31.2 BLEU."),
+        ("Who won the FIFA World Cup 2026?", "Brazil won the FIFA World Cup 2026."),
+        ("What did they use?", "They trained on a quantum computer in Antarctica."),
+    ]  # fmt: skip
+    for question, answer in cases:
+        assert lazy.judge(question, answer, ATTENTION) == every.judge(question, answer, ATTENTION)
+    counted.update(lazy=0, every=0)
+    lazy.judge(*cases[0], ATTENTION)
+    every.judge(*cases[0], ATTENTION)
+    assert counted["lazy"] * 2 <= counted["every"], counted

@@ -138,18 +138,41 @@ def test_no_progress_stops_the_loop(open_loop: Open) -> None:
     assert got.gaps == ("everything",)
 
 
-def test_the_budget_stops_the_loop(open_loop: Open) -> None:
-    class Wander(Never):
-        focus = "needle"
+class Wander(Never):
+    """Never satisfied; each iteration asks for another passage."""
 
+    foci = ("needle", "lighthouse", "invoices")
+
+    def run(self, mind: Mind, services: Services) -> ToolResult:
+        self.focus = self.foci[int(mind.read("loop.iteration", 1)) - 1]
+        return super().run(mind, services)
+
+
+def test_the_budget_stops_the_loop(open_loop: Open) -> None:
     with open_loop() as kb:
         got = answer(kb, [Decide(), Retrieve(), Generate(), Judge(), Wander()], k=1)
-        # 1: the heron; 2: the needle too (progress); 3: the last one allowed.
+        # 1: the heron; 2: the needle too; 3: the lighthouse too (progress each
+        # time), the last one allowed.
         assert (got.iterations, got.meta["stopped"]) == (3, "budget")
+        assert len(got.trace) == 15
         capped = answer(
             kb, [Decide(), Retrieve(), Generate(), Judge(), Wander()], k=1, max_iterations=2
         )
     assert (capped.iterations, capped.meta["stopped"]) == (2, "budget")
+
+
+def test_a_repeat_that_retrieves_nothing_new_stops_after_retrieving(open_loop: Open) -> None:
+    class Stuck(Never):
+        focus = "needle"
+
+    with open_loop() as kb:
+        got = answer(kb, [Decide(), Retrieve(), Generate(), Judge(), Stuck()], k=1)
+    # 1: the heron; 2: the needle too (progress); 3: the same searches, no new chunk:
+    # it stops right after retrieve, and iteration 2's answer stands.
+    assert (got.iterations, got.meta["stopped"]) == (3, "no progress")
+    assert [s.tool for s in got.trace if s.iteration == 3] == ["decide", "retrieve"]
+    assert [s.tool for s in got.trace if s.iteration == 2][-1] == "reflect"
+    assert "needle" in got.text
 
 
 def test_without_reflect_one_pass(open_loop: Open) -> None:

@@ -101,12 +101,23 @@ class SupportJudge:
 
     ``embedder``: an :class:`Embedder` or a function ``texts -> (n, dim)`` L2-normalised
     vectors (e.g. a cached one); None judges by words and facts alone.
+
+    ``every_cosine``: :meth:`findings` compares every sentence and the question with
+    every context unit, as fitting the weights on findings needs. Otherwise, while the
+    meaning weighs nothing (the default weights), only what this judge's verdict reads
+    is embedded: the units that can still be a sentence's evidence
+    (:func:`~kredenc.grounding.support.gather_sentences`), and the question's cosine
+    only when the question's words alone leave the context insufficient. The verdict
+    and the evidence are the same; the ask's judge embeds about a tenth of the units
+    (docs/benchmarks.md, "The answer loop").
     """
 
     def __init__(
         self,
         embedder: Embedder | EmbedFn | None = None,
         params: JudgeParams | None = None,
+        *,
+        every_cosine: bool = False,
     ) -> None:
         self.embed: EmbedFn | None
         if isinstance(embedder, Embedder):
@@ -114,11 +125,15 @@ class SupportJudge:
         else:
             self.embed = embedder
         self.params = params or JudgeParams()
+        self.lazy = not every_cosine and not self.params.support.weighs_meaning()
 
     def findings(self, question: str, answer: str, contexts: Sequence[str]) -> Findings:
-        """What the contexts say about the question and each sentence (no weights yet)."""
-        ctx = Contexts(contexts, self.embed)
-        gathered = gather_sentences(answer, ctx, question=question, embed=self.embed)
+        """What the contexts say about the question and each sentence (no weights yet;
+        with :attr:`lazy`, the cosines this judge's weights ignore are not computed)."""
+        ctx = Contexts(contexts, self.embed, lazy=self.lazy)
+        gathered = gather_sentences(
+            answer, ctx, question=question, embed=self.embed, meaning=not self.lazy
+        )
         coverage, cosine = 0.0, None
         if ctx.units:
             keys = list(dict.fromkeys(content_keys(question)))
@@ -127,9 +142,11 @@ class SupportJudge:
                 weights = {k: ctx.idf(k) for k in keys}
                 found = sum(w for k, w in weights.items() if k in ctx.all_keys)
                 coverage = found / sum(weights.values())
-            if self.embed is not None and ctx.vectors is not None and question.strip():
+            # The cosine matters only where the words fall short (:meth:`sufficiency`).
+            needed = not self.lazy or coverage < self.params.question_coverage
+            if needed and self.embed is not None and ctx.embeds and question.strip():
                 qv = np.asarray(self.embed([question]), dtype=np.float32)[0]
-                cosine = float((ctx.vectors @ qv).max())
+                cosine = float((ctx.all_vectors() @ qv).max())
         return Findings(answer, tuple(gathered), coverage, cosine)
 
     def sufficiency(self, found: Findings) -> float:

@@ -88,6 +88,9 @@ FRAGMENT_WORDS = 4
 SWAP_LOCAL = 0.5
 #: Below this support, :func:`soft_floor` squeezes instead of clipping.
 FLOOR = 0.2
+#: The weight of a unit's cosine against its word share when a sentence's best unit
+#: (its evidence) is picked: ``local + MEANING_PICK * cosine``.
+MEANING_PICK = 0.5
 
 # Words about the answering, not about the world: never content.
 META_WORDS = frozenset(
@@ -134,6 +137,15 @@ class SupportParams:
     relation_penalty: float = 0.1
     polarity_penalty: float = 0.0
     threshold: float = 0.1125
+
+    @property
+    def meaning(self) -> float:
+        """The meaning's weight: what the three word weights leave of 1."""
+        return 1.0 - self.w_words - self.w_local - self.w_bigrams
+
+    def weighs_meaning(self) -> bool:
+        """Whether the embedding cosine enters the support at all."""
+        return abs(self.meaning) > 1e-9
 
 
 def _number(tok: str) -> str:
@@ -232,7 +244,9 @@ class Contexts:
     """The contexts cut into units (sentences and windows), with their word statistics
     and (when an embed function is given) their vectors."""
 
-    def __init__(self, contexts: Sequence[str], embed: EmbedFn | None = None) -> None:
+    def __init__(
+        self, contexts: Sequence[str], embed: EmbedFn | None = None, *, lazy: bool = False
+    ) -> None:
         self.contexts = list(contexts)
         units: list[tuple[int, str]] = []
         windows: list[tuple[int, str]] = []
@@ -260,9 +274,36 @@ class Contexts:
             *(_bigrams(t) for t in self.contexts)
         )
         self.all_numbers = frozenset().union(*self.unit_numbers) if units else frozenset()
+        self.embed = embed
+        #: Every unit's vector; with ``lazy`` None until :meth:`all_vectors` (or
+        #: :meth:`unit_vectors` embeds only the units asked for).
         self.vectors: F32 | None = None
-        if embed is not None and units:
+        self._some: dict[int, F32] = {}
+        if embed is not None and units and not lazy:
             self.vectors = np.asarray(embed([u for _, u in units]), dtype=np.float32)
+
+    @property
+    def embeds(self) -> bool:
+        """Vectors can be had: an embed function and at least one unit."""
+        return self.embed is not None and bool(self.units)
+
+    def unit_vectors(self, wanted: Sequence[int]) -> F32:
+        """The vectors of the units ``wanted``; those not embedded yet are embedded in
+        one call and kept."""
+        if self.vectors is not None:
+            return self.vectors[list(wanted)]
+        assert self.embed is not None, "Contexts without an embed function has no vectors"
+        missing = [i for i in dict.fromkeys(wanted) if i not in self._some]
+        if missing:
+            got = np.asarray(self.embed([self.units[i][1] for i in missing]), dtype=np.float32)
+            self._some.update(zip(missing, got, strict=True))
+        return np.stack([self._some[i] for i in wanted]).astype(np.float32, copy=False)
+
+    def all_vectors(self) -> F32:
+        """Every unit's vector (embedding what a lazy instance has not yet)."""
+        if self.vectors is None:
+            self.vectors = self.unit_vectors(range(len(self.units)))
+        return self.vectors
 
     def idf(self, k: str) -> float:
         return math.log((self.n + 1) / (self.df.get(k, 0) + 0.5))
@@ -307,6 +348,20 @@ class Evidence:
     notes: tuple[str, ...] = ()
 
 
+def unit_shares(
+    facts: SentenceFacts, ctx: Contexts
+) -> tuple[list[str], dict[str, float], float, npt.NDArray[np.float64]]:
+    """The sentence's content keys (numbers left out), their IDF weights, the weights'
+    sum, and per unit the weighted share of those keys it holds (*local*)."""
+    keys = [k for k in facts.keys if not k[:1].isdigit()]
+    weights = {k: ctx.idf(k) for k in keys}
+    total = sum(weights.values())
+    local = np.array(
+        [sum(weights[k] for k in keys if k in uk) / total if total else 0.0 for uk in ctx.unit_keys]
+    )
+    return keys, weights, total, local
+
+
 def gather(
     text: str,
     start: int,
@@ -321,19 +376,14 @@ def gather(
         return Evidence(text, start, marked=True, notes=("marked outside knowledge",))
     if not ctx.units:
         return Evidence(text, start, marked=True, notes=("no context",))
-    keys = [k for k in facts.keys if not k[:1].isdigit()]
-    weights = {k: ctx.idf(k) for k in keys}
-    total = sum(weights.values())
+    keys, weights, total, local = unit_shares(facts, ctx)
     found = sum(w for k, w in weights.items() if k in ctx.all_keys or k in known)
     words = found / total if total else 1.0
     # The best unit: the one sharing most of the sentence's weighted words, then meaning.
-    local = np.array(
-        [sum(weights[k] for k in keys if k in uk) / total if total else 0.0 for uk in ctx.unit_keys]
-    )
     cosine: float | None = None
     if cosines is not None:
-        cosine = float(cosines.max())
-        best = int(np.argmax(local + 0.5 * cosines))
+        cosine = float(np.nanmax(cosines)) if not np.isnan(cosines).all() else None
+        best = int(np.argmax(np.where(np.isnan(cosines), -np.inf, local + MEANING_PICK * cosines)))
     else:
         best = int(np.argmax(local))
     notes: list[str] = []
@@ -459,7 +509,7 @@ def score(ev: Evidence, params: SupportParams) -> SentenceSupport:
         + params.relation_penalty * (ev.loose_numbers + ev.loose_names)
         + params.polarity_penalty * ev.polarity
     )
-    w_meaning = 1.0 - params.w_words - params.w_local - params.w_bigrams
+    w_meaning = params.meaning
     support = (
         params.w_words * ev.words
         + params.w_local * ev.local
@@ -484,21 +534,84 @@ def gather_sentences(
     *,
     question: str = "",
     embed: EmbedFn | None = None,
+    meaning: bool = True,
 ) -> list[tuple[Evidence, SentenceFacts]]:
-    """Each sentence of ``answer`` with what the contexts say about it."""
+    """Each sentence of ``answer`` with what the contexts say about it.
+
+    ``meaning`` False: the sentence's cosines serve only to pick its best unit (the
+    meaning weight is 0, :meth:`SupportParams.weighs_meaning`), so only the units that
+    can still be picked are compared and embedded (:func:`_deciding_cosines`); the pick
+    is the same, and :attr:`Evidence.cosine` is then the best cosine among the units
+    compared."""
     sentences = split(answer)
     known = frozenset(content_keys(question)) | frozenset(_names(question))
     pairs = _bigrams(question)
+    facts = [SentenceFacts.of(s.text) for s in sentences]
     cos: F32 | None = None
-    if embed is not None and contexts.vectors is not None and sentences:
+    if embed is not None and contexts.embeds and sentences:
         vecs = np.asarray(embed([s.text for s in sentences]), dtype=np.float32)
-        cos = vecs @ contexts.vectors.T
+        if meaning:
+            cos = vecs @ contexts.all_vectors().T
+        else:
+            cos = _deciding_cosines(vecs, facts, contexts)
     out = []
     for i, s in enumerate(sentences):
-        facts = SentenceFacts.of(s.text)
         row = cos[i] if cos is not None else None
-        out.append((gather(s.text, s.start, facts, contexts, known, row, pairs), facts))
+        out.append((gather(s.text, s.start, facts[i], contexts, known, row, pairs), facts[i]))
     return out
+
+
+def _deciding_cosines(vecs: F32, facts: Sequence[SentenceFacts], ctx: Contexts) -> F32:
+    """Each sentence's cosine to the units that can still be its best unit, NaN for the
+    others, embedding only those units (a lazy :class:`Contexts`).
+
+    The best unit maximises ``local + MEANING_PICK * cosine``. With the sentence's
+    top-*local* unit's cosine ``c0`` known, a unit whose ``local + MEANING_PICK`` (a
+    cosine is at most 1) falls below ``local0 + MEANING_PICK * c0`` cannot win, so its
+    vector is never needed: the pick is the one every cosine would give. A sentence
+    sharing no word with any unit is picked by meaning alone, and one whose pick has no
+    word in common with it also reads the best cosine of all (the evidence-or-none
+    rule): those get every cosine."""
+    n = len(ctx.units)
+    cos = np.full((len(facts), n), np.nan, dtype=np.float32)
+    locals_ = [unit_shares(f, ctx)[3] for f in facts]
+    tops = [int(np.argmax(loc)) for loc in locals_]
+    first = ctx.unit_vectors(sorted(set(tops)))
+    where = {u: j for j, u in enumerate(sorted(set(tops)))}
+    wanted: list[set[int]] = []
+    for i, (loc, top) in enumerate(zip(locals_, tops, strict=True)):
+        c0 = float(vecs[i] @ first[where[top]])
+        cos[i, top] = c0
+        if loc[top] <= 0:
+            wanted.append(set(range(n)))
+            continue
+        bound = loc[top] + MEANING_PICK * c0
+        slack = MEANING_PICK * (1 + 1e-4)  # a unit vector's cosine may round above 1
+        wanted.append({int(u) for u in np.flatnonzero(loc + slack >= bound)})
+    _fill(cos, vecs, wanted, ctx)
+    # A pick with no word of the sentence: the evidence-or-none rule reads the best
+    # cosine of all units, so that sentence gets them all.
+    again: list[set[int]] = []
+    for i, loc in enumerate(locals_):
+        row = cos[i]
+        best = int(np.argmax(np.where(np.isnan(row), -np.inf, loc + MEANING_PICK * row)))
+        again.append(set(range(n)) if loc[best] == 0 else set())
+    _fill(cos, vecs, again, ctx)
+    return cos
+
+
+def _fill(cos: F32, vecs: F32, wanted: Sequence[set[int]], ctx: Contexts) -> None:
+    """Set ``cos[i, u]`` for each unit ``u`` wanted by sentence ``i`` that is not set yet,
+    embedding those units in one call."""
+    todo = sorted({u for i, us in enumerate(wanted) for u in us if np.isnan(cos[i, u])})
+    if not todo:
+        return
+    got = ctx.unit_vectors(todo)
+    col = {u: j for j, u in enumerate(todo)}
+    for i, us in enumerate(wanted):
+        for u in us:
+            if np.isnan(cos[i, u]):
+                cos[i, u] = float(vecs[i] @ got[col[u]])
 
 
 def check_sentences(

@@ -13,8 +13,10 @@ iteration, iterations are left and progress was made (new chunks in
 ``retrieve.chunks`` or a higher ``judge.evaluation`` confidence), the tools from the
 agent's :meth:`~kredenc.loop.agents.Agent.repeat_from` on run again; otherwise the
 loop stops and records why (``sufficient``, ``no progress``, ``budget``, ``no
-reflection``). The orchestrator knows no tool by name: it reads the pipeline and the
-contract's keys.
+reflection``). A repeat stops as soon as its tool that writes ``retrieve.chunks``
+added none (``no progress``): the tools after it would only read again what they
+read before, and the previous iteration's answer stands. The orchestrator knows no
+tool by name: it reads the pipeline and the contract's keys.
 **validate**: every key the pipeline's tools declare in ``writes`` should be on the
 mind (a missing one is named in ``Answer.meta["missing"]``); without an answer text
 (``generate.text``) the answer cannot be built, and the ask fails with the failed
@@ -192,6 +194,7 @@ def execute(
         mind.write("loop.iteration", iteration)
         run.iterations = iteration
         written: set[str] = set()
+        barren = False
         for tool in tools[start:]:
             step, wrote = _run_tool(tool, mind, services, iteration)
             run.steps.append(step)
@@ -200,6 +203,14 @@ def execute(
             written |= wrote
             if step.status == "failed":
                 run.failures.append(f"{tool.name}: {step.note}")
+            if iteration > 1 and CHUNKS in wrote and not _chunk_ids(mind) - chunks:
+                # A repeat whose retrieval added no chunk: the tools after it would read
+                # what they read last time (generate reads the kept chunks, not reflect).
+                barren = True
+                break
+        if barren:
+            run.stopped = "no progress"
+            break
         now_chunks, now_confidence = _chunk_ids(mind), _confidence(mind)
         progress = bool(now_chunks - chunks) or (
             now_confidence is not None and (confidence is None or now_confidence > confidence)

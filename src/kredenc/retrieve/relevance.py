@@ -21,15 +21,17 @@ top-12 lists; search therefore scores at least :data:`WINDOW` fused hits togethe
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
 from kredenc.errors import InvalidInput
 from kredenc.records import Hit
 from kredenc.retrieve.message_terms import recall_terms, stem_en
-from kredenc.retrieve.terms import tokens
+from kredenc.retrieve.terms import has_prefix, tokens
 
 FEATURES = ("cos", "cos_gap", "coverage", "lex_rr", "dense_rr", "title")
 
@@ -54,12 +56,20 @@ def query_terms(query: str) -> list[str]:
     return [t.text for t in recall_terms(query, limit=QUERY_TERMS)]
 
 
-def text_stems(text: str) -> set[str]:
-    return {stem_en(w) for w in tokens(text)}
+@lru_cache(maxsize=4096)
+def text_stems(text: str) -> tuple[str, ...]:
+    """The stems of ``text``'s words, sorted and distinct; memoised, as the loop reads
+    the same chunks in several searches and steps of one ask (grade's and the search's
+    features)."""
+    return tuple(sorted({stem_en(w) for w in tokens(text)}))
 
 
-def _has(stems: set[str], term: str) -> bool:
-    return term in stems or any(s.startswith(term) for s in stems if len(term) >= 5)
+def _has(stems: tuple[str, ...], term: str) -> bool:
+    """``term`` is one of ``stems`` (sorted), or, from 5 letters on, begins one."""
+    if len(term) >= 5:
+        return has_prefix(stems, term)
+    i = bisect.bisect_left(stems, term)
+    return i < len(stems) and stems[i] == term
 
 
 def features(
@@ -77,7 +87,7 @@ def features(
     rows: list[list[float]] = []
     for hit, own, cos in zip(hits, stems, cosines, strict=True):
         coverage = sum(idf[t] for t in terms if _has(own, t)) / total if total > 0 else 0.0
-        title = text_stems(hit.title) if hit.title else set()
+        title = text_stems(hit.title) if hit.title else ()
         title_share = sum(_has(title, t) for t in terms) / len(terms) if terms and title else 0.0
         lex = hit.legs.get("lexical")
         dense = hit.legs.get("dense")

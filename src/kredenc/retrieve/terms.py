@@ -8,8 +8,10 @@ always a plain phrase to FTS5). Operators such as ``NOT``, ``NEAR``, ``*``, ``:`
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from kredenc.storage.index.lexical import Phrase, any_of
 
@@ -45,6 +47,14 @@ def _in_token(ch: str) -> bool:
         return True
     category = unicodedata.category(ch)
     return category[0] == "M" or category == "Co"
+
+
+def has_prefix(ordered: Sequence[str], prefix: str) -> bool:
+    """Whether a word of ``ordered`` (sorted) starts with ``prefix``: the words that do
+    sort together from ``prefix`` on, so one binary search answers what a scan of every
+    word would."""
+    i = bisect.bisect_left(ordered, prefix)
+    return i < len(ordered) and ordered[i].startswith(prefix)
 
 
 def tokens(text: str) -> list[str]:

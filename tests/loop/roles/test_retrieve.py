@@ -258,3 +258,37 @@ def test_rerank_chunks_puts_the_reranked_head_first_and_keeps_the_rest(
     off = services(rerank=f"onnx:{folder}", ask_rerank_depth=0)
     assert retrieve.rerank_chunks(off, "the river", hits) == hits
     assert choose_mode("the river", off) == "hybrid"
+
+
+def test_an_ask_reranks_at_most_its_depth_in_all(
+    kb: Kredenc, services: MakeServices, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The ask's rerank budget is ``ask_rerank_depth`` chunks over all its iterations:
+    a later iteration's new chunks are reranked only within what the earlier ones left,
+    and follow the earlier chunks in fused order once it is spent."""
+    from kredenc.testing.tiny_models import build_cross_encoder
+
+    folder = build_cross_encoder(tmp_path_factory.mktemp("ce") / "m", favour=("apple",)).path
+    words = ["the river boat", "the old stone", "an apple tree", "the apple", "the sea ship"]
+    hits = [
+        Hit(id=f"h{i}", text=t, score=1.0 - i / 10, kind="memory", drawer="")
+        for i, t in enumerate(words)
+    ]
+    s = services(rerank=f"onnx:{folder}", ask_rerank_depth=3)
+    left_one = retrieve.rerank_chunks(s, "the river", hits, spent=2)
+    assert [h.rerank is not None for h in left_one] == [True, False, False, False, False]
+    assert retrieve.rerank_chunks(s, "the river", hits, spent=3) == hits
+
+    kb.remember_many([{"text": t} for t in [*DISTRACTORS, "the river boat", "the apple pie"]])
+    s = services(options={"rerank": f"onnx:{folder}"}, rerank=f"onnx:{folder}", ask_rerank_depth=2)
+    m = mind("the river boat")
+    Retrieve().run(m, s)
+    first = m.read("retrieve.chunks")
+    assert [h.rerank is not None for h in first[:3]] == [True, True, False]
+    m.write("loop.iteration", 2)
+    m.write("reflect.focus", "apple pie")
+    Retrieve().run(m, s)
+    both = m.read("retrieve.chunks")
+    assert [h.id for h in both[: len(first)]] == [h.id for h in first]
+    assert len(both) > len(first), "the focus should bring a new chunk"
+    assert all(h.rerank is None for h in both[len(first) :])  # the budget was spent

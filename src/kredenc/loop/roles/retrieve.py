@@ -28,12 +28,16 @@ names one:
 
 Reranking: the searches themselves never rerank (``rerank="none"``). With a reranker
 configured (the ``rerank`` option, else the setting), the iteration's new chunks,
-fused, are reranked once against the query: the best ``ask_rerank_depth`` (12) of
-them get ``hit.rerank`` and go first, best first, the rest follow in fused order
-(:func:`rerank_chunks`; the scores cached as kind ``role``, ``retrieve.rerank``). The
-reranker orders; it does not choose which chunks are retrieved, so grade sees the chunks
-it was fitted on. verify keeps the trusted chunks in this order and generate's LLM
-reads the first ``ask_context_k`` (4): top 12 -> 4.
+fused, are reranked once against the query: the best of them get ``hit.rerank`` and
+go first, best first, the rest follow in fused order (:func:`rerank_chunks`; the
+scores cached as kind ``role``, ``retrieve.rerank``). An ask reranks at most
+``ask_rerank_depth`` (12) chunks in all: the first iteration's best 12, and a later
+iteration only as many of its new chunks as the earlier ones left of that budget
+(its new chunks follow the earlier ones, so generate's first ``ask_context_k`` come
+from the earlier, reranked ones unless grade and verify dropped them). The reranker
+orders; it does not choose which chunks are retrieved, so grade sees the chunks it was
+fitted on. verify keeps the trusted chunks in this order and generate's LLM reads the
+first ``ask_context_k`` (4): top 12 -> 4.
 
 ``ask.options`` (``Services.options``) may set ``k`` (else the ``ask_k`` setting, 12),
 ``mode`` (the search legs: hybrid, lexical, dense), ``hops``, ``rerank`` and ``drawer``.
@@ -97,14 +101,15 @@ def reranking(services: Services) -> bool:
     return reranker_name(services) is not None and depth > 0
 
 
-def rerank_chunks(services: Services, query: str, hits: list[Hit]) -> list[Hit]:
-    """``hits`` with the best ``ask_rerank_depth`` of them reranked against ``query``
-    and first, best first; the rest after them as they were. One ``score`` call of the
-    reranker for all of them, its scores cached (kind ``role``: the query, the chunks,
-    the reranker's name, the depth); ``hits`` unchanged without a reranker."""
+def rerank_chunks(services: Services, query: str, hits: list[Hit], *, spent: int = 0) -> list[Hit]:
+    """``hits`` with the best ``ask_rerank_depth - spent`` of them (``spent``: the
+    chunks this ask reranked before) reranked against ``query`` and first, best first;
+    the rest after them as they were. One ``score`` call of the reranker for all of
+    them, its scores cached (kind ``role``: the query, the chunks, the reranker's name,
+    the depth); ``hits`` unchanged without a reranker or budget."""
     name = reranker_name(services)
-    depth = int(getattr(services.settings, "ask_rerank_depth", DEFAULT_K))
-    if name is None or not reranking(services) or not hits:
+    depth = int(getattr(services.settings, "ask_rerank_depth", DEFAULT_K)) - max(0, spent)
+    if name is None or not reranking(services) or not hits or depth <= 0:
         return hits
     head, rest = [replace(h) for h in hits[:depth]], hits[depth:]
 
@@ -222,7 +227,8 @@ class Retrieve(RoleTool):
         previous = list(mind.read("retrieve.chunks", None) or []) if iteration > 1 else []
         known = {h.id for h in previous}
         new = [h for h in fuse(lists) if h.id not in known][:k]
-        new = rerank_chunks(services, query, new)
+        spent = sum(h.rerank is not None for h in previous)  # the ask's rerank budget
+        new = rerank_chunks(services, query, new, spent=spent)
         fused = previous + new
         mind.write("retrieve.chunks", fused)
         mind.write("retrieve.mode", mode)

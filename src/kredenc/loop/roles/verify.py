@@ -64,6 +64,7 @@ from kredenc.loop.roles.common import (
 from kredenc.loop.tool import Services, ToolResult
 from kredenc.providers.websearch import WebSearch
 from kredenc.records import Hit
+from kredenc.retrieve.terms import has_prefix
 
 if TYPE_CHECKING:
     from kredenc.loop.mind import Mind
@@ -95,8 +96,8 @@ def key_sentence(chunk: str, query: str) -> str:
     terms = text.content_terms(query, limit=24)
     best, best_n = "", -1
     for sentence in text.sentences(chunk):
-        own = {w for w in text.words(sentence)}
-        n = sum(any(w.startswith(t) for w in own) for t in terms)
+        own = sorted(set(text.words(sentence)))
+        n = sum(has_prefix(own, t) for t in terms)
         if n > best_n and len(text.words(sentence)) >= 3:
             best, best_n = sentence, n
     return (best or chunk.strip())[:KEY_CHARS]
@@ -107,11 +108,9 @@ def _best_sentence(claim_terms: list[str], evidence: str) -> tuple[str, float]:
     parts = text.sentences(evidence) or [evidence]
     pairs = [f"{a} {b}" for a, b in itertools.pairwise(parts)]
     for sentence in [*parts, *pairs]:  # a fact may span two sentences ("X. It is ...")
-        own = set(text.words(sentence))
+        own = sorted(set(text.words(sentence)))
         cov = (
-            sum(any(w.startswith(t) for w in own) for t in claim_terms) / len(claim_terms)
-            if claim_terms
-            else 0.0
+            sum(has_prefix(own, t) for t in claim_terms) / len(claim_terms) if claim_terms else 0.0
         )
         if cov > best_cov:
             best, best_cov = sentence[: KEY_CHARS * 2], cov
