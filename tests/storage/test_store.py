@@ -124,6 +124,20 @@ def test_query_vectors_are_cached(store: Store) -> None:
     assert store.embed_many(["a", "b"]).shape == (2, 384)
 
 
+def test_primed_query_vectors_are_embedded_in_one_call_and_kept(store: Store) -> None:
+    embedder = store.embedder
+    assert isinstance(embedder, HashEmbedder)
+    alone = store.embed_query("where is the kettle")
+    calls = embedder.calls
+    store.embed_query.prime(["where is the kettle", "who fed the cat", "when is the bin day"])
+    assert embedder.calls == calls + 1  # the two not held yet, in one batch
+    assert "who fed the cat" in store.embed_query and "when is the bin day" in store.embed_query
+    got = store.embed_query("who fed the cat")
+    assert embedder.calls == calls + 1 and got.shape == (384,)
+    assert store.embed_query("where is the kettle") is alone
+    assert (got == embedder.embed(["who fed the cat"])[0]).all()
+
+
 def test_embed_cached_embeds_each_text_once_and_keeps_order(store: Store, home: Path) -> None:
     embedder = store.embedder
     assert isinstance(embedder, HashEmbedder)

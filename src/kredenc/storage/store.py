@@ -19,7 +19,6 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +35,7 @@ from kredenc.storage.housekeeper import Housekeeper, StoreLock
 from kredenc.storage.index.sqlite import IndexOutdated, embed_text_of, text_hash
 from kredenc.storage.index.vectors import F32
 from kredenc.storage.opcache_chain import tiers_for_store
+from kredenc.storage.query_vectors import QueryVectors
 from kredenc.storage.redis_client import shared_id
 from kredenc.storage.redis_sessions import SessionCache
 
@@ -153,7 +153,9 @@ class Store:
             raise
         #: A query's vector, cached (an LRU of ``QUERY_CACHE`` queries). Not gated: it
         #: touches no store file (a late embedding may finish on a worker after close).
-        self.embed_query: Callable[[str], F32] = lru_cache(maxsize=QUERY_CACHE)(self._query_vector)
+        self.embed_query = QueryVectors(
+            self._query_vector, getattr(self.embedder, "embed_queries", None), QUERY_CACHE
+        )
         self._access: dict[str, dict[str, int]] = {}
         self._access_lock = threading.Lock()
         self._opcache: CacheTier | None = None

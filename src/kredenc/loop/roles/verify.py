@@ -122,14 +122,27 @@ def numbers(sentence: str) -> set[str]:
     return {m.group().replace(",", "").rstrip(".") for m in _NUMBER.finditer(sentence)}
 
 
-def support(store: Any, claim: str, evidence: Sequence[str]) -> list[float]:
+def picked_sentences(claim: str, evidence: Sequence[str]) -> list[tuple[str, float]]:
+    """Each candidate's sentence (or pair) holding most of the claim's terms, with that
+    share: what :func:`support` compares with the claim."""
+    terms = text.content_terms(claim, limit=24)
+    return [_best_sentence(terms, e) for e in evidence]
+
+
+def support(
+    store: Any,
+    claim: str,
+    evidence: Sequence[str],
+    picked: Sequence[tuple[str, float]] | None = None,
+) -> list[float]:
     """How far each of ``evidence`` supports ``claim``, in [0, 1] (the module doc); a
-    candidate lacking a number the claim states counts half (same words, other fact)."""
+    candidate lacking a number the claim states counts half (same words, other fact).
+    ``picked``: :func:`picked_sentences` of them, when the caller has it."""
     if not evidence:
         return []
-    terms = text.content_terms(claim, limit=24)
     stated = numbers(claim)
-    picked = [_best_sentence(terms, e) for e in evidence]
+    if picked is None:
+        picked = picked_sentences(claim, evidence)
     vecs = np.asarray(store.embed_cached([claim, *[s for s, _ in picked]]), dtype=np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)
     cos = vecs[1:] @ vecs[0]
@@ -299,18 +312,35 @@ class Verify(RoleTool):
             key=lambda v: -v.relevance,
         )
         web = WebSearch.from_settings(services.settings)
+        checked = ambiguous[:MAX_CHECKED]
+        claims = {v.id: key_sentence(by_id[v.id].text, query) for v in checked}
+        # The claims' query vectors in one run of the model, before their searches.
+        services.store.embed_query.prime(list(claims.values()))
         try:
+            found = {
+                v.id: self.candidates(services, by_id[v.id], claims[v.id], web) for v in checked
+            }
+            picks: dict[str, list[tuple[str, float]]] = {}
+            if not llm:  # what support compares, embedded in one call, read back from memory
+                for v in checked:
+                    picks[v.id] = picked_sentences(claims[v.id], [e.text for e in found[v.id]])
+                services.store.embed_cached(
+                    [
+                        t
+                        for v in checked
+                        if found[v.id]
+                        for t in (claims[v.id], *(s for s, _ in picks[v.id]))
+                    ]
+                )
             for n, v in enumerate(ambiguous):
                 if n >= MAX_CHECKED:
                     out[v.id] = replace(v, reason="unverified (not checked: too many)")
                     continue
-                hit = by_id[v.id]
-                claim = key_sentence(hit.text, query)
-                evidence = self.candidates(services, hit, claim, web)
+                claim, evidence = claims[v.id], found[v.id]
                 ref, why = (
                     self._llm_check(services, result, claim, evidence)
                     if llm
-                    else self._rules_check(services, claim, evidence)
+                    else self._rules_check(services, claim, evidence, picks[v.id])
                 )
                 out[v.id] = (
                     replace(v, verdict="VERIFIED", verified_by=ref, reason=why)
@@ -328,9 +358,13 @@ class Verify(RoleTool):
         return final, kept, note
 
     def _rules_check(
-        self, services: Services, claim: str, evidence: list[Evidence]
+        self,
+        services: Services,
+        claim: str,
+        evidence: list[Evidence],
+        picked: Sequence[tuple[str, float]] | None = None,
     ) -> tuple[str | None, str]:
-        scores = support(services.store, claim, [e.text for e in evidence])
+        scores = support(services.store, claim, [e.text for e in evidence], picked)
         if not scores:
             return None, "no independent evidence"
         best = int(np.argmax(scores))
