@@ -108,7 +108,7 @@ class SupportJudge:
     is embedded: the units that can still be a sentence's evidence
     (:func:`~kredenc.grounding.support.gather_sentences`), and the question's cosine
     only when the question's words alone leave the context insufficient. The verdict
-    and the evidence are the same; the ask's judge embeds about a tenth of the units
+    and the evidence are the same; the ask's judge embeds about a sixth of the texts
     (docs/benchmarks.md, "The answer loop").
     """
 
