@@ -130,6 +130,10 @@ def test_off_is_the_default_and_records_nothing(tmp_path: Any) -> None:
     assert tracer_for(settings) is OFF and not OFF.enabled
     with OFF.span("ask", x=1) as handle, span(None, "tool.x") as other:
         assert handle is None and other is None
+    from kredenc.testing.embedders import HashEmbedder
+
+    with Kredenc.open(tmp_path / "store", embedder=HashEmbedder(), durability="none") as kb:
+        assert kb._services()[2] is None  # off: the asks open no span at all
 
 
 def test_trace_without_an_endpoint_or_the_extra_says_what_to_do(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from kredenc.retrieve.message_terms import recall_terms
 from kredenc.retrieve.terms import STOPWORDS_EN
@@ -74,8 +75,15 @@ def names(text: str, skip: Iterable[str] = ()) -> list[str]:
     """Names in ``text`` in order (capitalised spans not opening a sentence unless
     they are names elsewhere, tokens with digits), each once, ``skip`` left out
     (compared lower-cased)."""
-    text = strip_citations(text)
     skipped = {s.lower() for s in skip}
+    return [n for n in _names(text) if n.lower() not in skipped]
+
+
+@lru_cache(maxsize=1024)
+def _names(text: str) -> tuple[str, ...]:
+    """:func:`names` without ``skip``; memoised (the loop reads the question's names in
+    several roles of every ask)."""
+    text = strip_citations(text)
     found: dict[str, None] = {}
     for sentence in sentences(text):
         for match in _NAME.finditer(sentence):
@@ -88,10 +96,10 @@ def names(text: str, skip: Iterable[str] = ()) -> list[str]:
             name = " ".join(parts)
             if not name or name.lower() in STOPWORDS_EN or name.lower() in CHAT_WORDS:
                 continue
-            if len(name) < 2 or name.lower() in skipped:
+            if len(name) < 2:
                 continue
             found.setdefault(name, None)
-    return list(found)
+    return tuple(found)
 
 
 def _common_opening(word: str) -> bool:
