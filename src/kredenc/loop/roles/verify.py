@@ -40,6 +40,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -103,12 +104,19 @@ def key_sentence(chunk: str, query: str) -> str:
     return (best or chunk.strip())[:KEY_CHARS]
 
 
-def _best_sentence(claim_terms: list[str], evidence: str) -> tuple[str, float]:
-    best, best_cov = evidence[:KEY_CHARS], -1.0
+@lru_cache(maxsize=2048)
+def _spans(evidence: str) -> tuple[tuple[str, list[str]], ...]:
+    """``evidence``'s sentences, then each two adjacent ones joined (a fact may span two
+    sentences: "X. It is ..."), each with its distinct words sorted; memoised, as the
+    same chunks come back as evidence ask after ask. The word lists are read only."""
     parts = text.sentences(evidence) or [evidence]
     pairs = [f"{a} {b}" for a, b in itertools.pairwise(parts)]
-    for sentence in [*parts, *pairs]:  # a fact may span two sentences ("X. It is ...")
-        own = sorted(set(text.words(sentence)))
+    return tuple((s, sorted(set(text.words(s)))) for s in [*parts, *pairs])
+
+
+def _best_sentence(claim_terms: list[str], evidence: str) -> tuple[str, float]:
+    best, best_cov = evidence[:KEY_CHARS], -1.0
+    for sentence, own in _spans(evidence):
         cov = (
             sum(has_prefix(own, t) for t in claim_terms) / len(claim_terms) if claim_terms else 0.0
         )
