@@ -408,8 +408,6 @@ class Kredenc:
             llm = _optional("kredenc.providers.llm.factory", "make_llm", self.settings)
             cache = _optional("kredenc.loop.cache", "cache_for", self.store)
             tracer = _optional("kredenc.loop.tracing", "tracer_for", self.settings)
-            if tracer is not None and not getattr(tracer, "enabled", True):
-                tracer = None  # tracing off: the loop opens no span at all
             self._loop_services = (llm, cache, tracer)
         return self._loop_services
 

@@ -175,6 +175,20 @@ def test_a_repeat_that_retrieves_nothing_new_stops_after_retrieving(open_loop: O
     assert "needle" in got.text
 
 
+def test_a_repeat_with_a_new_focus_runs_whole_though_it_retrieves_nothing_new(
+    open_loop: Open,
+) -> None:
+    class Refocus(Never):
+        focus = "heron"  # found by the question already: no new chunk, but a new focus
+
+    with open_loop() as kb:
+        got = answer(kb, [Decide(), Retrieve(), Generate(), Judge(), Refocus()], k=1)
+    # The tools after retrieve read reflect's focus too (grade grades against it from the
+    # second iteration on), so iteration 2 runs whole; it then made no progress.
+    assert [s.tool for s in got.trace if s.iteration == 2] == list(PIPELINE)
+    assert (got.iterations, got.meta["stopped"]) == (2, "no progress")
+
+
 def test_without_reflect_one_pass(open_loop: Open) -> None:
     with open_loop() as kb:
         got = answer(kb, [Decide(), Retrieve(), Generate()], k=1)

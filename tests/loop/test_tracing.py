@@ -125,15 +125,27 @@ def test_spans_go_to_an_otlp_collector_as_protobuf(
     assert attrs == {"kredenc.k": 12}
 
 
-def test_off_is_the_default_and_records_nothing(tmp_path: Any) -> None:
+def test_off_is_the_default_and_records_nothing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = load_settings(tmp_path / "s")
     assert tracer_for(settings) is OFF and not OFF.enabled
     with OFF.span("ask", x=1) as handle, span(None, "tool.x") as other:
         assert handle is None and other is None
     from kredenc.testing.embedders import HashEmbedder
 
+    opened: list[str] = []
+    real = Tracer.span
+
+    def counted(self: Tracer, name: str, **attrs: Any) -> Any:
+        opened.append(name)
+        return real(self, name, **attrs)
+
+    monkeypatch.setattr(Tracer, "span", counted)
     with Kredenc.open(tmp_path / "store", embedder=HashEmbedder(), durability="none") as kb:
-        assert kb._services()[2] is None  # off: the asks open no span at all
+        kb.remember("the heron nests by the mill pond")
+        got = kb.ask("where does the heron nest?", file=False)
+    assert got.trace and opened == []  # off: the ask's tools open no span object at all
 
 
 def test_trace_without_an_endpoint_or_the_extra_says_what_to_do(

@@ -348,9 +348,11 @@ class Evidence:
     notes: tuple[str, ...] = ()
 
 
-def unit_shares(
-    facts: SentenceFacts, ctx: Contexts
-) -> tuple[list[str], dict[str, float], float, npt.NDArray[np.float64]]:
+#: :func:`unit_shares`: the keys, their weights, the weights' sum, each unit's share.
+Shares = tuple[list[str], dict[str, float], float, npt.NDArray[np.float64]]
+
+
+def unit_shares(facts: SentenceFacts, ctx: Contexts) -> Shares:
     """The sentence's content keys (numbers left out), their IDF weights, the weights'
     sum, and per unit the weighted share of those keys it holds (*local*)."""
     keys = [k for k in facts.keys if not k[:1].isdigit()]
@@ -370,13 +372,15 @@ def gather(
     known: frozenset[str],
     cosines: F32 | None,
     known_pairs: frozenset[tuple[str, str]] = frozenset(),
+    shares: Shares | None = None,
 ) -> Evidence:
-    """What the contexts say about one sentence (see the module doc)."""
+    """What the contexts say about one sentence (see the module doc); ``shares``:
+    :func:`unit_shares` of it, when the caller has them."""
     if text.lstrip().upper().startswith(OUTSIDE_KNOWLEDGE):
         return Evidence(text, start, marked=True, notes=("marked outside knowledge",))
     if not ctx.units:
         return Evidence(text, start, marked=True, notes=("no context",))
-    keys, weights, total, local = unit_shares(facts, ctx)
+    keys, weights, total, local = shares if shares is not None else unit_shares(facts, ctx)
     found = sum(w for k, w in weights.items() if k in ctx.all_keys or k in known)
     words = found / total if total else 1.0
     # The best unit: the one sharing most of the sentence's weighted words, then meaning.
@@ -547,21 +551,25 @@ def gather_sentences(
     known = frozenset(content_keys(question)) | frozenset(_names(question))
     pairs = _bigrams(question)
     facts = [SentenceFacts.of(s.text) for s in sentences]
+    shares = [unit_shares(f, contexts) for f in facts] if contexts.units else None
     cos: F32 | None = None
     if embed is not None and contexts.embeds and sentences:
         vecs = np.asarray(embed([s.text for s in sentences]), dtype=np.float32)
         if meaning:
             cos = vecs @ contexts.all_vectors().T
         else:
-            cos = _deciding_cosines(vecs, facts, contexts)
+            assert shares is not None  # contexts.embeds: there are units
+            cos = _deciding_cosines(vecs, [sh[3] for sh in shares], contexts)
     out = []
     for i, s in enumerate(sentences):
         row = cos[i] if cos is not None else None
-        out.append((gather(s.text, s.start, facts[i], contexts, known, row, pairs), facts[i]))
+        mine = shares[i] if shares is not None else None
+        ev = gather(s.text, s.start, facts[i], contexts, known, row, pairs, mine)
+        out.append((ev, facts[i]))
     return out
 
 
-def _deciding_cosines(vecs: F32, facts: Sequence[SentenceFacts], ctx: Contexts) -> F32:
+def _deciding_cosines(vecs: F32, locals_: Sequence[npt.NDArray[np.float64]], ctx: Contexts) -> F32:
     """Each sentence's cosine to the units that can still be its best unit, NaN for the
     others, embedding only those units (a lazy :class:`Contexts`).
 
@@ -573,8 +581,7 @@ def _deciding_cosines(vecs: F32, facts: Sequence[SentenceFacts], ctx: Contexts) 
     word in common with it also reads the best cosine of all (the evidence-or-none
     rule): those get every cosine."""
     n = len(ctx.units)
-    cos = np.full((len(facts), n), np.nan, dtype=np.float32)
-    locals_ = [unit_shares(f, ctx)[3] for f in facts]
+    cos = np.full((len(locals_), n), np.nan, dtype=np.float32)
     tops = [int(np.argmax(loc)) for loc in locals_]
     first = ctx.unit_vectors(sorted(set(tops)))
     where = {u: j for j, u in enumerate(sorted(set(tops)))}

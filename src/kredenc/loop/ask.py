@@ -168,6 +168,8 @@ def ask(
         service_options["on_delta"] = on_delta
     if on_step is not None:
         service_options["on_step"] = on_step
+    if tracer is not None and not getattr(tracer, "enabled", True):
+        tracer = None  # tracing off: no span objects at all, per tool or per cached role
     services = Services(
         store=store,
         ns=ns,

@@ -14,8 +14,9 @@ iteration, iterations are left and progress was made (new chunks in
 agent's :meth:`~kredenc.loop.agents.Agent.repeat_from` on run again; otherwise the
 loop stops and records why (``sufficient``, ``no progress``, ``budget``, ``no
 reflection``). A repeat stops as soon as its tool that writes ``retrieve.chunks``
-added none (``no progress``): the tools after it would only read again what they
-read before, and the previous iteration's answer stands. The orchestrator knows no
+added none while ``reflect.focus`` is the one the previous iteration read (``no
+progress``): the tools after it would only read again what they read before, and the
+previous iteration's answer stands. The orchestrator knows no
 tool by name: it reads the pipeline and the contract's keys.
 **validate**: every key the pipeline's tools declare in ``writes`` should be on the
 mind (a missing one is named in ``Answer.meta["missing"]``); without an answer text
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 TEXT = "generate.text"
 SUFFICIENT = "reflect.sufficient"
 CHUNKS = "retrieve.chunks"
+FOCUS = "reflect.focus"
 EVALUATION = "judge.evaluation"
 
 
@@ -164,6 +166,13 @@ def _tool_result(tool: Tool, mind: Mind, services: Services, written: set[str]) 
     return result
 
 
+def _barren(mind: Mind, chunks: set[str], focus: Any, now_focus: Any) -> bool:
+    """A repeat that can change nothing: its retrieval added no chunk, and the focus
+    reflect left for it is the one the previous iteration read (grade grades against
+    the focus too), so the tools after retrieve would read what they read last time."""
+    return not _chunk_ids(mind) - chunks and now_focus == focus
+
+
 def _chunk_ids(mind: Mind) -> set[str]:
     chunks = mind.read(CHUNKS, None) or []
     return {str(getattr(c, "id", c)) for c in chunks}
@@ -190,11 +199,13 @@ def execute(
     start = 0
     chunks: set[str] = set()
     confidence: int | None = None
+    focus: Any = None  # the focus the previous iteration's tools read
     for iteration in range(1, max_iterations + 1):
         mind.write("loop.iteration", iteration)
         run.iterations = iteration
         written: set[str] = set()
         barren = False
+        now_focus = mind.read(FOCUS, None)
         for tool in tools[start:]:
             step, wrote = _run_tool(tool, mind, services, iteration)
             run.steps.append(step)
@@ -203,11 +214,10 @@ def execute(
             written |= wrote
             if step.status == "failed":
                 run.failures.append(f"{tool.name}: {step.note}")
-            if iteration > 1 and CHUNKS in wrote and not _chunk_ids(mind) - chunks:
-                # A repeat whose retrieval added no chunk: the tools after it would read
-                # what they read last time (generate reads the kept chunks, not reflect).
+            if iteration > 1 and CHUNKS in wrote and _barren(mind, chunks, focus, now_focus):
                 barren = True
                 break
+        focus = now_focus
         if barren:
             run.stopped = "no progress"
             break

@@ -105,13 +105,13 @@ def key_sentence(chunk: str, query: str) -> str:
 
 
 @lru_cache(maxsize=2048)
-def _spans(evidence: str) -> tuple[tuple[str, list[str]], ...]:
+def _spans(evidence: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``evidence``'s sentences, then each two adjacent ones joined (a fact may span two
     sentences: "X. It is ..."), each with its distinct words sorted; memoised, as the
-    same chunks come back as evidence ask after ask. The word lists are read only."""
+    same chunks come back as evidence ask after ask."""
     parts = text.sentences(evidence) or [evidence]
     pairs = [f"{a} {b}" for a, b in itertools.pairwise(parts)]
-    return tuple((s, sorted(set(text.words(s)))) for s in [*parts, *pairs])
+    return tuple((s, tuple(sorted(set(text.words(s))))) for s in [*parts, *pairs])
 
 
 def _best_sentence(claim_terms: list[str], evidence: str) -> tuple[str, float]:
