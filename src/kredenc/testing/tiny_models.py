@@ -271,14 +271,22 @@ def export_cross_encoder_onnx(
     ONNX cross-encoder folder ``folder`` (``model.onnx`` with ``logits``, its
     ``tokenizer.json`` and a ``sentence_bert_config.json`` with ``max_seq_length``), and
     with ``quantized`` its int8 copy (onnxruntime's ``quantize_dynamic``, int8 weights)
-    as ``model_quantized.onnx``, the name optimum's quantizer writes. Needs torch."""
+    as ``model_quantized.onnx``, the name optimum's quantizer writes. Needs torch.
+
+    The attention is exported as BERT's classic graph (``attn_implementation="eager"``:
+    mask add, softmax), the one onnxruntime fuses and ms-marco's ONNX files carry;
+    transformers 5's default (SDPA) exports a Where/IsNaN guard over every layer's
+    attention weights that costs a third of an int8 rerank (docs/benchmarks.md, "The
+    reranker's stand-in")."""
     import warnings
 
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
-    model = AutoModelForSequenceClassification.from_pretrained(bert).eval()
+    model = AutoModelForSequenceClassification.from_pretrained(
+        bert, attn_implementation="eager"
+    ).eval()
     tokenizer = AutoTokenizer.from_pretrained(bert)
     sample = tokenizer(["a query"], ["a passage"], return_tensors="pt")
     names = ["input_ids", "attention_mask", "token_type_ids"]

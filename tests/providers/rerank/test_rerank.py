@@ -138,3 +138,7 @@ def test_the_onnx_export_scores_as_torch_does_and_its_int8_copy_is_near(
     pieces = OnnxCrossEncoder(folder).model.batches([("kestrel", "budget")], 1)
     ((_, batch),) = list(pieces)
     assert 100 not in batch.ids  # [UNK]: the tokenizer has MiniLM's whole vocabulary
+    # BERT's classic attention graph: no SDPA export guard (IsNaN, then Where) per layer
+    onnx = pytest.importorskip("onnx")
+    ops = [node.op_type for node in onnx.load(str(folder / "model.onnx")).graph.node]
+    assert "Softmax" in ops and "IsNaN" not in ops
