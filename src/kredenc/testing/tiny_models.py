@@ -274,7 +274,7 @@ def export_cross_encoder_onnx(
     as ``model_quantized.onnx``, the name optimum's quantizer writes. Needs torch.
 
     The attention is exported as BERT's classic graph (``attn_implementation="eager"``:
-    mask add, softmax), the one onnxruntime fuses and ms-marco's ONNX files carry;
+    mask add, softmax), the one onnxruntime's BERT fusions are written for;
     transformers 5's default (SDPA) exports a Where/IsNaN guard over every layer's
     attention weights that costs a third of an int8 rerank (docs/benchmarks.md, "The
     reranker's stand-in")."""
