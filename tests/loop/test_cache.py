@@ -86,6 +86,46 @@ def test_keys_are_canonical_and_separate_what_differs() -> None:
         make_key("search", object())
 
 
+def test_a_key_is_the_standard_librarys_canonical_json() -> None:
+    """orjson writes the keys; for what keys hold (texts, numbers, lists, dicts,
+    dataclasses, datetimes, sets) its bytes are json.dumps's canonical form but for a
+    float's exponent (1.5e-7, not 1.5e-07); an int past 64 bits falls back to it."""
+    import json
+    from dataclasses import dataclass
+    from datetime import UTC, datetime
+
+    from kredenc.loop.cache import canonical
+
+    @dataclass
+    class Params:
+        upper: float = 0.4667
+        coef: tuple[float, ...] = (1.2136, -5.031)
+        name: str = "grade"
+
+    parts = [
+        "role", 2, "verify", {"k": 6, "b": None, "a": [True, 0.125, "é ☃ \u2028"]},
+        Params(), datetime(2026, 12, 5, tzinfo=UTC), {"z", "a"},
+    ]  # fmt: skip
+    for given in (parts, [*parts, 2**70]):  # orjson's bytes; the fallback's
+        plain = json.loads(json.dumps(given, default=_plain_for_test))
+        expected = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert canonical(given) == expected.encode("utf-8")
+    assert canonical([1.5e-7]) == b"[1.5e-7]" != canonical([1.5e-8])
+
+
+def _plain_for_test(value: Any) -> Any:
+    from dataclasses import asdict, is_dataclass
+    from datetime import datetime
+
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, set):
+        return sorted(value, key=repr)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)
+
+
 def test_the_lru_is_bounded_by_entries_and_by_bytes() -> None:
     lru = LruTier(entries=3, max_bytes=100)
     for i in range(4):

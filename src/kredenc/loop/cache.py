@@ -59,6 +59,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import orjson
+
 from kredenc.errors import InvalidInput, ProviderError, StoreClosed
 from kredenc.grounding.base import Evaluation, Judge
 from kredenc.loop.cache_json import (
@@ -105,15 +107,36 @@ def _plain(value: Any) -> Any:
     )
 
 
-#: One encoder for every key (``json.dumps`` with options builds a new one per call).
+#: orjson's options for a key: keys sorted (an int key as its text), dataclasses and
+#: datetimes through :func:`_plain` (as ``json.dumps(default=_plain)`` did).
+_KEY_OPTIONS = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_NON_STR_KEYS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+#: The standard library's encoder for what orjson refuses (an int past 64 bits).
 _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain
 )
 
 
 def canonical(parts: Sequence[Any]) -> bytes:
-    """The parts as canonical JSON: sorted keys, no spaces, tuples as lists."""
-    return _ENCODER.encode(list(parts)).encode("utf-8")
+    """The parts as canonical JSON: sorted keys, no spaces, tuples as lists, UTF-8.
+
+    orjson writes it, ~15x faster than the standard library (a repeated ask builds a
+    dozen keys): the bytes of ``json.dumps(sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`` but for a float's exponent (``1.5e-7``, not ``1.5e-07``:
+    such a key written before reads as a miss, never as another entry). A part it
+    refuses (an int past 64 bits) goes through the standard library's encoder. A float
+    NaN would be written as null, as None is: no key holds one (settings are
+    range-checked; inputs are texts, ids and ranks)."""
+    try:
+        return orjson.dumps(list(parts), default=_plain, option=_KEY_OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        if isinstance(exc.__cause__, InvalidInput):  # _plain's refusal, as it was
+            raise exc.__cause__ from None
+        return _ENCODER.encode(list(parts)).encode("utf-8")
 
 
 def digest(parts: Sequence[Any]) -> str:
@@ -305,7 +328,7 @@ class OpCache:
             self._count(kind, hit=False)
             return None
         try:
-            value = json.loads(text)
+            value = orjson.loads(text)
         except ValueError:
             log.warning("operation cache: an unreadable %s entry is a miss", kind)
             self._count(kind, hit=False)

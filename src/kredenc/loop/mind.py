@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,34 +58,32 @@ class Mind(Protocol):
 
 
 class LocalMind:
-    """The in-process blackboard (a dict under a lock)."""
+    """The in-process blackboard: a dict. Safe to read from another thread while a run
+    writes (a live view): each read, write and copy is one dict operation on string
+    keys, which the interpreter does whole (an ask's tools read it ~60 times, so no
+    lock around each)."""
 
     def __init__(self, initial: dict[str, Any] | None = None) -> None:
         self._data: dict[str, Any] = {}
-        self._lock = threading.Lock()
         for key, value in (initial or {}).items():
             self.write(key, value)
 
     def write(self, key: str, value: Any) -> None:
-        check_key(key)
-        with self._lock:
-            self._data[key] = value
+        self._data[check_key(key)] = value
 
     def read(self, key: str, default: Any = _MISSING) -> Any:
-        with self._lock:
-            if key in self._data:
-                return self._data[key]
-        if default is _MISSING:
-            raise KeyError(key)
-        return default
+        value = self._data.get(key, _MISSING)
+        if value is _MISSING:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        return value
 
     def list_keys(self, prefix: str = "") -> list[str]:
-        with self._lock:
-            return sorted(k for k in self._data if k.startswith(prefix))
+        return sorted(k for k in list(self._data) if k.startswith(prefix))
 
     def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            return dict(self._data)
+        return self._data.copy()
 
     def close(self) -> None:
         """Nothing to let go of (the dict goes with the object)."""
