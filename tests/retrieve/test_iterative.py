@@ -137,6 +137,13 @@ def test_fuse_hits_interleaves_weights_rounds_or_sums_ranks() -> None:
     assert [h.id for h in fuse_hits([[a, b], [b, c]], fusion="rrf")] == ["b", "a", "c"]
     with pytest.raises(ValueError):
         fuse_hits([[a]], fusion="sum")
+    # one list: its order, the first copy of an id (as the weighted path orders it)
+    a2 = _h("a")
+    one = fuse_hits([[a, b, a2, c]], limit=2)
+    assert [h.id for h in one] == ["a", "b"] and one[0] is a
+    assert [h.id for h in fuse_hits([[a, b, a2, c]])] == [
+        h.id for h in fuse_hits([[a, b, a2, c]], weights=[1.0])
+    ]
 
 
 def test_iterative_hops_are_bounded_and_min_score_applies(kb: Kredenc) -> None:

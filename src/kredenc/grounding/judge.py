@@ -81,6 +81,11 @@ class JudgeParams:
     insufficient_cap: int = 35
 
 
+#: The fitted defaults, one object (frozen): an ask's judge is built per ask, and the
+#: cache's key digests these by value.
+_DEFAULT_PARAMS = JudgeParams()
+
+
 @dataclass(frozen=True)
 class Findings:
     """The judge's raw findings for one answer: per-sentence evidence, and how much of
@@ -124,7 +129,7 @@ class SupportJudge:
             self.embed = embedder.embed
         else:
             self.embed = embedder
-        self.params = params or JudgeParams()
+        self.params = params or _DEFAULT_PARAMS
         self.lazy = not every_cosine and not self.params.support.weighs_meaning()
 
     def findings(self, question: str, answer: str, contexts: Sequence[str]) -> Findings:

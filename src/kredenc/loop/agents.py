@@ -207,6 +207,8 @@ class AgentLibrary:
         self._lock = threading.Lock()
         # The shipped folder is part of the installed package: listed once, not per ask.
         self._shipped: list[tuple[Path, tuple[int, int]]] | None = None
+        # With no folder of the user's, nothing can change: one scan serves every ask.
+        self._settled: tuple[dict[str, Agent], dict[str, InvalidInput], list[str]] | None = None
 
     def _files(self, folder: Path) -> list[tuple[Path, tuple[int, int]]]:
         if folder != SHIPPED:
@@ -216,6 +218,14 @@ class AgentLibrary:
         return self._shipped
 
     def _scan(self) -> tuple[dict[str, Agent], dict[str, InvalidInput], list[str]]:
+        if self._settled is not None:
+            return self._settled
+        found = self._scan_folders()
+        if all(folder == SHIPPED for folder in self.folders):
+            self._settled = found
+        return found
+
+    def _scan_folders(self) -> tuple[dict[str, Agent], dict[str, InvalidInput], list[str]]:
         agents: dict[str, Agent] = {}
         broken: dict[str, InvalidInput] = {}
         problems: list[str] = []
@@ -261,7 +271,7 @@ class AgentLibrary:
 
     def problems(self) -> list[str]:
         """The bad files, one line each (``path:line: what``)."""
-        return self._scan()[2]
+        return list(self._scan()[2])
 
     def get(self, name: str) -> Agent:
         """The enabled agent ``name``; unknown is InvalidInput naming the known (and

@@ -80,6 +80,8 @@ class LocalMind:
         return value
 
     def list_keys(self, prefix: str = "") -> list[str]:
+        if not prefix:
+            return sorted(self._data)
         return sorted(k for k in list(self._data) if k.startswith(prefix))
 
     def snapshot(self) -> dict[str, Any]:

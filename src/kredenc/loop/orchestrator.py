@@ -37,7 +37,7 @@ from typing import Any
 from kredenc.errors import KredencError
 from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer, ChunkVerdict, Citation, Step
-from kredenc.loop.cache import counting, one_ask
+from kredenc.loop.cache import Tally, counting, one_ask
 from kredenc.loop.mind import LocalMind, Mind, check_key, open_mind
 from kredenc.loop.tool import Services, Tool, ToolResult
 
@@ -116,14 +116,16 @@ def _span(services: Services, name: str, **attrs: Any) -> AbstractContextManager
     return tracer.span(name, **attrs) if tracer is not None else nullcontext()
 
 
-def _run_tool(tool: Tool, mind: Mind, services: Services, iteration: int) -> tuple[Step, set[str]]:
+def _run_tool(
+    tool: Tool, mind: Mind, services: Services, iteration: int, tally: Tally
+) -> tuple[Step, set[str]]:
     written: set[str] = set()
     started = time.perf_counter()
     if services.tracer is None:  # tracing off: no span at all (the common, repeated path)
-        result = _tool_result(tool, mind, services, written)
+        result = _tool_result(tool, mind, services, written, tally)
     else:
         with services.tracer.span(f"tool.{tool.name}", tool=tool.name, iteration=iteration) as span:
-            result = _tool_result(tool, mind, services, written)
+            result = _tool_result(tool, mind, services, written, tally)
             if span is not None and hasattr(span, "set"):
                 span.set(status=result.status, note=result.note)
     ms = result.ms or (time.perf_counter() - started) * 1000
@@ -142,16 +144,19 @@ def _run_tool(tool: Tool, mind: Mind, services: Services, iteration: int) -> tup
     return step, written
 
 
-def _tool_result(tool: Tool, mind: Mind, services: Services, written: set[str]) -> ToolResult:
-    """The tool's run on its view of the mind, with the cache's counts; whatever it
-    raises is a ``failed`` result."""
+def _tool_result(
+    tool: Tool, mind: Mind, services: Services, written: set[str], tally: Tally
+) -> ToolResult:
+    """The tool's run on its view of the mind, with the cache's hits and misses it
+    made (what ``tally``, the run's count, gained meanwhile); whatever it raises is a
+    ``failed`` result."""
+    hits, misses = tally.hits, tally.misses
     try:
-        with counting() as tally:  # the operation cache's hits and misses in this run
-            result = tool.run(ToolMind(mind, tool.name, written), services)
+        result = tool.run(ToolMind(mind, tool.name, written), services)
         if not isinstance(result, ToolResult):
             raise TypeError(f"run() returned {type(result).__name__}, not a ToolResult")
-        result.cache_hits += tally.hits
-        result.cache_misses += tally.misses
+        result.cache_hits += tally.hits - hits
+        result.cache_misses += tally.misses - misses
     # A tool is plugin code: whatever it raises becomes a failed step in the trace
     # (logged with its traceback), and the ask goes on without its outputs.
     except Exception as exc:
@@ -190,6 +195,21 @@ def execute(
     """Run the pipeline on ``mind``, iterating as the module describes; the caller's
     ``on_step`` (``Services.options``, set by ``ask``) sees each step as it ends."""
     run = Run(mind)
+    with counting() as tally:  # the cache's hits and misses; each tool's are its part
+        _iterate(agent, tools, services, run, tally, max_iterations=max_iterations)
+    return run
+
+
+def _iterate(
+    agent: Agent,
+    tools: Sequence[Tool],
+    services: Services,
+    run: Run,
+    tally: Tally,
+    *,
+    max_iterations: int,
+) -> None:
+    mind = run.mind
     on_step = services.options.get("on_step")
     start = 0
     chunks: set[str] = set()
@@ -202,7 +222,7 @@ def execute(
         barren = False
         now_focus = mind.read(FOCUS, None)
         for tool in tools[start:]:
-            step, wrote = _run_tool(tool, mind, services, iteration)
+            step, wrote = _run_tool(tool, mind, services, iteration, tally)
             run.steps.append(step)
             if on_step is not None:
                 on_step(step)
@@ -234,7 +254,6 @@ def execute(
             run.stopped = "no progress"
             break
         start = agent.repeat_from()
-    return run
 
 
 def validate(tools: Sequence[Tool], run: Run) -> list[str]:

@@ -179,6 +179,12 @@ def fuse_hits(
     reciprocal ranks summed over the lists (what many lists agree on first)."""
     if fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}")
+    if len(lists) == 1 and fusion == "interleave" and weights is None:
+        # One list (most asks search once): its order, the first copy of each id.
+        seen: dict[str, Hit] = {}
+        for hit in lists[0]:
+            seen.setdefault(hit.id, hit)
+        return list(seen.values())[:limit]
     w = list(weights) if weights is not None else [1.0] * len(lists)
     first: dict[str, Hit] = {}
     score: dict[str, float] = {}
