@@ -194,7 +194,7 @@ def ask(
         seed = [m["content"] for m in history]
         if defer is None:
             if seed:
-                filer.seed(filed_in, seed)
+                filer.seed(ns, filed_in, seed)
             ids = sessions.record(filer, store, ns, filed_in, question, answer)
         else:
             said = sessions.turns_of(question, answer)
@@ -203,7 +203,7 @@ def ask(
             def job() -> list[dict[str, Any]]:
                 with store.gate:  # a closed store refuses it (a WARNING on the filer)
                     if seed:
-                        filer.seed(filed_in, seed)
+                        filer.seed(ns, filed_in, seed)
                     return filer.prepare(store, ns, filed_in, said, drawer=sessions.DRAWER, ids=ids)
 
             defer(f"ask turns of session {filed_in}", job, into=store)

@@ -105,7 +105,7 @@ def clear(store: Store, ns: str, session_id: str, filer: TurnFiler | None = None
             writes.forget(store, ns, rid)
             forgotten += 1
     if filer is not None:
-        filer.forget_session(session_id)
+        filer.forget_session(ns, session_id)
     return forgotten
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kredenc.checks import check_name
 from kredenc.errors import InvalidInput
+from kredenc.fields import parse_time
 from kredenc.ingest.passages import passage_payloads, write_payloads
 from kredenc.retrieve.message_terms import recall_terms
 
@@ -43,24 +44,45 @@ def turn_tags(session_id: str, role: str, text: str) -> list[str]:
     return [f"session:{session_id}", f"speaker:{role}", *dict.fromkeys(terms)]
 
 
+#: A conversation: its namespace, session id and scope ids (user, agent, run). The
+#: context of its turns is its own: a card carries it, so it must not cross a tenant.
+Conversation = tuple[str, str, str | None, str | None, str | None]
+
+
+def conversation(
+    ns: str, session_id: str, scope: Mapping[str, str | None] | None = None
+) -> Conversation:
+    given = scope or {}
+    return (ns, session_id, given.get("user_id"), given.get("agent_id"), given.get("run_id"))
+
+
 class TurnFiler:
     """Files conversation turns as ``turn`` records, remembering the last turns filed
-    per session (in this process) as context for the next ones."""
+    per conversation (namespace, session and scope; in this process) as context for
+    the next ones."""
 
     def __init__(self) -> None:
-        self._recent: dict[str, list[str]] = {}
+        self._recent: dict[Conversation, list[str]] = {}
 
-    def seed(self, session_id: str, texts: Sequence[str]) -> None:
+    def seed(
+        self,
+        ns: str,
+        session_id: str,
+        texts: Sequence[str],
+        scope: Mapping[str, str | None] | None = None,
+    ) -> None:
         """Take ``texts`` (the session's last turns, oldest first, read back from the
         store) as the context of its next turns, unless this filer has filed in the
         session already: so a session continued after a restart keeps its context."""
-        if session_id not in self._recent:
-            self._recent[session_id] = [t for t in texts if t][-CONTEXT_TURNS:]
+        key = conversation(ns, session_id, scope)
+        if key not in self._recent:
+            self._recent[key] = [t for t in texts if t][-CONTEXT_TURNS:]
 
-    def forget_session(self, session_id: str) -> None:
-        """Drop the turns remembered for ``session_id`` (after its turns are forgotten,
-        the next turn must not carry them as context)."""
-        self._recent.pop(session_id, None)
+    def forget_session(self, ns: str, session_id: str) -> None:
+        """Drop the turns remembered for ``session_id`` of ``ns`` (any scope): after its
+        turns are forgotten, the next turn must not carry them as context."""
+        for key in [k for k in self._recent if k[:2] == (ns, session_id)]:
+            del self._recent[key]
 
     def file(
         self,
@@ -101,13 +123,14 @@ class TurnFiler:
         """What :meth:`file` writes, as log payloads not yet written (the session's
         context moves on as if they were): for a caller that writes several sessions'
         turns in one batch (``ingest.passages.write_payloads``)."""
-        items, kept = self._items(session_id, turns, ids, scope)
+        items, kept = self._items(ns, session_id, turns, ids, scope)
         if not items:
             return []
         return passage_payloads(store, ns, items, drawer=drawer, record_type="turn", ids=kept)
 
     def _items(
         self,
+        ns: str,
         session_id: str,
         turns: Sequence[Mapping[str, Any]],
         ids: Sequence[str] | None,
@@ -117,8 +140,9 @@ class TurnFiler:
         check_name("session_id", session_id)
         if ids is not None and len(ids) != len(turns):
             raise InvalidInput("ids must be one per turn", "leave ids out to have them made")
-        recent = self._recent.pop(session_id, [])
-        self._recent[session_id] = recent  # most recently used last
+        key = conversation(ns, session_id, scope)
+        recent = self._recent.pop(key, [])
+        self._recent[key] = recent  # most recently used last
         while len(self._recent) > SESSIONS_KEPT:
             del self._recent[next(iter(self._recent))]
         items = []
@@ -131,15 +155,17 @@ class TurnFiler:
             if ids is not None:
                 kept.append(ids[n])
             header = f"session {session_id} {role}"
-            items.append(
-                {
-                    "text": text,
-                    "context": turn_context([*recent, text], len(recent), header=header),
-                    "tags": turn_tags(session_id, role, text),
-                    "meta": {"session": session_id, "role": role, **dict(turn.get("meta") or {})},
-                    **{k: v for k, v in (scope or {}).items() if v is not None},
-                }
-            )
+            item: dict[str, Any] = {
+                "text": text,
+                "context": turn_context([*recent, text], len(recent), header=header),
+                "tags": turn_tags(session_id, role, text),
+                "meta": {"session": session_id, "role": role, **dict(turn.get("meta") or {})},
+                **{k: v for k, v in (scope or {}).items() if v is not None},
+            }
+            said = parse_time(turn.get("at"), "a turn's 'at'")
+            if said is not None:  # when it was said (an imported conversation): its time
+                item["ts"] = said
+            items.append(item)
             recent.append(text)
             del recent[:-CONTEXT_TURNS]
         return items, kept if ids is not None else None
