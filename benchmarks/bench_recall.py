@@ -37,6 +37,7 @@ Prints tables and writes benchmarks/results/recall.json (or recall-<n>.json for 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -183,12 +184,15 @@ def run_latency(kb: Any, queries: Sequence[str], mode: str, warm: int = 20) -> R
 # --------------------------------------------------------------------------------------
 
 
-def _ask(kb: Any, question: str, mode: str) -> tuple[set[str], int, int]:
-    """Recall for ``question`` in a new session: (eval ids injected, chars, items)."""
+def _ask(
+    kb: Any, question: str, mode: str, asked_at: float | None = None
+) -> tuple[set[str], int, int]:
+    """Recall for ``question`` in a new session begun ``asked_at`` (default now):
+    (eval ids injected, chars, items)."""
     result = kb.recall(
         [{"role": "user", "content": question}],
         session_id=f"q-{time.monotonic_ns()}",
-        session_start=time.time(),
+        session_start=asked_at if asked_at is not None else time.time(),
         time_budget_ms=10_000,
         mode=mode,
         dry_run=True,  # what would be injected; nothing is counted
@@ -198,13 +202,21 @@ def _ask(kb: Any, question: str, mode: str) -> tuple[set[str], int, int]:
     return ids, len(result.block), len(result.items)
 
 
-def _file(kb: Any, docs: Sequence[Any], session_of: Callable[[Any], str]) -> None:
+def _file(
+    kb: Any,
+    docs: Sequence[Any],
+    session_of: Callable[[Any], str],
+    said_at: Callable[[Any], float | None] = lambda d: None,
+) -> None:
+    """File ``docs`` as user turns of their sessions; ``said_at``: a turn's time (its
+    ``at``), where the data has one."""
     by_session: dict[str, list[dict[str, Any]]] = {}
     for d in docs:
         if d.text.strip():
-            by_session.setdefault(session_of(d), []).append(
-                {"role": "user", "content": d.text, "meta": {"eval_id": d.id}}
-            )
+            turn = {"role": "user", "content": d.text, "meta": {"eval_id": d.id}}
+            if (at := said_at(d)) is not None:
+                turn["at"] = at
+            by_session.setdefault(session_of(d), []).append(turn)
     for session, turns in by_session.items():
         for b in range(0, len(turns), 256):
             kb.file_turns(session, turns[b : b + 256])
@@ -239,39 +251,63 @@ def _summary(name: str, mode: str, rows: list[tuple[bool, bool, int, int]]) -> R
     }
 
 
-def quality_locomo(kb: Any, path: Path, modes: Sequence[str]) -> list[Result]:
-    from kredenc.eval.locomo import ADVERSARIAL, load_locomo
+def quality_locomo(
+    kb: Any, path: Path, modes: Sequence[str], *, dated: bool = False
+) -> list[Result]:
+    """Evidence in the block per LoCoMo question. Its questions have no date, so by
+    default the turns are filed now. ``dated`` (``--locomo-dated``, a stress case):
+    each turn at its session's date, the questions asked a day after the last session;
+    their time phrases ("last weekend") are relative to the conversation, not to that
+    day, so reading them against it can only mislead."""
+    from kredenc.eval.locomo import ADVERSARIAL, date_seconds, load_locomo
 
     data = load_locomo(path)
     rows: dict[str, list[tuple[bool, bool, int, int]]] = {m: [] for m in modes}
     for g, group in enumerate(data.groups()):
         kb.use_namespace(f"recall-locomo-{os.getpid()}-{g}")
         prefix = f"locomo-{g}-s"
-        _file(kb, group.docs, lambda d, p=prefix: p + str(d.meta["session"]))
+        said = (lambda d: date_seconds(d.meta["date"])) if dated else (lambda d: None)
+        _file(kb, group.docs, lambda d, p=prefix: p + str(d.meta["session"]), said)
+        latest = max((t for d in group.docs if (t := said(d)) is not None), default=None)
+        asked = latest + 86_400 if latest is not None else None
         for q in group.queries:
             if data.category[q.qid] == ADVERSARIAL:
                 continue
             evidence = set(data.evidence[q.qid])
             for mode in modes:
-                ids, chars, items = _ask(kb, q.text, mode)
+                ids, chars, items = _ask(kb, q.text, mode, asked)
                 rows[mode].append((bool(ids & evidence), evidence <= ids, chars, items))
         print(f"  locomo conversation {g + 1}: {len(group.docs)} turns", file=sys.stderr)
     return [_summary("locomo", m, r) for m, r in rows.items()]
 
 
-def quality_longmemeval(kb: Any, path: Path, modes: Sequence[str]) -> list[Result]:
-    from kredenc.eval.longmemeval import load_longmemeval
+def quality_longmemeval(
+    kb: Any, path: Path, modes: Sequence[str], *, dated: bool = True
+) -> list[Result]:
+    """Evidence in the block per LongMemEval question. ``dated``: each turn filed at its
+    session's date and the question asked at its date, as the user lived it ("two
+    months ago" read against the question's date); False: all filed and asked now (as
+    before 2026-12-05). LoCoMo's questions have no date, so it is filed undated."""
+    from kredenc.eval.longmemeval import date_seconds, load_longmemeval
 
     data = load_longmemeval(path, granularity="turn")
     rows: dict[str, list[tuple[bool, bool, int, int]]] = {m: [] for m in modes}
     for g, group in enumerate(data.groups()):
         kb.use_namespace(f"recall-lme-{os.getpid()}-{g}")
-        _file(kb, group.docs, lambda d: str(d.meta["session_id"]))
+        said = (lambda d: date_seconds(d.meta["date"])) if dated else (lambda d: None)
+        _file(kb, group.docs, lambda d: str(d.meta["session_id"]), said)
         (q,) = group.queries
+        # asked after every session: the question's date, or a session's dated later
+        # that day (the data's question times are not meaningful within a day)
+        latest = max((t for d in group.docs if (t := said(d)) is not None), default=None)
+        asked_on = date_seconds(q.meta.get("question_date", "")) if dated else None
+        asked = (
+            max(asked_on, latest + 60) if asked_on is not None and latest is not None else asked_on
+        )
         hay = data.haystacks[q.qid]
         gold = {d.id for d, label in zip(hay.docs, hay.labels, strict=True) if "answer" in label}
         for mode in modes:
-            ids, chars, items = _ask(kb, q.text, mode)
+            ids, chars, items = _ask(kb, q.text, mode, asked)
             rows[mode].append((bool(ids & gold), gold <= ids, chars, items))
         if (g + 1) % 10 == 0:
             print(f"  longmemeval: {g + 1} questions", file=sys.stderr)
@@ -279,7 +315,12 @@ def quality_longmemeval(kb: Any, path: Path, modes: Sequence[str]) -> list[Resul
 
 
 def run_quality(
-    modes: Sequence[str], datasets: Sequence[str] = ("locomo", "longmemeval"), data: Path = DATA
+    modes: Sequence[str],
+    datasets: Sequence[str] = ("locomo", "longmemeval"),
+    data: Path = DATA,
+    *,
+    dated: bool = True,
+    locomo_dated: bool = False,
 ) -> list[Result]:
     from kredenc import Kredenc
 
@@ -290,9 +331,11 @@ def run_quality(
         with Kredenc.open(tmp / "store", "q", durability="none", embed_cache=EVAL_CACHE) as kb:
             locomo = data / "locomo" / "locomo_dev.json"
             lme = data / "longmemeval" / "longmemeval_s_dev66.json.gz"
+            lme_fn = functools.partial(quality_longmemeval, dated=dated)
+            locomo_fn = functools.partial(quality_locomo, dated=locomo_dated)
             for name, path, fn in (
-                ("locomo", locomo, quality_locomo),
-                ("longmemeval", lme, quality_longmemeval),
+                ("locomo", locomo, locomo_fn),
+                ("longmemeval", lme, lme_fn),
             ):
                 if name not in datasets:
                     print(f"  {name}: not asked for (--datasets), skipped", file=sys.stderr)
@@ -890,6 +933,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--embed-threads", type=int, default=None, help="onnxruntime threads (default: settings)"
     )
+    parser.add_argument(
+        "--locomo-dated",
+        action="store_true",
+        help="LoCoMo's turns at their sessions' dates, asked a day after the last (a stress case)",
+    )
+    parser.add_argument(
+        "--undated",
+        action="store_true",
+        help="LongMemEval's turns filed now and asked now (no dates: the time phrases unread)",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(HERE))
     results: Result = {"n": args.n, "targets": TARGETS, "embed_threads": args.embed_threads}
@@ -908,7 +961,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_results("recall-levers", results)
         return 0
     if args.quality_only:
-        results["quality"] = run_quality(modes, args.datasets.split(","), args.data)
+        results["quality"] = run_quality(
+            modes,
+            args.datasets.split(","),
+            args.data,
+            dated=not args.undated,
+            locomo_dated=args.locomo_dated,
+        )
         print_quality(results["quality"])
         write_results("recall-quality", results)
         return 0
@@ -936,7 +995,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["proxy"] = run_proxy(home, rest[: 2 * args.proxy_requests], args.embed_threads)
             print_proxy(results["proxy"])
     if not args.no_quality and not args.words_only:
-        results["quality"] = run_quality(modes, args.datasets.split(","), args.data)
+        results["quality"] = run_quality(
+            modes,
+            args.datasets.split(","),
+            args.data,
+            dated=not args.undated,
+            locomo_dated=args.locomo_dated,
+        )
         print_table(
             "quality at the default budget (8 items, 600/1800 chars)",
             [

@@ -294,7 +294,10 @@ class Kredenc:
         speaker and the turns just before it as context, and tags naming the session,
         the speaker and its extracted terms (see ``memory.turns``), so recall can find
         it by words and meaning. ``user_id``, ``agent_id`` and ``run_id`` are filed
-        with every turn (a recall scoped to a user finds only that user's turns).
+        with every turn (a recall scoped to a user finds only that user's turns). A
+        turn's ``at`` (Unix seconds or ISO 8601), for a conversation filed after it
+        took place, is when it was said: the record's time, which recall reads for
+        "two months ago" (``retrieve.when``); without it, the time of filing.
         """
         payloads = self.prepare_turns(
             session_id, turns, drawer=drawer, user_id=user_id, agent_id=agent_id, run_id=run_id

@@ -104,3 +104,15 @@ def test_locomo_rejects_other_json(tmp_path: Path) -> None:
     p.write_text('[{"qa": []}]')
     with pytest.raises(InvalidInput):
         load_locomo(p)
+
+
+def test_a_locomo_session_date_reads_as_unix_seconds() -> None:
+    from datetime import UTC, datetime
+
+    from kredenc.eval.locomo import date_seconds
+
+    assert (
+        date_seconds("1:56 pm on 8 May, 2023")
+        == datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
+    )
+    assert date_seconds("2023-05-08") is None

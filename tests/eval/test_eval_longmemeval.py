@@ -180,3 +180,15 @@ def test_pooled_puts_every_session_in_one_corpus_and_scores_each_question_alone(
     assert lo == hi == 0.0
     m = ds.score({"q1": q1_gold, "q4": []})
     assert m["recall_any@5"] == 0.5 and m["ci95"]["recall_any@5"] == [0.0, 1.0]
+
+
+def test_a_longmemeval_date_reads_as_unix_seconds() -> None:
+    from datetime import UTC, datetime
+
+    from kredenc.eval.longmemeval import date_seconds
+
+    assert (
+        date_seconds("2023/03/11 (Sat) 05:28")
+        == datetime(2023, 3, 11, 5, 28, tzinfo=UTC).timestamp()
+    )
+    assert date_seconds("") is None and date_seconds("11 March 2023") is None

@@ -438,3 +438,56 @@ def test_a_damaged_record_costs_its_item_not_the_recall(
     assert len(result.items) == 3
     assert "note 2:" not in result.block
     assert "salvage" in caplog.text
+
+
+def test_a_time_the_message_names_puts_what_was_filed_since_first(
+    kb: Kredenc, session: str
+) -> None:
+    """ "two months ago": turns filed before that time cannot tell of it, so the ones
+    filed since go first (each group in its own order); without the phrase, or asked
+    when both were filed since, the order is the search's."""
+    day = 86_400.0
+    asked = 1_700_000_000.0
+    (old,) = kb.file_turns(
+        "old",
+        [{"role": "user", "content": "The museum trip: a museum of science, a museum day.",
+          "at": asked - 150 * day}],
+    )  # fmt: skip
+    (recent,) = kb.file_turns(
+        "recent",
+        [{"role": "user", "content": "I saw a museum alone.", "at": asked - 58 * day}],
+    )
+
+    def order(question: str, at: float = asked) -> list[str]:
+        result = recall(
+            kb.store, kb.namespace, ask(question), session_id=f"{session}-{question}-{at}",
+            session_start=at,
+        )  # fmt: skip
+        return [i.id for i in result.items]
+
+    plain = order("Which museum trip?")
+    assert plain == [old, recent]
+    assert order("Which museum trip two months ago?") == [recent, old]
+    assert order("Which museum trip last week?") == [old, recent]  # neither since: as found
+    # asked long after: both were filed since the time named; the search's order
+    assert order("Which museum trip two years ago?", asked + 400 * day) == plain
+    # the record keeps when it was said
+    result = recall(
+        kb.store, kb.namespace, ask("museum alone"), session_id=f"{session}-x",
+        session_start=asked,
+    )  # fmt: skip
+    assert {i.id: i.created_at for i in result.items}[recent] == asked - 58 * day
+
+
+def test_a_turns_time_that_is_not_a_time_files_nothing(kb: Kredenc, session: str) -> None:
+    from kredenc.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="a turn's 'at'"):
+        kb.file_turns(
+            "s",
+            [
+                {"role": "user", "content": "the kestrel budget"},
+                {"role": "user", "content": "second", "at": "last Tuesday"},
+            ],
+        )
+    assert not kb.search("kestrel budget")

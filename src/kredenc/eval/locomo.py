@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,16 @@ class LocomoDataset:
         out["skipped_no_evidence"] = sum(self.skipped.values())
         out["skipped_by_category"] = {str(c): n for c, n in sorted(self.skipped.items())}
         return out
+
+
+def date_seconds(date: str) -> float | None:
+    """A LoCoMo session date (``1:56 pm on 8 May, 2023``) as Unix seconds (read as
+    UTC); None when it is not of that form."""
+    try:
+        when = datetime.strptime(" ".join(str(date).split()), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC).timestamp()
 
 
 def turn_text(turn: dict[str, Any]) -> str:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -122,6 +123,18 @@ class Haystack:
     def positions(self, ranked: Sequence[str]) -> list[int]:
         where = {d.id: i for i, d in enumerate(self.docs)}
         return [where[r] for r in dedupe(ranked) if r in where]
+
+
+def date_seconds(date: str) -> float | None:
+    """A LongMemEval date (``2023/03/11 (Sat) 05:28``) as Unix seconds (read as UTC);
+    None when it is empty or not of that form."""
+    day, _, rest = str(date).strip().partition(" (")
+    clock = rest.partition(") ")[2]
+    try:
+        when = datetime.strptime(f"{day} {clock or '00:00'}", "%Y/%m/%d %H:%M")
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC).timestamp()
 
 
 def _user_has_answer(turn: dict[str, Any]) -> bool:

@@ -13,7 +13,10 @@ the index cards by words (FTS5), the message's embedding searches them by meanin
 setting: min-max by default). Records of the ``recall_types`` (memories, turns and
 document passages by default) filed before the session began are eligible, and turns of
 the session itself never are, so the agent is not told what it just said. The block is
-written by :mod:`kredenc.recall.render`.
+written by :mod:`kredenc.recall.render`. A message that names a time ("two months
+ago": :mod:`kredenc.retrieve.when`, read against ``session_start`` when given, else
+now) has the legs run again over the records filed since then; those candidates go
+first (a record of an event is filed when it happens or later, never before).
 
 No parroting: a message with no content terms (a greeting, "ok", "thanks") recalls
 nothing; the assistant's own turns are left out unless ``recall_assistant_turns``; every
@@ -74,6 +77,7 @@ from kredenc.records import LegScore
 from kredenc.retrieve.message_terms import recall_terms
 from kredenc.retrieve.search import SearchParams, fuse, hit_from_payload, run_legs
 from kredenc.retrieve.terms import STOPWORDS_EN, tokens
+from kredenc.retrieve.when import since
 from kredenc.storage.index.filters import Filters, scope_filters
 
 __all__ = [
@@ -382,6 +386,8 @@ def _recall(
     if not terms:
         result.skipped = "no content terms in the message (a greeting or an acknowledgement)"
         return _done(result, started)
+    # "two months ago": records filed before that time cannot tell of it (retrieve.when)
+    when = since(query, session_start if session_start is not None else time.time())
     legs = run_legs(
         store.index,
         ns,
@@ -394,8 +400,21 @@ def _recall(
     )
     result.timings_ms.update(legs.timings_ms)
     _report(legs.late, legs.skipped, legs.failed, plan, result)
+    since_legs = None
+    if when is not None:  # the same legs over what was filed since: found deeper there
+        since_legs = run_legs(
+            store.index,
+            ns,
+            " ".join(query.split())[:_EMBED_CHARS],
+            plan.params,
+            Filters(types=plan.types, older_than=start, created_after=when.start, **plan.scope),
+            store.embed_query,
+            terms=terms,
+            deadline=started + plan.time_budget_ms / 1000,
+        )
+        result.timings_ms.update({f"{k} (since)": v for k, v in since_legs.timings_ms.items()})
     fates: dict[str, Fate] | None = {} if trace is not None else None
-    picked = _pick(store, ns, legs, plan, session_id, terms, fates)
+    picked = _pick(store, ns, legs, plan, session_id, terms, fates, since_legs)
     if picked:
         ids = [p.hit.id for p in picked]
         rendered = render(
@@ -490,6 +509,45 @@ class Fate:
     meta: Mapping[str, Any]
 
 
+def _fused(
+    legs: Mapping[str, list[tuple[int, float]]],
+    plan: _Plan,
+    per_leg: dict[str, dict[int, LegScore]],
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """The legs fused (one leg: its own ranking and scores), and that less what was
+    found by meaning alone below ``recall_min_similarity``; each leg's rank and score
+    of a candidate go into ``per_leg`` (a candidate seen there before keeps its first)."""
+    ranked = {name: leg for name, leg in legs.items() if leg}
+    if not ranked:
+        return [], []
+    for name, leg in ranked.items():
+        mine = per_leg.setdefault(name, {})
+        for rank, (r, score) in enumerate(leg, start=1):
+            mine.setdefault(r, LegScore(rank, score))
+    if len(ranked) == 1:
+        ((_, only),) = ranked.items()
+        fused = list(only)  # one leg is the ranking, with its own scores
+    else:
+        fused = fuse(ranked, plan.params)
+    lexical = {r for r, _ in ranked.get("lexical", ())}
+    dense = dict(ranked.get("dense", ()))
+    # A record found by meaning alone must be similar enough to be worth the tokens.
+    floored = [
+        (r, score)
+        for r, score in fused
+        if r in lexical or (r in dense and dense[r] >= plan.min_similarity)
+    ]
+    return fused, floored
+
+
+def _first_then(
+    first: list[tuple[int, float]], then: list[tuple[int, float]]
+) -> list[tuple[int, float]]:
+    """``first``, then what of ``then`` it lacks (each in its order)."""
+    seen = {r for r, _ in first}
+    return first + [(r, score) for r, score in then if r not in seen]
+
+
 def _pick(
     store: RecallStore,
     ns: str,
@@ -498,30 +556,21 @@ def _pick(
     session_id: str,
     terms: Sequence[Any] = (),
     fates: dict[str, Fate] | None = None,
+    since_legs: Mapping[str, list[tuple[int, float]]] | None = None,
 ) -> list[Picked]:
     """The best records (at most the budget's item count), read from the log.
-    ``fates`` (when given) receives each candidate's stage, keyed by record id."""
-    ranked = {name: leg for name, leg in legs.items() if leg}
-    if not ranked or plan.budget.items == 0:
+    ``fates`` (when given) receives each candidate's stage, keyed by record id.
+    ``since_legs`` (the message names a time): the legs over the records filed since
+    it, whose candidates go first; the others follow."""
+    per_leg: dict[str, dict[int, LegScore]] = {}
+    fused, floored = _fused(legs, plan, per_leg)
+    if since_legs is not None:
+        since_fused, since_floored = _fused(since_legs, plan, per_leg)
+        fused = _first_then(since_fused, fused)
+        floored = _first_then(since_floored, floored)
+    if not per_leg or plan.budget.items == 0:
         return []
-    per_leg = {
-        name: {r: LegScore(rank, score) for rank, (r, score) in enumerate(leg, start=1)}
-        for name, leg in ranked.items()
-    }
-    if len(ranked) == 1:
-        ((_, only),) = ranked.items()
-        fused = list(only)  # one leg is the ranking, with its own scores
-    else:
-        fused = fuse(ranked, plan.params)
-    lexical = per_leg.get("lexical", {})
-    dense = per_leg.get("dense", {})
     rank_of = {r: n for n, (r, _) in enumerate(fused, start=1)}
-    # A record found by meaning alone must be similar enough to be worth the tokens.
-    floored = [
-        (r, score)
-        for r, score in fused
-        if r in lexical or (r in dense and dense[r].score >= plan.min_similarity)
-    ]
     wanted = floored[: plan.budget.items * 4 + 4]
     stage: dict[int, str] = {}
     if fates is not None:
