@@ -944,6 +944,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="LongMemEval's turns filed now and asked now (no dates: the time phrases unread)",
     )
     args = parser.parse_args(argv)
+
+    def quality(args: argparse.Namespace, modes: list[str]) -> list[Result]:
+        return run_quality(
+            modes,
+            args.datasets.split(","),
+            args.data,
+            dated=not args.undated,
+            locomo_dated=args.locomo_dated,
+        )
+
     sys.path.insert(0, str(HERE))
     results: Result = {"n": args.n, "targets": TARGETS, "embed_threads": args.embed_threads}
     modes = ["lexical"] if args.words_only else ["hybrid", "lexical"]
@@ -961,13 +971,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_results("recall-levers", results)
         return 0
     if args.quality_only:
-        results["quality"] = run_quality(
-            modes,
-            args.datasets.split(","),
-            args.data,
-            dated=not args.undated,
-            locomo_dated=args.locomo_dated,
-        )
+        results["quality"] = quality(args, modes)
         print_quality(results["quality"])
         write_results("recall-quality", results)
         return 0
@@ -995,13 +999,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["proxy"] = run_proxy(home, rest[: 2 * args.proxy_requests], args.embed_threads)
             print_proxy(results["proxy"])
     if not args.no_quality and not args.words_only:
-        results["quality"] = run_quality(
-            modes,
-            args.datasets.split(","),
-            args.data,
-            dated=not args.undated,
-            locomo_dated=args.locomo_dated,
-        )
+        results["quality"] = quality(args, modes)
         print_table(
             "quality at the default budget (8 items, 600/1800 chars)",
             [
