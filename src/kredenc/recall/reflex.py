@@ -386,12 +386,13 @@ def _recall(
     if not terms:
         result.skipped = "no content terms in the message (a greeting or an acknowledgement)"
         return _done(result, started)
+    searched = " ".join(query.split())[:_EMBED_CHARS]
     # "two months ago": records filed before that time cannot tell of it (retrieve.when)
-    when = since(query, session_start if session_start is not None else time.time())
+    when = since(searched, session_start if session_start is not None else time.time())
     legs = run_legs(
         store.index,
         ns,
-        " ".join(query.split())[:_EMBED_CHARS],
+        searched,
         plan.params,
         Filters(types=plan.types, older_than=start, **plan.scope),
         store.embed_query,
@@ -405,7 +406,7 @@ def _recall(
         since_legs = run_legs(
             store.index,
             ns,
-            " ".join(query.split())[:_EMBED_CHARS],
+            searched,
             plan.params,
             Filters(types=plan.types, older_than=start, created_after=when.start, **plan.scope),
             store.embed_query,

@@ -23,9 +23,10 @@ date said in one time zone may be filed in another):
 
 A question that asks *how long ago* ("how many weeks ago did I...") names no count and
 gives None, as do vague phrases ("recently", "a while ago", "months ago"), and so does a
-message that names a date of the calendar beside its phrase ("last weekend before April
-10, 2023", "last week, as mentioned on November 6"): the phrase is relative to that
-date, not to now, and the date itself is the search's to match.
+message that names a date of the calendar beside its phrase (within :data:`REACH`
+characters: "last weekend before April 10, 2023", "last week, as mentioned on November
+6"): the phrase is relative to that date, not to now, and the date itself is the
+search's to match.
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ _ABSOLUTE = re.compile(
 )
 
 
+#: Every phrase holds one of these words; only the text around them is read.
+_CUES = ("ago", "yesterday", "last", "past", "this")
+#: How far around a cue a phrase, or a calendar date that anchors it, is looked for.
+REACH = 60
+
+
 @dataclass(frozen=True)
 class Since:
     """The earliest time (Unix seconds) a record of the event can bear, and the phrase."""
@@ -81,34 +88,59 @@ class Since:
 def since(text: str, now: float) -> Since | None:
     """The time ``text`` says its event happened since (see the module), relative to
     ``now`` (Unix seconds); None when it names none. With several phrases, the
-    earliest start (a record of any of them may be wanted)."""
-    lowered = " ".join(text.lower().split())
-    if not lowered or _ABSOLUTE.search(lowered):
-        return None  # nothing said, or a date of the calendar anchors the phrase
+    earliest start (a record of any of them may be wanted). Only the text around the
+    words a phrase needs is read (a long message costs a few substring searches)."""
     today = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     found: list[Since] = []
-    for match in _AGO.finditer(lowered):
-        days = (_count(match.group(1)) + 0.5) * UNIT_DAYS[match.group(2)]
-        found.append(Since(now - days * DAY, match.group(0)))
-    for match in _WITHIN.finditer(lowered):
-        days = _count(match.group(1)) * UNIT_DAYS[match.group(2)]
-        found.append(Since(now - days * DAY, match.group(0)))
-    before = _BEFORE_YESTERDAY.search(lowered)
-    if before:
-        found.append(Since((today - timedelta(days=2)).timestamp(), before.group(0)))
-    elif match_y := _YESTERDAY.search(lowered):
-        found.append(Since((today - timedelta(days=1)).timestamp(), match_y.group(0)))
-    for match in _LAST_DAY.finditer(lowered):
-        back = (today.weekday() - _WEEKDAYS.index(match.group(1))) % 7 or 7
-        found.append(Since((today - timedelta(days=back)).timestamp(), match.group(0)))
-    for match in _LAST.finditer(lowered):
-        found.append(Since(_last(today, match.group(1)).timestamp(), match.group(0)))
-    for match in _THIS.finditer(lowered):
-        found.append(Since(_this(today, match.group(1)).timestamp(), match.group(0)))
+    for part in _around_cues(text):
+        if not _ABSOLUTE.search(part):  # a date of the calendar anchors the phrase
+            found += _phrases(part, now, today)
     if not found:
         return None
     first = min(found, key=lambda s: s.start)
     return Since(first.start - SLACK_DAYS * DAY, first.phrase)
+
+
+def _around_cues(text: str) -> list[str]:
+    """The stretches of ``text`` (lowercased, spaces collapsed) within :data:`REACH`
+    characters of a word every phrase needs, overlapping ones merged."""
+    low = text.lower()
+    spans: list[tuple[int, int]] = []
+    for cue in _CUES:
+        at = low.find(cue)
+        while at != -1:
+            spans.append((max(0, at - REACH), at + len(cue) + REACH))
+            at = low.find(cue, at + 1)
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [" ".join(low[a:b].split()) for a, b in merged]
+
+
+def _phrases(text: str, now: float, today: datetime) -> list[Since]:
+    found: list[Since] = []
+    for match in _AGO.finditer(text):
+        days = (_count(match.group(1)) + 0.5) * UNIT_DAYS[match.group(2)]
+        found.append(Since(now - days * DAY, match.group(0)))
+    for match in _WITHIN.finditer(text):
+        days = _count(match.group(1)) * UNIT_DAYS[match.group(2)]
+        found.append(Since(now - days * DAY, match.group(0)))
+    before = _BEFORE_YESTERDAY.search(text)
+    if before:
+        found.append(Since((today - timedelta(days=2)).timestamp(), before.group(0)))
+    elif match_y := _YESTERDAY.search(text):
+        found.append(Since((today - timedelta(days=1)).timestamp(), match_y.group(0)))
+    for match in _LAST_DAY.finditer(text):
+        back = (today.weekday() - _WEEKDAYS.index(match.group(1))) % 7 or 7
+        found.append(Since((today - timedelta(days=back)).timestamp(), match.group(0)))
+    for match in _LAST.finditer(text):
+        found.append(Since(_last(today, match.group(1)).timestamp(), match.group(0)))
+    for match in _THIS.finditer(text):
+        found.append(Since(_this(today, match.group(1)).timestamp(), match.group(0)))
+    return found
 
 
 def _count(word: str) -> int:
@@ -135,4 +167,4 @@ def _last(today: datetime, unit: str) -> datetime:
     return today.replace(year=today.year - 1, month=1, day=1)
 
 
-__all__ = ["DAY", "SLACK_DAYS", "UNIT_DAYS", "Since", "since"]
+__all__ = ["DAY", "REACH", "SLACK_DAYS", "UNIT_DAYS", "Since", "since"]
