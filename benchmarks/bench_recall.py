@@ -288,22 +288,16 @@ def quality_longmemeval(
     session's date and the question asked at its date, as the user lived it ("two
     months ago" read against the question's date); False: all filed and asked now (as
     before 2026-12-05). LoCoMo's questions have no date, so it is filed undated."""
-    from kredenc.eval.longmemeval import date_seconds, load_longmemeval
+    from kredenc.eval.longmemeval import load_longmemeval
 
     data = load_longmemeval(path, granularity="turn")
     rows: dict[str, list[tuple[bool, bool, int, int]]] = {m: [] for m in modes}
     for g, group in enumerate(data.groups()):
         kb.use_namespace(f"recall-lme-{os.getpid()}-{g}")
-        said = (lambda d: date_seconds(d.meta["date"])) if dated else (lambda d: None)
+        said = (lambda d: d.meta.get("time")) if dated else (lambda d: None)
         _file(kb, group.docs, lambda d: str(d.meta["session_id"]), said)
         (q,) = group.queries
-        # asked after every session: the question's date, or a session's dated later
-        # that day (the data's question times are not meaningful within a day)
-        latest = max((t for d in group.docs if (t := said(d)) is not None), default=None)
-        asked_on = date_seconds(q.meta.get("question_date", "")) if dated else None
-        asked = (
-            max(asked_on, latest + 60) if asked_on is not None and latest is not None else asked_on
-        )
+        asked = q.meta.get("asked_at") if dated else None
         hay = data.haystacks[q.qid]
         gold = {d.id for d, label in zip(hay.docs, hay.labels, strict=True) if "answer" in label}
         for mode in modes:

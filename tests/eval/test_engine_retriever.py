@@ -69,3 +69,20 @@ def test_one_hop_lifts_the_passage_the_best_hit_names(kb: Kredenc) -> None:
     walked.reset()
     walked.index(docs)
     assert walked.search(query, 5)[:2] == ["Q", "A"]
+
+
+def test_dated_documents_and_a_dated_question_read_its_time(kb: Kredenc) -> None:
+    """``dated``: each document filed at its time, each query searched as asked at its
+    time, so "two months ago" puts what was filed since first; undated, words are words."""
+    day = 86_400.0
+    asked = 1_700_000_000.0
+    docs = [
+        EvalDoc("old", "The museum trip: a museum day.", meta={"time": asked - 150 * day}),
+        EvalDoc("new", "I saw a museum alone.", meta={"time": asked - 58 * day}),
+    ]
+    question = "museum trip two months ago"
+    for dated, expected in ((False, ["old", "new"]), (True, ["new", "old"])):
+        r = EngineRetriever(kb.store, record_type="turn", dated=dated, mode="lexical")
+        r.reset()
+        r.index(docs)
+        assert r.search(question, 2, asked_at=asked) == expected

@@ -11,6 +11,8 @@ import pytest
 from kredenc.errors import InvalidInput
 from kredenc.eval import load_longmemeval, recompute, run
 from kredenc.eval.longmemeval import (
+    asked_at,
+    date_seconds,
     evaluate_retrieval,
     evaluate_retrieval_turn2session,
     official_dcg,
@@ -89,7 +91,11 @@ def test_load_session_level(fixtures: Path) -> None:
     assert hay.duplicates == 1  # the second s_a
     # user turns only, joined with one space
     assert hay.docs[1].text == "I have a cat named Tom. I also like green tea."
-    assert hay.docs[1].meta == {"date": "2023/05/02 (Tue) 09:00", "session_id": "answer_x_1"}
+    assert hay.docs[1].meta == {
+        "date": "2023/05/02 (Tue) 09:00",
+        "session_id": "answer_x_1",
+        "time": date_seconds("2023/05/02 (Tue) 09:00"),
+    }
     # answer_x_2's only has_answer turn is the assistant's: relabelled, not gold
     assert hay.labels == ["s_a", "answer_x_1", "s_b", "noans_x_2"]
     groups = list(ds.groups())
@@ -192,3 +198,12 @@ def test_a_longmemeval_date_reads_as_unix_seconds() -> None:
         == datetime(2023, 3, 11, 5, 28, tzinfo=UTC).timestamp()
     )
     assert date_seconds("") is None and date_seconds("11 March 2023") is None
+
+
+def test_a_question_is_asked_at_its_date_or_after_its_last_session() -> None:
+    day = "2023/05/30 (Tue) 10:00"
+    entry = {"question_date": day, "haystack_dates": ["2023/05/29 (Mon) 09:00"]}
+    assert asked_at(entry) == date_seconds(day)
+    later = {"question_date": day, "haystack_dates": ["2023/05/30 (Tue) 21:00"]}
+    assert asked_at(later) == date_seconds("2023/05/30 (Tue) 21:00") + 60  # type: ignore[operator]
+    assert asked_at({"question_date": ""}) is None

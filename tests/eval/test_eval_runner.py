@@ -53,7 +53,7 @@ class NumericIds:
 
     def index(self, docs: Sequence[EvalDoc]) -> None: ...
 
-    def search(self, query: str, k: int) -> list[str]:
+    def search(self, query: str, k: int, *, asked_at: float | None = None) -> list[str]:
         return [1, 2]  # type: ignore[list-item]
 
 

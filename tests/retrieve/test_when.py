@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,32 @@ def test_several_phrases_give_the_earliest_with_a_day_of_slack() -> None:
     found = since("yesterday, or was it two weeks ago?", NOW)
     assert found is not None and found.phrase == "two weeks ago"
     assert found.start == pytest.approx(NOW - (2.5 * 7 + SLACK_DAYS) * DAY)
+
+
+def test_search_asked_at_reads_the_time_and_puts_what_was_filed_since_first(
+    tmp_path: Path,
+) -> None:
+    from kredenc.engine import Kredenc
+    from kredenc.errors import InvalidInput
+    from kredenc.testing.embedders import HashEmbedder
+
+    asked = 1_700_000_000.0
+    with Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none") as kb:
+        (old,) = kb.file_turns(
+            "a", [{"role": "user", "content": "The museum trip: a museum, a museum day.",
+                   "at": asked - 150 * DAY}],
+        )  # fmt: skip
+        (new,) = kb.file_turns(
+            "b", [{"role": "user", "content": "I saw a museum alone.", "at": asked - 58 * DAY}]
+        )
+
+        def ids(query: str, k: int = 5, **opts: object) -> list[str]:
+            return [h.id for h in kb.search(query, k=k, mode="lexical", **opts)]
+
+        assert ids("museum trip") == [old, new]
+        assert ids("museum trip two months ago") == [old, new]  # no asked_at: words
+        assert ids("museum trip two months ago", asked_at=asked) == [new, old]
+        assert ids("museum trip last week", asked_at=asked) == [old, new]  # none since
+        assert ids("museum trip two months ago", asked_at=asked, k=1) == [new]
+        with pytest.raises(InvalidInput, match="asked_at"):
+            kb.search("museum", asked_at="the other day")

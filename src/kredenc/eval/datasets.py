@@ -57,8 +57,10 @@ class Retriever(Protocol):
     def index(self, docs: Sequence[EvalDoc]) -> None:
         """Add documents to the current corpus."""
 
-    def search(self, query: str, k: int) -> list[str]:
-        """Return up to ``k`` document ids, best first."""
+    def search(self, query: str, k: int, *, asked_at: float | None = None) -> list[str]:
+        """Return up to ``k`` document ids, best first. ``asked_at``: when the query is
+        asked, where the dataset dates its queries (``EvalQuery.meta["asked_at"]``, Unix
+        seconds); a retriever may ignore it."""
 
 
 class EvalDataset(Protocol):

@@ -35,6 +35,9 @@ class EngineRetriever:
     another document's title (at most that many per passage; ``ingest.mentions``), so
     graph expansion (``hops``) has links to walk in titled corpora such as Wikipedia
     paragraphs. ``namespace`` is the group's namespace (a new one at each ``reset``).
+    ``dated``: each document is filed at its time (``EvalDoc.meta["time"]``, where the
+    dataset dates them) and each query searched as asked at its time (``search``'s
+    ``asked_at``), so a time the query names is read.
     """
 
     def __init__(
@@ -44,9 +47,11 @@ class EngineRetriever:
         record_type: str = "chunk",
         chunk_size: int | None = None,
         mention_links: int = 0,
+        dated: bool = False,
         **search_opts: Any,
     ) -> None:
         self.store = store
+        self.dated = dated
         self.mention_links = mention_links
         self.links = 0
         self.record_type = record_type
@@ -88,14 +93,15 @@ class EngineRetriever:
             for start, end in spans:
                 piece = text[start:end].strip()
                 if piece:
-                    items.append(
-                        {
-                            "text": piece,
-                            "context": context,
-                            "doc_id": f"eval:{d.id}",
-                            "meta": {"eval_id": d.id},
-                        }
-                    )
+                    item: dict[str, Any] = {
+                        "text": piece,
+                        "context": context,
+                        "doc_id": f"eval:{d.id}",
+                        "meta": {"eval_id": d.id},
+                    }
+                    if self.dated and d.meta.get("time") is not None:
+                        item["ts"] = float(d.meta["time"])
+                    items.append(item)
                     titles.append(d.title)
         ids: list[str] = []
         for start in range(0, len(items), _BATCH):
@@ -111,11 +117,12 @@ class EngineRetriever:
                 self.store.write(link_payloads(self.namespace, pairs, "mentions"), batch=True)
                 self.links += len(pairs)
 
-    def search(self, query: str, k: int) -> list[str]:
+    def search(self, query: str, k: int, *, asked_at: float | None = None) -> list[str]:
         if not query.strip():
             return []
         depth = min(1000, k * _OVERFETCH) if self._chunked else k
-        hits = search(self.store, self.namespace, query, k=depth, **self.search_opts)
+        when = asked_at if self.dated else None
+        hits = search(self.store, self.namespace, query, k=depth, asked_at=when, **self.search_opts)
         self.queries += 1
         self.searches += hits.searches if isinstance(hits, Hits) else 1
         ranked: dict[str, None] = {}

@@ -137,6 +137,17 @@ def date_seconds(date: str) -> float | None:
     return when.replace(tzinfo=UTC).timestamp()
 
 
+def asked_at(entry: dict[str, Any]) -> float | None:
+    """When a question is asked (Unix seconds): its date, or a minute after its last
+    session when that is later (2 of the 66 dev questions have sessions dated later on
+    the question's day: the data's times within a day are not meaningful)."""
+    asked = date_seconds(str(entry.get("question_date", "")))
+    times = [t for d in entry.get("haystack_dates") or () if (t := date_seconds(d)) is not None]
+    if asked is None or not times:
+        return asked
+    return max(asked, max(times) + 60.0)
+
+
 def _user_has_answer(turn: dict[str, Any]) -> bool:
     return turn.get("role") == "user" and bool(turn.get("has_answer"))
 
@@ -173,7 +184,8 @@ def build_haystack(entry: dict[str, Any], granularity: Granularity) -> Haystack:
                 hay.duplicates += 1
                 continue
             seen.add(doc_id)
-            hay.docs.append(EvalDoc(id=doc_id, text=text, meta={"date": date, "session_id": sid}))
+            meta = {"date": date, "session_id": sid, "time": date_seconds(date)}
+            hay.docs.append(EvalDoc(id=doc_id, text=text, meta=meta))
             hay.labels.append(label)
     return hay
 
@@ -199,6 +211,7 @@ class LongMemEvalDataset:
                 meta={
                     "question_type": e.get("question_type", ""),
                     "question_date": e.get("question_date", ""),
+                    "asked_at": asked_at(e),
                 },
             )
             yield Group(docs=hay.docs, queries=[query], k=max(k, 1))
@@ -343,6 +356,10 @@ def load_longmemeval_pooled(path: str | Path, ks: Sequence[int] = KS) -> PooledL
         }
         data.types[qid] = str(e.get("question_type", ""))
         data.queries.append(
-            EvalQuery(qid=qid, text=str(e["question"]), meta={"question_type": data.types[qid]})
+            EvalQuery(
+                qid=qid,
+                text=str(e["question"]),
+                meta={"question_type": data.types[qid], "asked_at": asked_at(e)},
+            )
         )
     return data

@@ -76,7 +76,7 @@ def run(
         result.n_groups += 1
         for q in group.queries:
             t1 = time.perf_counter()
-            ids = retriever.search(q.text, group.k)
+            ids = retriever.search(q.text, group.k, asked_at=q.meta.get("asked_at"))
             result.latency_ms[q.qid] = (time.perf_counter() - t1) * 1000.0
             result.ranked[q.qid] = [str(i) for i in ids]
         if progress is not None:

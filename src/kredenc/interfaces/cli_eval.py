@@ -166,6 +166,7 @@ def _run_all(
     cache: str,
     record_type: str,
     iterative: bool = False,
+    dated: bool = False,
 ) -> list[dict[str, Any]]:
     from kredenc.eval import run
     from kredenc.eval.engine_retriever import EngineRetriever
@@ -182,7 +183,11 @@ def _run_all(
             if rerank:
                 opts["rerank"] = rerank
             retriever = EngineRetriever(
-                kb.store, record_type=record_type, mention_links=kb.settings.mention_links, **opts
+                kb.store,
+                record_type=record_type,
+                mention_links=kb.settings.mention_links,
+                dated=dated,
+                **opts,
             )
             target = None
             if run_file:
@@ -314,11 +319,18 @@ def eval_locomo(
     is_flag=True,
     help="Every question's sessions in one store (deduplicated), each question against all.",
 )
+@click.option(
+    "--dated",
+    is_flag=True,
+    help="Each session filed at its date, each question asked at its date: a time the "
+    "question names ('two months ago') is read (search's asked_at).",
+)
 @eval_options
 def eval_longmemeval(
     file: str,
     granularity: str,
     pooled: bool,
+    dated: bool,
     modes: tuple[str, ...],
     hops: tuple[int, ...],
     iterative: bool,
@@ -330,7 +342,8 @@ def eval_longmemeval(
 
     ``--pooled``: every session of every question in one store, deduplicated by session
     id, each question searched against all of them (session level; recall_any@k and
-    recall_all@k with 95 % CIs)."""
+    recall_all@k with 95 % CIs). ``--dated``: sessions filed at their dates, questions
+    asked at theirs (the official protocol has no dates)."""
     from kredenc.eval import load_longmemeval, load_longmemeval_pooled
 
     if pooled:
@@ -339,7 +352,7 @@ def eval_longmemeval(
         dataset: Any = load_longmemeval_pooled(file)
     else:
         dataset = load_longmemeval(file, granularity=granularity)  # type: ignore[arg-type]
-    _run_all(dataset, modes, hops, rerank, run_file, cache, "turn", iterative)
+    _run_all(dataset, modes, hops, rerank, run_file, cache, "turn", iterative, dated=dated)
 
 
 @eval_group.command("judge")

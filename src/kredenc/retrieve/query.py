@@ -25,6 +25,7 @@ from kredenc.retrieve import iterative as bridging
 from kredenc.retrieve import search as searching
 from kredenc.retrieve.feedback import Feedback
 from kredenc.retrieve.relevance import check_min_score
+from kredenc.retrieve.when import since as since_phrase
 from kredenc.storage.index.filters import Filters, scope_filters
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ def search(
     where: Mapping[str, Any] | None = None,
     min_score: float | None = None,
     iterative: bool = False,
+    asked_at: float | str | None = None,
 ) -> list[Hit]:
     """Hybrid (or lexical, or dense) search in this namespace.
 
@@ -144,6 +146,12 @@ def search(
     times, stopping when a round brings nothing new; the lists are fused. The result is
     an :class:`~kredenc.retrieve.iterative.Hits` list whose ``explain()`` says what each
     round searched; ``min_score`` applies to the fused hits.
+
+    ``asked_at`` (Unix seconds or ISO 8601): when the query is asked (a replayed
+    conversation, an evaluation). A time the query names ("two months ago", "last
+    Saturday": :mod:`kredenc.retrieve.when`) is then read against it, as recall reads
+    one: the same search over the records filed since that time runs too, and its hits
+    come first, the others after them. Without it (the default) such words are words.
     """
     params = search_params(store.settings, k=k, mode=mode, per_document=per_document, hops=hops)
     query = searching.validate(query, params)
@@ -174,6 +182,37 @@ def search(
         **scope_filters(user_id=user_id, agent_id=agent_id, run_id=run_id, tags=tags, where=where),
     )
     reranker = reranker_for(store, rerank)
+    asked = parse_time(asked_at, "asked_at")
+    when = since_phrase(query, asked) if asked is not None else None
+
+    def run(under: Filters) -> list[Hit]:
+        return _filtered_search(store, ns, query, params, under, reranker, span, floor, iterative)
+
+    found = run(filters)
+    if when is not None:
+        first = run(replace(filters, created_after=max(when.start, after or when.start)))
+
+        def key(hit: Hit) -> str:  # one hit per document stays one per document
+            return (hit.doc_id or hit.id) if per_document else hit.id
+
+        seen = {key(h) for h in first}
+        found[:] = [*first, *(h for h in found if key(h) not in seen)][:k]
+    return found
+
+
+def _filtered_search(
+    store: Store,
+    ns: str,
+    query: str,
+    params: searching.SearchParams,
+    filters: Filters,
+    reranker: Reranker | None,
+    span: searching.SpanFactory | None,
+    floor: float | None,
+    iterative: bool,
+) -> list[Hit]:
+    """One search of :func:`search` under ``filters`` (plain or iterative)."""
+    hops, k = params.hops, params.k
     if not iterative:
         return searching.search(
             store.index,

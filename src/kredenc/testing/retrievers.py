@@ -33,7 +33,7 @@ class OverlapRetriever:
         self.calls.append(f"index:{len(docs)}")
         self.docs.extend((d.id, words(d.text)) for d in docs)
 
-    def search(self, query: str, k: int) -> list[str]:
+    def search(self, query: str, k: int, *, asked_at: float | None = None) -> list[str]:
         self.ks.append(k)
         q = words(query)
         scored = [(-len(q & ws), i, doc_id) for i, (doc_id, ws) in enumerate(self.docs)]
