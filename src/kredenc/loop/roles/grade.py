@@ -256,5 +256,8 @@ _CLASSES = ("CORRECT", "AMBIGUOUS", "INCORRECT")
 
 
 def _count(verdicts: Sequence[ChunkVerdict]) -> str:
-    counts = {c: sum(v.verdict == c for v in verdicts) for c in _CLASSES}
+    counts = dict.fromkeys(_CLASSES, 0)
+    for v in verdicts:
+        if v.verdict in counts:
+            counts[v.verdict] += 1
     return ", ".join(f"{n} {c.lower()}" for c, n in counts.items())
