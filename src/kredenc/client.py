@@ -290,6 +290,7 @@ class Client:
         where: Mapping[str, Any] | None = None,
         min_score: float | None = None,
         iterative: bool = False,
+        asked_at: float | str | None = None,
     ) -> list[Hit]:
         body = {
             "query": query, "k": k, "mode": mode, "drawer": drawer, "kind": list(kinds),
@@ -301,6 +302,7 @@ class Client:
             "user_id": user_id, "agent_id": agent_id, "run_id": run_id, "tags": list(tags),
             "where": dict(where) if where else None, "min_score": min_score,
             "iterative": iterative or None,
+            "asked_at": None if asked_at is None else str(asked_at),
         }  # fmt: skip
         clean = {key: v for key, v in body.items() if v is not None}
         data = self._json("POST", "/search", json=clean)

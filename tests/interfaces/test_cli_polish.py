@@ -248,3 +248,24 @@ def test_ingest_lists_each_file_once_and_counts_in_the_singular(
         f"  unchanged: {good}",
     ]
     assert out.startswith("0 documents filed (0 chunks), 1 unchanged, 0 replaced, 0 failed")
+
+
+def test_search_asked_at_reads_the_time_the_query_names(run: Any) -> None:
+    """`kredenc search --asked-at TIME`: "two months ago" puts what was filed since then
+    first; a time that is not one exits 2 with one line."""
+    from kredenc.engine import Kredenc
+    from kredenc.testing.embedders import HashEmbedder
+
+    day, asked = 86_400.0, 1_700_000_000.0
+    with Kredenc.open(run.home, embedder=HashEmbedder(), durability="none") as kb:
+        kb.file_turns("a", [{"role": "user", "content": "The museum trip: a museum day.",
+                             "at": asked - 150 * day}])  # fmt: skip
+        kb.file_turns("b", [{"role": "user", "content": "I saw a museum.", "at": asked - 58 * day}])
+    query = ("search", "museum trip two months ago", "--mode", "lexical", "-k", "2", "--json")
+    code, out, _ = run(*query)
+    plain = [h["text"] for h in json.loads(out)["hits"]]
+    assert code == 0 and plain[0].startswith("The museum trip")
+    code, out, _ = run(*query, "--asked-at", "2023-11-14T22:13:20Z")
+    assert code == 0 and [h["text"] for h in json.loads(out)["hits"]] == plain[::-1]
+    code, _, err = run(*query, "--asked-at", "the other day")
+    assert code == 2 and "asked_at" in err and len(err.strip().splitlines()) == 1

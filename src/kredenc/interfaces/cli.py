@@ -102,6 +102,13 @@ def cli(
 @click.option("--pages", default=None, metavar="N[-M]", help="Only chunks on these pages.")
 @click.option("--since", default=None, metavar="TIME", help="Filed at or after (ISO 8601).")
 @click.option("--until", default=None, metavar="TIME", help="Filed before (ISO 8601).")
+@click.option(
+    "--asked-at",
+    default=None,
+    metavar="TIME",
+    help="When the query is asked (ISO 8601): a time it names ('two months ago') puts what "
+    "was filed since then first.",
+)
 @click.option("--hops", default=0, show_default=True, type=click.IntRange(0, 3), help="Graph hops.")
 @click.option(
     "--iterative",
@@ -138,6 +145,7 @@ def search(
     pages: str | None,
     since: str | None,
     until: str | None,
+    asked_at: str | None,
     hops: int,
     iterative: bool,
     rerank: str | None,
@@ -175,6 +183,7 @@ def search(
             where=where or None,
             min_score=min_score,
             iterative=iterative,
+            asked_at=asked_at,
             **scope,
         )
         # A memory's importance now (scores change after filing): from the index.

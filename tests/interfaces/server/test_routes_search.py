@@ -149,3 +149,26 @@ def test_search_passes_iterative(client: httpx.Client) -> None:
     assert all(h["graph"] is None for h in rounds)  # rounds search; they walk no edges
     too_deep = client.post("/search", json=body | {"iterative": True, "hops": 3})
     assert too_deep.status_code == 422  # the server's hop limit holds for rounds too
+
+
+def test_asked_at_reads_the_time_the_query_names(start_server: Callable[..., Any]) -> None:
+    """GET and POST take ``asked_at``: "two months ago" puts what was filed since then
+    first; a time that is not one is 422 with the one shape."""
+    day, asked = 86_400.0, 1_700_000_000.0
+
+    def setup(kb: Kredenc) -> None:
+        kb.file_turns("a", [{"role": "user", "content": "The museum trip: a museum day.",
+                             "at": asked - 150 * day}])  # fmt: skip
+        kb.file_turns("b", [{"role": "user", "content": "I saw a museum.", "at": asked - 58 * day}])
+
+    served = start_server(setup=setup)
+    with served.client() as c:
+        query = {"q": "museum trip two months ago", "mode": "lexical", "k": 2}
+        plain = [h["text"] for h in c.get("/search", params=query).json()["hits"]]
+        assert plain[0].startswith("The museum trip")
+        dated = c.get("/search", params={**query, "asked_at": str(asked)}).json()["hits"]
+        assert [h["text"] for h in dated] == plain[::-1]
+        body = {"query": query["q"], "mode": "lexical", "k": 2, "asked_at": "2023-11-14T22:13:20Z"}
+        assert [h["text"] for h in c.post("/search", json=body).json()["hits"]] == plain[::-1]
+        bad = c.get("/search", params={**query, "asked_at": "the other day"})
+        assert bad.status_code == 422 and "asked_at" in bad.text

@@ -292,6 +292,7 @@ def build_server(host: ToolHost) -> KredencMCP:
         iterative: Annotated[
             bool, Field(description="Multi-hop: hops are rounds searching the hits' names.")
         ] = False,
+        asked_at: Time = None,
     ) -> dict[str, Any]:
         """Search memories and documents by words and meaning; hits best first, each
         with its text, scores (relevance: the probability it is relevant, comparable
@@ -315,6 +316,7 @@ def build_server(host: ToolHost) -> KredencMCP:
             include_deprecated=include_deprecated,
             min_score=min_score,
             iterative=iterative,
+            asked_at=asked_at,
         )
         return {"query": query, "hits": to_wire(hits)}
 

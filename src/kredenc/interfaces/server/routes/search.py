@@ -57,6 +57,11 @@ class SearchRequest(Body):
         None, ge=0.0, le=1.0, description="drop hits whose calibrated relevance is below"
     )
     iterative: bool = Field(False, description="hops are bridge-search rounds, not graph hops")
+    asked_at: str | None = Field(
+        None,
+        description="when the query is asked (Unix seconds or ISO 8601): a time it names "
+        "('two months ago') puts what was filed since then first",
+    )
 
 
 class SearchResult(BaseModel):
@@ -72,7 +77,7 @@ def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
         pages=pages_value(r.pages), per_document=r.per_document, since=time_value(r.since),
         until=time_value(r.until), include_deprecated=r.include_deprecated,
         user_id=r.user_id, agent_id=r.agent_id, run_id=r.run_id, tags=r.tags, where=r.where,
-        min_score=r.min_score, iterative=r.iterative,
+        min_score=r.min_score, iterative=r.iterative, asked_at=time_value(r.asked_at),
     )  # fmt: skip
     return SearchResult(query=r.query, hits=hits)
 
@@ -102,6 +107,7 @@ def search_get(
     where: WhereQuery = [],  # noqa: B006
     min_score: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
     iterative: bool = False,
+    asked_at: Annotated[str | None, Query(description="Unix seconds or ISO 8601")] = None,
 ) -> SearchResult:
     """Hybrid (or lexical, or dense) search of the caller's namespace."""
     request = SearchRequest(
@@ -109,7 +115,7 @@ def search_get(
         loader=loader, source=source, pages=pages, per_document=per_document, since=since,
         until=until, include_deprecated=include_deprecated, user_id=user_id,
         agent_id=agent_id, run_id=run_id, tags=tag, where=where_value(where),
-        min_score=min_score, iterative=iterative,
+        min_score=min_score, iterative=iterative, asked_at=asked_at,
     )  # fmt: skip
     return _search(kb, state, request)
 
