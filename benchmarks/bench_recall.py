@@ -315,14 +315,23 @@ def run_quality(
     *,
     dated: bool = True,
     locomo_dated: bool = False,
+    time_phrases: bool = False,
 ) -> list[Result]:
+    """Evidence in the block on the dev sets; ``time_phrases`` turns the
+    ``recall_time_phrases`` setting on (off by default)."""
     from kredenc import Kredenc
 
     out: list[Result] = []
     tmp = Path(tempfile.mkdtemp(prefix="kredenc-bench-recall-q-"))
     EVAL_CACHE.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with Kredenc.open(tmp / "store", "q", durability="none", embed_cache=EVAL_CACHE) as kb:
+        with Kredenc.open(
+            tmp / "store",
+            "q",
+            durability="none",
+            embed_cache=EVAL_CACHE,
+            recall_time_phrases=time_phrases,
+        ) as kb:
             locomo = data / "locomo" / "locomo_dev.json"
             lme = data / "longmemeval" / "longmemeval_s_dev66.json.gz"
             lme_fn = functools.partial(quality_longmemeval, dated=dated)
@@ -933,6 +942,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="LoCoMo's turns at their sessions' dates, asked a day after the last (a stress case)",
     )
     parser.add_argument(
+        "--time-phrases",
+        action="store_true",
+        help="recall_time_phrases on: a time the message names puts what was filed since first",
+    )
+    parser.add_argument(
         "--undated",
         action="store_true",
         help="LongMemEval's turns filed now and asked now (no dates: the time phrases unread)",
@@ -946,6 +960,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.data,
             dated=not args.undated,
             locomo_dated=args.locomo_dated,
+            time_phrases=args.time_phrases,
         )
 
     sys.path.insert(0, str(HERE))

@@ -548,6 +548,12 @@ class Settings(BaseSettings):
         "weights a node can pass one at most 0.05 more similar, so relevance dominates.",
     )
     # -- recall (issue 16) --
+    recall_time_phrases: bool = Field(
+        False,
+        description="Recall reads a time the message names ('two months ago', 'last "
+        "Saturday') and puts what was filed since then first (off by default: on "
+        "LongMemEval it moved one question of 50, docs/benchmarks.md).",
+    )
     recall_assistant_turns: bool = Field(
         False,
         description="Recall may inject the assistant's own past turns (off: only the "

@@ -467,6 +467,8 @@ def test_a_time_the_message_names_puts_what_was_filed_since_first(
 
     plain = order("Which museum trip?")
     assert plain == [old, recent]
+    assert order("Which museum trip two months ago?") == plain  # off by default: words
+    kb.store.settings.recall_time_phrases = True
     assert order("Which museum trip two months ago?") == [recent, old]
     assert order("Which museum trip last week?") == [old, recent]  # neither since: as found
     # asked long after: both were filed since the time named; the search's order

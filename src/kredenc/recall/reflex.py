@@ -13,10 +13,11 @@ the index cards by words (FTS5), the message's embedding searches them by meanin
 setting: min-max by default). Records of the ``recall_types`` (memories, turns and
 document passages by default) filed before the session began are eligible, and turns of
 the session itself never are, so the agent is not told what it just said. The block is
-written by :mod:`kredenc.recall.render`. A message that names a time ("two months
-ago": :mod:`kredenc.retrieve.when`, read against ``session_start`` when given, else
-now) has the legs run again over the records filed since then; those candidates go
-first (a record of an event is filed when it happens or later, never before).
+written by :mod:`kredenc.recall.render`. With ``recall_time_phrases`` (off by default),
+a message that names a time ("two months ago": :mod:`kredenc.retrieve.when`, read
+against ``session_start`` when given, else now) has the legs run again over the records
+filed since then; those candidates go first (a record of an event is filed when it
+happens or later, never before).
 
 No parroting: a message with no content terms (a greeting, "ok", "thanks") recalls
 nothing; the assistant's own turns are left out unless ``recall_assistant_turns``; every
@@ -75,7 +76,7 @@ from kredenc.recall.result import RecallItem, RecallResult
 from kredenc.recall.snippet import snippet
 from kredenc.records import LegScore
 from kredenc.retrieve.message_terms import recall_terms
-from kredenc.retrieve.search import SearchParams, fuse, hit_from_payload, run_legs
+from kredenc.retrieve.search import Legs, SearchParams, fuse, hit_from_payload, run_legs
 from kredenc.retrieve.terms import STOPWORDS_EN, tokens
 from kredenc.retrieve.when import since
 from kredenc.storage.index.filters import Filters, scope_filters
@@ -116,6 +117,7 @@ class _Plan:
     types: tuple[str, ...]
     min_similarity: float
     assistant_turns: bool  # the assistant's own past turns may be recalled
+    time_phrases: bool  # a time the message names puts what was filed since first
     params: SearchParams  # the legs and their fusion
     scope: dict[str, Any]  # the scope ids (Filters fields) recalled records must carry
 
@@ -150,6 +152,7 @@ def _plan(
         types=tuple(s.recall_types),
         min_similarity=float(s.recall_min_similarity),
         assistant_turns=bool(s.recall_assistant_turns),
+        time_phrases=bool(s.recall_time_phrases),
         params=SearchParams(
             k=s.recall_leg_k,
             mode=chosen_mode,
@@ -387,32 +390,29 @@ def _recall(
         result.skipped = "no content terms in the message (a greeting or an acknowledgement)"
         return _done(result, started)
     searched = " ".join(query.split())[:_EMBED_CHARS]
-    # "two months ago": records filed before that time cannot tell of it (retrieve.when)
-    when = since(searched, session_start if session_start is not None else time.time())
-    legs = run_legs(
-        store.index,
-        ns,
-        searched,
-        plan.params,
-        Filters(types=plan.types, older_than=start, **plan.scope),
-        store.embed_query,
-        terms=terms,
-        deadline=started + plan.time_budget_ms / 1000,
-    )
-    result.timings_ms.update(legs.timings_ms)
-    _report(legs.late, legs.skipped, legs.failed, plan, result)
-    since_legs = None
-    if when is not None:  # the same legs over what was filed since: found deeper there
-        since_legs = run_legs(
+
+    def run(since_start: float | None = None) -> Legs:
+        return run_legs(
             store.index,
             ns,
             searched,
             plan.params,
-            Filters(types=plan.types, older_than=start, created_after=when.start, **plan.scope),
+            Filters(types=plan.types, older_than=start, created_after=since_start, **plan.scope),
             store.embed_query,
             terms=terms,
             deadline=started + plan.time_budget_ms / 1000,
         )
+
+    legs = run()
+    result.timings_ms.update(legs.timings_ms)
+    _report(legs.late, legs.skipped, legs.failed, plan, result)
+    # "two months ago": records filed before that time cannot tell of it (retrieve.when)
+    when = None
+    if plan.time_phrases:
+        when = since(searched, session_start if session_start is not None else time.time())
+    since_legs = None
+    if when is not None:  # the same legs over what was filed since: found deeper there
+        since_legs = run(when.start)
         result.timings_ms.update({f"{k} (since)": v for k, v in since_legs.timings_ms.items()})
     fates: dict[str, Fate] | None = {} if trace is not None else None
     picked = _pick(store, ns, legs, plan, session_id, terms, fates, since_legs)
