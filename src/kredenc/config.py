@@ -119,6 +119,14 @@ class Settings(BaseSettings):
         "this CPU (made, checked and raced once, cached in ~/.cache/kredenc/models); stored "
         "vectors always come from the full model.",
     )
+    embed_query_threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="onnxruntime threads of MiniLM's 8-bit query graph. One query is a few "
+        "word pieces, which a second thread does not speed up: it costs a third more CPU "
+        "(docs/benchmarks.md).",
+    )
     embed_url: str = Field("", description="Base URL of an OpenAI-compatible embeddings API.")
     embed_model: str = Field("", description="Model name for the OpenAI-compatible API.")
     embed_api_key: SecretStr = Field(SecretStr(""), description="API key for embed_url.")

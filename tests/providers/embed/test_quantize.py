@@ -19,7 +19,7 @@ import pytest
 
 from kredenc.config import Settings
 from kredenc.engine import make_default_embedder
-from kredenc.errors import ProviderError
+from kredenc.errors import InvalidInput, ProviderError
 from kredenc.providers.embed import quantize
 from kredenc.providers.embed.minilm import MiniLMEmbedder, default_model_path
 
@@ -188,6 +188,22 @@ def test_setting_reaches_the_embedder() -> None:
     off = make_default_embedder(Settings(embed_query_quantized=False))
     assert isinstance(on, MiniLMEmbedder) and isinstance(off, MiniLMEmbedder)
     assert on.quantized_queries and not off.quantized_queries
+    assert on.query_threads == 1  # the default: a short query gains nothing from two
+    assert make_default_embedder(Settings(embed_query_threads=3)).query_threads == 3  # type: ignore[attr-defined]
+
+
+def _threads(runtime: object) -> int:
+    return int(runtime.session.get_session_options().intra_op_num_threads)  # type: ignore[attr-defined]
+
+
+def test_queries_run_on_their_own_threads(cache: Path) -> None:
+    e = MiniLMEmbedder(intra_op_num_threads=2, query_threads=1, model_cache=cache)
+    e.embed_query(QUERIES[0])
+    e.embed(QUERIES[:1])
+    assert e.query_model == "8-bit"
+    assert _threads(e._query) == 1 and _threads(e._runtime) == 2
+    with pytest.raises(InvalidInput, match="query_threads"):
+        MiniLMEmbedder(query_threads=0)
 
 
 def _open_graph(model: Path) -> Callable[[list[str]], np.ndarray]:

@@ -80,6 +80,11 @@ class MiniLMEmbedder(Embedder):
     batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded word pieces
     (padded to their longest member). Batching changes no vector beyond float rounding
     (the attention mask keeps padding out). Thread-safe.
+
+    Queries run on the 8-bit copy (``quantized_queries``) with ``query_threads``
+    intra-op threads (default 1: a query of a few word pieces gains nothing from a
+    second thread and costs a third more CPU; docs/benchmarks.md); stored texts run on
+    the full graph with ``intra_op_num_threads``.
     """
 
     model_id = MODEL_ID
@@ -95,9 +100,12 @@ class MiniLMEmbedder(Embedder):
         model_path: str | Path | None = None,
         quantized_queries: bool = True,
         model_cache: str | Path | None = None,
+        query_threads: int = 1,
     ) -> None:
-        if intra_op_num_threads < 1 or batch_size < 1:
-            raise InvalidInput("intra_op_num_threads and batch_size must be at least 1")
+        if intra_op_num_threads < 1 or batch_size < 1 or query_threads < 1:
+            raise InvalidInput(
+                "intra_op_num_threads, query_threads and batch_size must be at least 1"
+            )
         if not 2 <= max_tokens <= 512:
             raise InvalidInput(f"max_tokens must be in 2..512, got {max_tokens}")
         if max_batch_tokens < max_tokens:
@@ -110,6 +118,7 @@ class MiniLMEmbedder(Embedder):
         self.max_batch_tokens = max_batch_tokens
         self._model_path = Path(model_path) if model_path is not None else None
         self.quantized_queries = quantized_queries
+        self.query_threads = query_threads
         self._model_cache = Path(model_cache) if model_cache is not None else None
         self._runtime: _Runtime | None = None
         self._lock = threading.Lock()
@@ -123,11 +132,13 @@ class MiniLMEmbedder(Embedder):
         return cls(
             intra_op_num_threads=settings.embed_threads,
             quantized_queries=settings.embed_query_quantized,
+            query_threads=settings.embed_query_threads,
         )
 
     def __repr__(self) -> str:
         return (
             f"MiniLMEmbedder(threads={self.intra_op_num_threads}, "
+            f"query_threads={self.query_threads}, "
             f"batch_size={self.batch_size}, max_tokens={self.max_tokens})"
         )
 
@@ -247,7 +258,7 @@ class MiniLMEmbedder(Embedder):
                 try:
                     source = self._model_path or default_model_path()
                     copy = query_model(source, self._graph, self._model_cache)
-                    self._query = self._open(copy) if copy is not None else None
+                    self._query = self._open(copy, self.query_threads) if copy is not None else None
                 except (ProviderError, OSError) as exc:
                     log.warning("queries use the full MiniLM model: %s", exc)
                 finally:
@@ -265,7 +276,9 @@ class MiniLMEmbedder(Embedder):
     def _load(self) -> _Runtime:
         return self._open(self._model_path or default_model_path())
 
-    def _open(self, model: Path) -> _Runtime:
+    def _open(self, model: Path, threads: int | None = None) -> _Runtime:
+        """The graph in ``model`` with ``threads`` intra-op threads (default
+        ``intra_op_num_threads``)."""
         started = time.perf_counter()
         try:
             from tokenizers import BertWordPieceTokenizer  # lazy: keeps "import kredenc" fast
@@ -275,7 +288,7 @@ class MiniLMEmbedder(Embedder):
         if not model.is_file():
             raise ProviderError(f"MiniLM model file not found: {model}", _REINSTALL)
         session, errors = open_session(
-            model, self.intra_op_num_threads, what="MiniLM", hint=_REINSTALL
+            model, threads or self.intra_op_num_threads, what="MiniLM", hint=_REINSTALL
         )
         tokenizer = BertWordPieceTokenizer(vocab, lowercase=True)
         tokenizer.enable_truncation(max_length=self.max_tokens)
