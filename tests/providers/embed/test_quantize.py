@@ -12,6 +12,7 @@ import logging
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -204,6 +205,18 @@ def test_queries_run_on_their_own_threads(cache: Path) -> None:
     assert _threads(e._query) == 1 and _threads(e._runtime) == 2
     with pytest.raises(InvalidInput, match="query_threads"):
         MiniLMEmbedder(query_threads=0)
+
+
+def test_one_thread_queries_run_side_by_side_not_coalesced(cache: Path) -> None:
+    """One-thread query runs are not batched: eight at once would run on one thread."""
+    one = MiniLMEmbedder(query_threads=1, model_cache=cache)
+    assert one.coalesce_queries is False
+    assert MiniLMEmbedder(query_threads=2, model_cache=cache).coalesce_queries is True
+    with ThreadPoolExecutor(4) as pool:
+        rows = list(pool.map(one.embed_query, QUERIES * 2))
+    for text, row in zip(QUERIES * 2, rows, strict=True):
+        np.testing.assert_array_equal(row, one.embed_queries([text])[0])
+    assert one.query_coalescer.runs == 0  # never went through it
 
 
 def _open_graph(model: Path) -> Callable[[list[str]], np.ndarray]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
 
 import numpy as np
 
@@ -29,8 +28,10 @@ class Embedder(ABC):
     model_id: str
     dim: int
     #: Whether concurrent queries run as one batch (:attr:`query_coalescer`): for a model
-    #: on this machine's cores; a remote endpoint sets it False (its requests overlap).
-    coalesce_queries: ClassVar[bool] = True
+    #: on this machine's cores; a remote endpoint sets it False (its requests overlap),
+    #: and so does a local model whose queries run on one thread each (MiniLM's
+    #: default: concurrent one-thread runs use every core, one batch would use one).
+    coalesce_queries: bool = True
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> Vectors:
