@@ -226,7 +226,7 @@ def test_overrunning_embeddings_are_bounded(
             session_id=session,
             time_budget_ms=10,
         )
-    assert any("earlier embeddings are still running" in w for w in warnings_of(caplog))
+    assert any("overran their deadlines and are still running" in w for w in warnings_of(caplog))
 
 
 def test_an_abandoned_dense_leg_never_reads_the_store(

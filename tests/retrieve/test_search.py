@@ -6,6 +6,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -322,6 +323,27 @@ def test_a_deadline_run_does_not_queue_behind_busy_embedders(kb: Kredenc) -> Non
         slow.release.set()
     # Without a deadline the same runner waits its turn and gets the leg.
     assert _legs(kb, "kestrel river", kb.embed_query)["dense"]
+
+
+def test_simultaneous_runs_with_healthy_embeddings_all_get_their_dense_leg(kb: Kredenc) -> None:
+    """Eight conversations recalling at once (the proxy under load) queue behind each
+    other's embeddings for a few milliseconds; none is refused its dense leg: only
+    embeddings that overran their caller's deadline count against the bound."""
+    n = 2 * EMBED_WORKERS
+    gate = threading.Barrier(n)
+
+    def embed(text: str) -> F32:
+        time.sleep(0.05)  # a healthy, slowish embedding
+        return kb.embedder.embed_query(text)
+
+    def one(i: int) -> Legs:
+        gate.wait(10)
+        return _legs(kb, f"kestrel river {i}", embed, deadline=time.perf_counter() + 10)
+
+    with ThreadPoolExecutor(n) as pool:
+        runs = list(pool.map(one, range(n)))
+    assert [r.skipped for r in runs] == [{}] * n
+    assert all(r["dense"] and not r.late for r in runs)
 
 
 def test_a_provider_error_is_reported_with_a_deadline_and_raised_without(kb: Kredenc) -> None:

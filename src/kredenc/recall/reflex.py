@@ -43,9 +43,10 @@ Guarantees:
 * **A time budget** (default 50 ms): the legs' deadline. The embedding runs on a
   worker thread while the lexical leg runs on the caller's, which SQLite interrupts at
   the deadline; past it the reflex stops waiting and fuses what is ready. An embedding
-  call cannot be interrupted: one that overruns finishes on its worker (at most
-  :data:`~kredenc.retrieve.search.EMBED_WORKERS` at a time; past that the dense leg is
-  skipped) and warms the query cache; it never touches the index.
+  call cannot be interrupted: one that overruns finishes on its worker and warms the
+  query cache; it never touches the index. Simultaneous recalls queue for the
+  :data:`~kredenc.retrieve.search.EMBED_WORKERS` workers; the dense leg is skipped only
+  when that many embeddings overran their deadlines and still run.
 * **Dry run** (``recall_dry_run``): search, time and log what would be injected, and
   change nothing (no message, no access counts).
 * **A startup line** (:func:`announce`): ``recall reflex online: store=…, budget=…,

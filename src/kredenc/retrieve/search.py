@@ -149,9 +149,12 @@ def run_legs(
     interrupts a lexical leg that passes it, and the embedding (always on a worker then)
     is waited for only until it. What is late is left out and named in ``Legs.late``,
     never raised; a late embedding finishes on its worker (which warms a caching
-    ``embed_query``), and at most :data:`EMBED_WORKERS` do at once: past that the dense
-    leg is skipped. A provider error in the embedding is ``Legs.failed`` then, so the
-    lexical leg's result still counts. ``span``: a tracing hook around each leg.
+    ``embed_query``). Embeddings queue for the :data:`EMBED_WORKERS` workers; a deadline
+    run skips its dense leg only when that many embeddings overran their callers'
+    deadlines and still run (a hung model: queueing behind them would only make the
+    queue grow) or :data:`EMBED_QUEUE` are already waiting or running. A provider error
+    in the embedding is ``Legs.failed`` then, so the lexical leg's result still counts.
+    ``span``: a tracing hook around each leg.
     """
     span = span or _no_span
     legs = Legs()
@@ -164,7 +167,7 @@ def run_legs(
     if dense and (params.mode == "hybrid" or deadline is not None):
         embedding = _EMBEDDINGS.submit(embed_query, query, refuse=deadline is not None)
         if embedding is None:
-            legs.skipped["dense"] = f"{_EMBEDDINGS.size} earlier embeddings are still running"
+            legs.skipped["dense"] = _EMBEDDINGS.refusal()
     if params.mode in ("hybrid", "lexical"):
         lexical_terms = phrases(query_terms(query)) if terms is None else list(terms)
         t0 = time.perf_counter()
@@ -199,6 +202,7 @@ def run_legs(
                     vector, embed_ms = embedding.result(max(0.0, deadline - time.perf_counter()))
             except FutureTimeout:
                 legs.late.append("dense")
+                _EMBEDDINGS.abandon(embedding)
             except KredencError as exc:  # a provider's error (model missing, API down)
                 if deadline is None:
                     raise
@@ -221,8 +225,13 @@ def run_legs(
     return legs
 
 
-#: Most query embeddings in flight at once (a deadline run refuses more).
+#: Threads that embed queries beside their lexical legs. A deadline run skips its dense
+#: leg when this many embeddings have overrun their callers' deadlines and still run.
 EMBED_WORKERS = 4
+#: Embeddings waiting or running at once, at most, for deadline runs (simultaneous
+#: recalls of a busy server queue for the workers up to this; each waits only until
+#: its own deadline).
+EMBED_QUEUE = 8 * EMBED_WORKERS
 
 
 def _timed(embed_query: Callable[[str], F32], text: str) -> tuple[F32, float]:
@@ -234,21 +243,35 @@ def _timed(embed_query: Callable[[str], F32], text: str) -> tuple[F32, float]:
 
 class _Embeddings:
     """The threads that embed queries beside their lexical legs (made on first use),
-    counting the embeddings in flight so a deadline run can refuse to queue behind
-    overrunning ones."""
+    counting the embeddings in flight and those whose callers gave up on them, so a
+    deadline run can refuse to queue behind overrunning ones (a hung model) without
+    refusing the healthy embeddings of simultaneous runs."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, queue: int | None = None) -> None:
         self.size = size
-        self._busy = 0
+        self.queue = queue if queue is not None else 8 * size
+        self._busy = 0  # submitted and not finished
+        self._overrun = 0  # of those, abandoned by a caller whose deadline passed
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+
+    def refusal(self) -> str:
+        """Why :meth:`submit` refused (the skipped leg's reason)."""
+        with self._lock:
+            if self._overrun >= self.size:
+                return (
+                    f"{self._overrun} earlier embeddings overran their deadlines "
+                    "and are still running"
+                )
+            return f"{self._busy} embeddings are already waiting or running"
 
     def submit(
         self, embed_query: Callable[[str], F32], text: str, *, refuse: bool
     ) -> Future[tuple[F32, float]] | None:
-        """The embedding's future; None (with ``refuse``) when every worker is busy."""
+        """The embedding's future; None (with ``refuse``) when :attr:`size` embeddings
+        overran their deadlines and still run, or :attr:`queue` are in flight."""
         with self._lock:
-            if refuse and self._busy >= self.size:
+            if refuse and (self._overrun >= self.size or self._busy >= self.queue):
                 return None
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.size, thread_name_prefix="kredenc-embed")
@@ -261,8 +284,20 @@ class _Embeddings:
         with self._lock:
             self._busy -= 1
 
+    def abandon(self, future: Future[tuple[F32, float]] | None) -> None:
+        """Its caller's deadline passed: it counts as overrunning until it finishes."""
+        if future is None:
+            return
+        with self._lock:
+            self._overrun += 1
+        future.add_done_callback(self._ended)  # at once when it has finished already
 
-_EMBEDDINGS = _Embeddings(EMBED_WORKERS)
+    def _ended(self, _future: Future[tuple[F32, float]]) -> None:
+        with self._lock:
+            self._overrun -= 1
+
+
+_EMBEDDINGS = _Embeddings(EMBED_WORKERS, EMBED_QUEUE)
 
 
 def _best_per_document(
