@@ -315,7 +315,10 @@ def test_a_deadline_run_does_not_queue_behind_busy_embedders(kb: Kredenc) -> Non
     slow = SlowEmbed(kb)
     try:
         for i in range(EMBED_WORKERS):
-            late = _legs(kb, f"kestrel {i}", slow, mode="dense", deadline=time.perf_counter())
+            # (time for a worker to start it: a queued one whose caller gave up is
+            # cancelled, and only a running one overruns)
+            soon = time.perf_counter() + 0.2
+            late = _legs(kb, f"kestrel {i}", slow, mode="dense", deadline=soon)
             assert late.late == ["dense"]
         refused = _legs(kb, "kestrel", slow, mode="dense", deadline=time.perf_counter() + 1)
         assert "dense" in refused.skipped and not refused.late and "dense" not in refused
@@ -344,6 +347,28 @@ def test_simultaneous_runs_with_healthy_embeddings_all_get_their_dense_leg(kb: K
         runs = list(pool.map(one, range(n)))
     assert [r.skipped for r in runs] == [{}] * n
     assert all(r["dense"] and not r.late for r in runs)
+
+
+def test_a_queued_embedding_whose_run_gave_up_is_never_run(kb: Kredenc) -> None:
+    slow = SlowEmbed(kb)
+    try:
+        # Every worker busy with an embedding whose caller is still waiting...
+        with ThreadPoolExecutor(EMBED_WORKERS) as pool:
+            waiting = [
+                pool.submit(_legs, kb, f"kestrel {i}", slow, deadline=time.perf_counter() + 2)
+                for i in range(EMBED_WORKERS)
+            ]
+            time.sleep(0.2)  # the four embeddings are running
+            # ...so this one queues; its deadline passes before any worker is free.
+            queued = _legs(kb, "budget queued", slow, deadline=time.perf_counter() + 0.05)
+            assert queued.late == ["dense"] and not queued.skipped
+            slow.release.set()
+            assert all(w.result(10)["dense"] for w in waiting)
+    finally:
+        slow.release.set()
+    time.sleep(0.2)
+    assert "budget queued" not in slow.done  # cancelled, never embedded
+    assert sorted(slow.done) == sorted(f"kestrel {i}" for i in range(EMBED_WORKERS))
 
 
 def test_a_provider_error_is_reported_with_a_deadline_and_raised_without(kb: Kredenc) -> None:

@@ -285,8 +285,10 @@ class _Embeddings:
             self._busy -= 1
 
     def abandon(self, future: Future[tuple[F32, float]] | None) -> None:
-        """Its caller's deadline passed: it counts as overrunning until it finishes."""
-        if future is None:
+        """Its caller's deadline passed: one still queued is cancelled (nobody waits for
+        it, and under overload stale embeddings would only delay fresh ones); one
+        already running counts as overrunning until it finishes."""
+        if future is None or future.cancel():
             return
         with self._lock:
             self._overrun += 1
