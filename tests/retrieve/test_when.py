@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kredenc.retrieve.when import DAY, SLACK_DAYS, since
+from kredenc.retrieve.when import DAY, SLACK_DAYS, first_then, since
 
 #: Thursday 9 March 2023, 15:47 UTC.
 NOW = datetime(2023, 3, 9, 15, 47, tzinfo=UTC).timestamp()
@@ -106,3 +106,11 @@ def test_search_asked_at_reads_the_time_and_puts_what_was_filed_since_first(
         assert ids("museum trip two months ago", asked_at=asked, k=1) == [new]
         with pytest.raises(InvalidInput, match="asked_at"):
             kb.search("museum", asked_at="the other day")
+
+
+def test_what_was_found_since_goes_first_and_each_record_once() -> None:
+    since_hits = [(7, 0.9), (3, 0.2)]
+    all_hits = [(3, 0.8), (5, 0.7), (7, 0.1), (1, 0.05)]
+    merged = first_then(since_hits, all_hits, key=lambda t: t[0])
+    assert merged == [(7, 0.9), (3, 0.2), (5, 0.7), (1, 0.05)]
+    assert first_then([], all_hits, key=lambda t: t[0]) == all_hits

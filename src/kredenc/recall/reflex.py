@@ -66,6 +66,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 from kredenc.errors import CorruptLog, InvalidInput, KredencError, StoreClosed
@@ -79,7 +80,7 @@ from kredenc.records import LegScore
 from kredenc.retrieve.message_terms import recall_terms
 from kredenc.retrieve.search import Legs, SearchParams, fuse, hit_from_payload, run_legs
 from kredenc.retrieve.terms import STOPWORDS_EN, tokens
-from kredenc.retrieve.when import since
+from kredenc.retrieve.when import first_then, since
 from kredenc.storage.index.filters import Filters, scope_filters
 
 __all__ = [
@@ -542,14 +543,6 @@ def _fused(
     return fused, floored
 
 
-def _first_then(
-    first: list[tuple[int, float]], then: list[tuple[int, float]]
-) -> list[tuple[int, float]]:
-    """``first``, then what of ``then`` it lacks (each in its order)."""
-    seen = {r for r, _ in first}
-    return first + [(r, score) for r, score in then if r not in seen]
-
-
 def _pick(
     store: RecallStore,
     ns: str,
@@ -568,8 +561,8 @@ def _pick(
     fused, floored = _fused(legs, plan, per_leg)
     if since_legs is not None:
         since_fused, since_floored = _fused(since_legs, plan, per_leg)
-        fused = _first_then(since_fused, fused)
-        floored = _first_then(since_floored, floored)
+        fused = first_then(since_fused, fused, key=itemgetter(0))
+        floored = first_then(since_floored, floored, key=itemgetter(0))
     if not per_leg or plan.budget.items == 0:
         return []
     rank_of = {r: n for n, (r, _) in enumerate(fused, start=1)}

@@ -25,6 +25,7 @@ from kredenc.retrieve import iterative as bridging
 from kredenc.retrieve import search as searching
 from kredenc.retrieve.feedback import Feedback
 from kredenc.retrieve.relevance import check_min_score
+from kredenc.retrieve.when import first_then
 from kredenc.retrieve.when import since as since_phrase
 from kredenc.storage.index.filters import Filters, scope_filters
 
@@ -195,8 +196,7 @@ def search(
         def key(hit: Hit) -> str:  # one hit per document stays one per document
             return (hit.doc_id or hit.id) if per_document else hit.id
 
-        seen = {key(h) for h in first}
-        found[:] = [*first, *(h for h in found if key(h) not in seen)][:k]
+        found[:] = first_then(first, found, key)[:k]
     return found
 
 

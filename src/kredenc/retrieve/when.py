@@ -32,8 +32,10 @@ search's to match.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 DAY = 86_400.0
 #: Average lengths of the units, in days (a month is a twelfth of a year).
@@ -99,6 +101,17 @@ def since(text: str, now: float) -> Since | None:
         return None
     first = min(found, key=lambda s: s.start)
     return Since(first.start - SLACK_DAYS * DAY, first.phrase)
+
+
+T = TypeVar("T")
+
+
+def first_then(first: Sequence[T], then: Iterable[T], key: Callable[[T], Hashable]) -> list[T]:
+    """``first``, then the items of ``then`` whose ``key`` none of ``first`` has, each
+    in its order: what was found since the time a query names goes before the rest
+    (search's ``asked_at`` and recall's ``recall_time_phrases`` both merge so)."""
+    seen = {key(item) for item in first}
+    return [*first, *(item for item in then if key(item) not in seen)]
 
 
 def _around_cues(text: str) -> list[str]:
@@ -167,4 +180,4 @@ def _last(today: datetime, unit: str) -> datetime:
     return today.replace(year=today.year - 1, month=1, day=1)
 
 
-__all__ = ["DAY", "REACH", "SLACK_DAYS", "UNIT_DAYS", "Since", "since"]
+__all__ = ["DAY", "REACH", "SLACK_DAYS", "UNIT_DAYS", "Since", "first_then", "since"]
