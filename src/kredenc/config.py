@@ -170,6 +170,13 @@ class Settings(BaseSettings):
         ),
     )
     neighbors_max: int = Field(40, ge=0, description="Most graph neighbours added to a search.")
+    graph_decay: float = Field(
+        0.7,
+        gt=0,
+        le=1,
+        description="A graph neighbour's share of its seed's fused score per hop (times "
+        "the edge's weight); chosen across the multihop dev sets (docs/benchmarks.md).",
+    )
     mention_links: int = Field(
         10,
         ge=0,

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from kredenc.storage.base import Index
 from kredenc.storage.index.filters import Filters
 
-DECAY = 0.5
+#: What a neighbour gets of its seed's score per hop (times the edge's weight). 0.7 was
+#: chosen on MuSiQue-200 and reported on HotpotQA-200 (and the other way round; both
+#: directions choose it) over 0.5-1.0 with min-max fusion: HotpotQA recall@5 / all-gold@5
+#: +0.020 / +0.040, MuSiQue +0.009 / +0.010 against 0.5 (docs/benchmarks.md, "Graph
+#: decay and the scale of fused scores", benchmarks/bench_graph_decay.py). Only
+#: searches with ``hops`` use it; the context graph walks edges without it. The
+#: ``graph_decay`` setting (the same default) sets it per store.
+DECAY = 0.7
 
 
 @dataclass(frozen=True)
@@ -32,12 +39,14 @@ def expand(
     filters: Filters,
     limit: int = 40,
     include_seeds: bool = False,
+    decay: float = DECAY,
 ) -> list[Expanded]:
     """Neighbours of ``seeds`` (rowid, score) within ``hops``, best first, at most ``limit``.
 
     With ``include_seeds`` a seed linked from another seed is reported too (with its
     graph score), so ``merge`` can lift a low seed that a strong one links to; it is
-    never walked from twice.
+    never walked from twice. ``decay``: the share of a seed's score a neighbour gets
+    per hop (times the edge's weight).
     """
     if hops <= 0 or not seeds:
         return []
@@ -50,7 +59,7 @@ def expand(
         for seed, nbr, rel, weight in index.neighbours(ns, list(frontier)):
             if nbr == seed:
                 continue
-            score = frontier[seed] * DECAY * weight
+            score = frontier[seed] * decay * weight
             if nbr in seen:
                 lifts = include_seeds and hop == 0 and nbr in frontier
                 if lifts and score > best.get(nbr, (0.0, ""))[0]:

@@ -73,6 +73,7 @@ def search_params(
         per_document=per_document,
         hops=hops,
         neighbors_max=s.neighbors_max,
+        graph_decay=s.graph_decay,
         rerank_depth=s.rerank_depth,
         rerank_mix=s.rerank_mix,
         context_weight=s.lexical_context_weight,

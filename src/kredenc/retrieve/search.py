@@ -23,7 +23,7 @@ from kredenc.records import Hit, LegScore
 from kredenc.retrieve import feedback as prf
 from kredenc.retrieve import learned
 from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
-from kredenc.retrieve.graph import expand, merge
+from kredenc.retrieve.graph import DECAY, expand, merge
 from kredenc.retrieve.relevance import WINDOW, features, relevance, unit_vectors
 from kredenc.retrieve.rerank import rerank
 from kredenc.retrieve.terms import phrases, query_terms, tokens
@@ -59,6 +59,8 @@ class SearchParams:
     per_document: bool = False
     hops: int = 0
     neighbors_max: int = 40
+    #: A graph neighbour's share of its seed's score per hop (:data:`graph.DECAY`).
+    graph_decay: float = DECAY
     context_weight: float = 0.5
     lexical_max_scored: int = MAX_SCORED
     rerank_depth: int = 30
@@ -367,6 +369,7 @@ def search(
                 filters=filters,
                 limit=params.neighbors_max,
                 include_seeds=True,
+                decay=params.graph_decay,
             )
         fused, via = merge(fused, extra)
     if params.per_document:
