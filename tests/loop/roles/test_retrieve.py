@@ -292,3 +292,26 @@ def test_an_ask_reranks_at_most_its_depth_in_all(
     assert [h.id for h in both[: len(first)]] == [h.id for h in first]
     assert len(both) > len(first), "the focus should bring a new chunk"
     assert all(h.rerank is None for h in both[len(first) :])  # the budget was spent
+
+
+def test_iterative_mode_runs_one_bridge_round(
+    kb: Kredenc, services: MakeServices, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second round would search the names the first round's passage brought
+    # (Ghana, Czechoslovakia); measured through this role, later rounds push the
+    # question's own passages out of the top (retrieve.MAX_HOPS).
+    ghana = "Ghana is a country in West Africa whose capital is Accra."
+    _fill(kb)
+    kb.remember(ghana)
+    assert retrieve.MAX_HOPS == 1
+
+    def searched(hops: int) -> list[str]:
+        monkeypatch.setattr(retrieve, "MAX_HOPS", hops)
+        m = mind(BRIDGE_Q)
+        Retrieve().run(m, services(options={"k": 3}))
+        return list(m.read("retrieve.queries"))
+
+    one, two = searched(1), searched(2)
+    assert any(q.startswith("Shirley Temple") for q in one[1:])
+    assert not any("Ghana" in q or "Czechoslovakia" in q for q in one)
+    assert any("Ghana" in q or "Czechoslovakia" in q for q in two)  # what one round spares
