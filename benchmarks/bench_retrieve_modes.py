@@ -14,8 +14,10 @@ no graph edges, so graph mode searches as hybrid does here.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_retrieve_modes.py [--data ../shared/data]
 
-``--fusion`` sets how one iteration's result lists are fused (``retrieve.FUSION``).
-Prints tables; writes benchmarks/results/retrieve-modes-<fusion>.json.
+``--fusion`` sets how one iteration's result lists are fused (``retrieve.FUSION``);
+``--max-hops`` the iterative mode's bridge rounds (``retrieve.MAX_HOPS``).
+Prints tables; writes benchmarks/results/retrieve-modes-<fusion>.json (with
+``-hops<N>`` before ``.json`` when ``--max-hops`` is given).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=12)
     parser.add_argument("--boot", type=int, default=1000)
     parser.add_argument("--fusion", choices=("interleave", "rrf"), default=None)
+    parser.add_argument("--max-hops", type=int, choices=(1, 2, 3), default=None)
     args = parser.parse_args(argv)
     if not (WORK / "store").is_dir():
         print(f"error: no store in {WORK}; run benchmarks/fit_grade.py first", file=sys.stderr)
@@ -70,9 +73,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.fusion:
         retrieve.FUSION = args.fusion
+    if args.max_hops:
+        retrieve.MAX_HOPS = args.max_hops
     from kredenc.loop.tool import Services
 
-    results: dict[str, Any] = {"k": args.k, "fusion": retrieve.FUSION}
+    results: dict[str, Any] = {
+        "k": args.k,
+        "fusion": retrieve.FUSION,
+        "max_hops": retrieve.MAX_HOPS,
+    }
     rows: list[dict[str, Any]] = []
     shape_rows: list[dict[str, Any]] = []
     with Kredenc.open(
@@ -124,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             results[ns] = out
     print_table(f"Retrieve modes, recall of gold paragraphs (k = {args.k}, 95 % CI)", rows)
     print_table("Question labels and the mode the rules chose", shape_rows)
-    write_results(f"retrieve-modes-{retrieve.FUSION}", results)
+    suffix = f"-hops{args.max_hops}" if args.max_hops else ""
+    write_results(f"retrieve-modes-{retrieve.FUSION}{suffix}", results)
     return 0
 
 
