@@ -249,9 +249,9 @@ class _Embeddings:
     deadline run can refuse to queue behind overrunning ones (a hung model) without
     refusing the healthy embeddings of simultaneous runs."""
 
-    def __init__(self, size: int, queue: int | None = None) -> None:
+    def __init__(self, size: int, queue: int) -> None:
         self.size = size
-        self.queue = queue if queue is not None else 8 * size
+        self.queue = queue
         self._busy = 0  # submitted and not finished
         self._overrun = 0  # of those, abandoned by a caller whose deadline passed
         self._lock = threading.Lock()
