@@ -1,6 +1,6 @@
 """Calibrated relevance: the probability that a retrieved record is relevant to the
-query, in [0, 1], meaning the same across queries (unlike the fused rank ``score``,
-whose top hit is always 1.0 under min-max fusion).
+query, in [0, 1], meaning the same across queries (unlike the rank ``score``, whose
+best fused part is always 1.0 under min-max fusion).
 
 One logistic model over features computed per (query, record) (:func:`features`),
 shared by search (``Hit.relevance``, ``min_score``) and the answer loop's grade role:
@@ -64,12 +64,19 @@ def text_stems(text: str) -> tuple[str, ...]:
     return tuple(sorted({stem_en(w) for w in tokens(text)}))
 
 
-def _has(stems: tuple[str, ...], term: str) -> bool:
+def has_term(stems: tuple[str, ...], term: str) -> bool:
     """``term`` is one of ``stems`` (sorted), or, from 5 letters on, begins one."""
     if len(term) >= 5:
         return has_prefix(stems, term)
     i = bisect.bisect_left(stems, term)
     return i < len(stems) and stems[i] == term
+
+
+def list_idf(terms: Sequence[str], stems: Sequence[tuple[str, ...]]) -> dict[str, float]:
+    """Each query term's IDF over the records scored together (``stems``, one sorted
+    tuple per record): a term all of them hold says little."""
+    n = len(stems)
+    return {t: math.log((n + 1) / (sum(has_term(s, t) for s in stems) + 0.5)) for t in terms}
 
 
 def features(
@@ -79,16 +86,16 @@ def features(
     qv = query_vec / (float(np.linalg.norm(query_vec)) or 1.0)
     terms = query_terms(query)
     stems = [text_stems(h.text) for h in hits]
-    n = len(hits)
-    idf = {t: math.log((n + 1) / (sum(_has(s, t) for s in stems) + 0.5)) for t in terms}
+    idf = list_idf(terms, stems)
     total = sum(idf.values())
     cosines = [float(np.dot(qv, chunk_vecs[h.id])) if h.id in chunk_vecs else 0.0 for h in hits]
     best = max(cosines, default=0.0)
     rows: list[list[float]] = []
     for hit, own, cos in zip(hits, stems, cosines, strict=True):
-        coverage = sum(idf[t] for t in terms if _has(own, t)) / total if total > 0 else 0.0
+        coverage = sum(idf[t] for t in terms if has_term(own, t)) / total if total > 0 else 0.0
         title = text_stems(hit.title) if hit.title else ()
-        title_share = sum(_has(title, t) for t in terms) / len(terms) if terms and title else 0.0
+        held = sum(has_term(title, t) for t in terms)
+        title_share = held / len(terms) if terms and title else 0.0
         lex = hit.legs.get("lexical")
         dense = hit.legs.get("dense")
         rows.append(
