@@ -177,6 +177,15 @@ class Settings(BaseSettings):
         description="A graph neighbour's share of its seed's fused score per hop (times "
         "the edge's weight); chosen across the multihop dev sets (docs/benchmarks.md).",
     )
+    coverage_weight: float = Field(
+        0.5,
+        ge=0,
+        le=10,
+        description="Hybrid search with min-max fusion: weight of a hit's share of the "
+        "query's terms that no hit above it holds, beside its fused score, in the top 12 "
+        "(0: the fused order); chosen leave-one-set-out on the dev sets "
+        "(docs/benchmarks.md).",
+    )
     mention_links: int = Field(
         10,
         ge=0,

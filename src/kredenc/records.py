@@ -203,7 +203,8 @@ class Hit:
     run_id: str | None = None
     # The calibrated probability that the hit is relevant to the query, in [0, 1], the
     # same scale across queries (retrieve/relevance.py); None when not computed (a
-    # lexical-only search without min_score). ``score`` stays the fused rank score.
+    # lexical-only search without min_score). ``score`` stays the rank score (``fused``
+    # plus, in hybrid search's top 12, the coverage bonus: retrieve/coverage.py).
     relevance: float | None = None
 
 

@@ -14,6 +14,7 @@ import pytest
 from kredenc.engine import Kredenc
 from kredenc.errors import DeadlineExceeded, InvalidInput, ProviderError
 from kredenc.records import Hit
+from kredenc.retrieve.relevance import WINDOW
 from kredenc.retrieve.search import EMBED_WORKERS, Legs, SearchParams, run_legs
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import Phrase
@@ -145,9 +146,15 @@ def test_default_minmax_fusion_by_hand(kb: Kredenc) -> None:
             if name in hit.legs:
                 lo, hi = bounds[name]
                 expected += weight * ((hit.legs[name].score - lo) / (hi - lo) if hi > lo else 1.0)
-        assert hit.score == pytest.approx(expected, rel=1e-9)
+        assert hit.fused == pytest.approx(expected, rel=1e-9)
+        # The rank score adds the hit's novel query coverage (retrieve/coverage.py).
+        assert hit.score >= hit.fused
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)
+    # Below the coverage window the fused order and scores are untouched.
+    below = [h.fused for h in hits[WINDOW:]]
+    assert [h.score for h in hits[WINDOW:]] == below
+    assert below == sorted(below, reverse=True)
 
 
 def test_fusion_settings_are_used(tmp_path: Path) -> None:

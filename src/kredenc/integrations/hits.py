@@ -112,7 +112,8 @@ async def asearch(
 
 def hit_metadata(hit: Hit) -> dict[str, Any]:
     """A hit's provenance as flat metadata: ``id``, ``type``, ``kind``, ``drawer``,
-    ``score`` (the fused rank score, 1.0 for the query's best), ``relevance`` (the
+    ``score`` (the rank score: the fused score, 1.0 for the query's best, plus in the top
+    12 the bonus for query terms the hits above lack), ``relevance`` (the
     calibrated probability in [0, 1], comparable across queries; absent when the search
     did not compute it), ``legs`` (each leg's rank and raw score), and where there is one:
     ``title``, ``file`` (the source path or URL), ``page``, ``start_s``, ``doc_id``,

@@ -74,6 +74,7 @@ def search_params(
         hops=hops,
         neighbors_max=s.neighbors_max,
         graph_decay=s.graph_decay,
+        coverage_weight=s.coverage_weight,
         rerank_depth=s.rerank_depth,
         rerank_mix=s.rerank_mix,
         context_weight=s.lexical_context_weight,
@@ -125,7 +126,9 @@ def search(
 
     Each hit carries ``relevance``, a calibrated probability in [0, 1] that it is
     relevant (the same scale for every query; :mod:`kredenc.retrieve.relevance`), beside
-    its fused rank ``score``; ``min_score`` drops hits whose relevance is below it.
+    its rank ``score`` (the fused score, plus in hybrid mode's top 12 the coverage bonus
+    of :mod:`kredenc.retrieve.coverage`); ``min_score`` drops hits whose relevance is
+    below it.
 
     Deprecated memories are left out unless ``include_deprecated``; ``as_of``
     (Unix seconds or ISO 8601) keeps what was recorded and valid at that time.

@@ -1,8 +1,9 @@
 """Hybrid search: lexical and dense legs, fused (min-max by default, weighted RRF or
 the learned fusion: the store's ``fusion`` setting), optionally a second pass of
 pseudo-relevance feedback (the ``feedback`` setting, :mod:`kredenc.retrieve.feedback`),
-hits read from the log. :func:`run_legs` is the one legs runner: search and the recall
-reflex (with a deadline) both run it."""
+hits read from the log; in hybrid mode the top of the list is reordered to cover the
+query (:mod:`kredenc.retrieve.coverage`). :func:`run_legs` is the one legs runner:
+search and the recall reflex (with a deadline) both run it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from kredenc.providers.rerank import Reranker
 from kredenc.records import Hit, LegScore
 from kredenc.retrieve import feedback as prf
 from kredenc.retrieve import learned
+from kredenc.retrieve.coverage import WEIGHT as COVERAGE_WEIGHT
+from kredenc.retrieve.coverage import cover
 from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
 from kredenc.retrieve.graph import DECAY, expand, merge
 from kredenc.retrieve.relevance import WINDOW, features, relevance, unit_vectors
@@ -61,6 +64,9 @@ class SearchParams:
     neighbors_max: int = 40
     #: A graph neighbour's share of its seed's score per hop (:data:`graph.DECAY`).
     graph_decay: float = DECAY
+    #: Hybrid with min-max fusion only: weight of a hit's novel query coverage in the
+    #: top of the list (:mod:`kredenc.retrieve.coverage`; 0 keeps the fused order).
+    coverage_weight: float = COVERAGE_WEIGHT
     context_weight: float = 0.5
     lexical_max_scored: int = MAX_SCORED
     rerank_depth: int = 30
@@ -398,6 +404,10 @@ def search(
         vector = np.asarray(embed_query(query), dtype=np.float32)
     if vector is not None and hits:
         _score_relevance(index, ns, query, hits, vector, places)
+    if params.mode == "hybrid" and params.fusion == "minmax":
+        # The weight is on min-max's scale (a list's top is 1.0); RRF's and the
+        # learned fusion's scores are on others, where it was not measured.
+        hits = cover(query, hits, params.coverage_weight)
     hits = hits[:depth]
     if reranker is not None:
         with span("search.rerank", candidates=len(hits)):
