@@ -27,7 +27,6 @@ Prints tables; writes benchmarks/results/coverage.json.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import machine, percentile, print_table, write_results
-from bench_feedback import CACHE, DATA, SETS, K, Session, Spec, mean_ci, specs
+from bench_feedback import CACHE, K, Session, Spec, dev_sets_parser, mean_ci, specs
 
 WEIGHTS = (0.1, 0.3, 0.5, 0.7, 1.0, 1.5)
 
@@ -112,11 +111,7 @@ def cell(values: Sequence[float]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from kredenc.retrieve.coverage import WEIGHT
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--sets", default=",".join(SETS))
-    parser.add_argument("--limit", type=int, default=None, help="First N questions per set.")
-    args = parser.parse_args(argv)
+    args = dev_sets_parser(__doc__).parse_args(argv)
     make = specs(args.data)
     names = args.sets.split(",")
     results: dict[str, Any] = {"machine": machine(), "cache": str(CACHE), "sets": {}}

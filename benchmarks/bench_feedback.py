@@ -290,12 +290,17 @@ def training_blocks(feats: dict[str, list[Any]]) -> list[tuple[np.ndarray, np.nd
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def dev_sets_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a benchmark over the dev sets: ``--data``, ``--sets``, ``--limit``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--limit", type=int, default=None, help="First N questions per set.")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = dev_sets_parser(__doc__).parse_args(argv)
     names = [s for s in args.sets.split(",") if s]
     make = specs(args.data)
     cands = candidates()
