@@ -215,6 +215,10 @@ def test_search_filters_hops_and_provenance(seeded: dict[str, Any], tmp_path: Pa
     assert human.returncode == 0, human.stderr
     assert "Tower survey" in human.stdout and "lexical #1" in human.stdout
     assert "fused" in human.stdout
+    # The first hit holds the query's terms: its score carries that coverage bonus
+    # (shown on its provenance line, the one after the hit's own).
+    lines = human.stdout.splitlines()
+    assert lines[0].startswith(" 1.") and "coverage +" in lines[1]
 
     for args, message in (
         (["--pages", "9-2"], "is not a page range"),

@@ -227,7 +227,8 @@ def _page_range(text: str | None) -> tuple[int, int] | None:
 def _provenance(hit: Any, importance: float | None = None) -> str:
     """Where a hit came from and why it ranks: a memory's or turn's date (and a
     memory's importance), a chunk's source and page or time, each leg's rank and score,
-    the fused and rerank scores, and the graph edge that added it."""
+    the fused score and coverage bonus, the rerank score, and the graph edge that added
+    it."""
     parts: list[str] = []
     if hit.type in ("memory", "turn") and hit.created_at:
         parts.append(time.strftime("%Y-%m-%d %H:%M", time.gmtime(hit.created_at)))
@@ -243,6 +244,9 @@ def _provenance(hit: Any, importance: float | None = None) -> str:
     parts += [f"{n} #{v.rank} ({v.score:.3f})" for n, v in hit.legs.items()]
     if hit.fused:
         parts.append(f"fused {hit.fused:.3f}")
+        bonus = hit.score - hit.fused if hit.rerank is None else 0.0
+        if bonus >= 5e-4:  # the query terms it adds to the hits above it
+            parts.append(f"coverage +{bonus:.3f}")
     if hit.rerank is not None:
         parts.append(f"rerank {hit.rerank:.3f}")
     if getattr(hit, "relevance", None) is not None:

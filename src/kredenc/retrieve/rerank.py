@@ -14,9 +14,9 @@ from kredenc.retrieve.fuse import normalised
 
 def rerank(query: str, hits: list[Hit], reranker: Reranker, *, mix: float = 1.0) -> list[Hit]:
     """``hits`` rescored by ``reranker`` (``hit.rerank``), best first. ``mix`` 1: by the
-    rerank score alone (also ``hit.score``); below 1, by ``(1 - mix) * fused + mix *
-    rerank``, each min-max scaled over ``hits`` (``hit.score``; ties keep the fused
-    order)."""
+    rerank score alone (also ``hit.score``); below 1, by ``(1 - mix) * score + mix *
+    rerank``, each min-max scaled over ``hits`` (the search's ``hit.score``: fused, with
+    the coverage bonus in the top 12; ties keep the search's order)."""
     if not hits:
         return hits
     return apply(hits, reranker.score(query, pair_texts(hits)), mix=mix)
