@@ -140,3 +140,22 @@ def test_the_setting_and_the_module_share_one_default() -> None:
 def test_a_negative_coverage_weight_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="coverage_weight"):
         Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), coverage_weight=-0.5)
+
+
+def test_rrf_fusion_keeps_its_order_and_scores(tmp_path: Path) -> None:
+    """The weight is on min-max's scale: under RRF (scores near 1/60) it would swamp the
+    fusion, so an RRF store keeps its fused order."""
+    with Kredenc.open(
+        tmp_path / "s", embedder=HashEmbedder(), durability="none", fusion="rrf"
+    ) as kb:
+        kb.remember_many(
+            [
+                {"text": "Kestrel hunting notes: the kestrel hunting over fields."},
+                {"text": "Kestrel hunting notes: a kestrel hunting from a perch."},
+                {"text": "A heron waits by the pond."},
+                *({"text": f"Garden diary, day {i}: went hunting for weeds."} for i in range(9)),
+            ]
+        )
+        hits = kb.search("kestrel hunting heron", k=8)
+        assert [h.score for h in hits] == [h.fused for h in hits]
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
