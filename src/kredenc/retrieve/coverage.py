@@ -44,7 +44,7 @@ def cover(
     terms = query_terms(query)
     if weight <= 0 or len(top) < 2 or not terms:
         return out
-    stems = [text_stems(_words(h)) for h in top]
+    stems = [_stems(h) for h in top]
     idf = list_idf(terms, stems)
     total = sum(idf.values())
     if total <= 0:
@@ -62,10 +62,10 @@ def cover(
     return picked + out[window:]
 
 
-def _words(hit: Hit) -> str:
-    """What the hit holds of the query: its title (unless its text opens with it) and
-    its text."""
-    title = hit.title
-    if title and title not in hit.text[: len(title) + 2]:
-        return f"{title}\n{hit.text}"
-    return hit.text
+def _stems(hit: Hit) -> tuple[str, ...]:
+    """What the hit holds of the query: the stems of its text and its title (each
+    memoised: the relevance features have read both already)."""
+    own = text_stems(hit.text)
+    if not hit.title:
+        return own
+    return tuple(sorted(set(own).union(text_stems(hit.title))))
