@@ -58,6 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--boot", type=int, default=1000)
     parser.add_argument("--fusion", choices=("interleave", "rrf"), default=None)
     parser.add_argument("--max-hops", type=int, choices=(1, 2, 3), default=None)
+    parser.add_argument(
+        "--sets",
+        default="hotpotqa_dev200,musique_dev200",
+        help="comma-separated; scifact adds fit_grade.py's 200 SciFact train claims",
+    )
     args = parser.parse_args(argv)
     if not (WORK / "store").is_dir():
         print(f"error: no store in {WORK}; run benchmarks/fit_grade.py first", file=sys.stderr)
@@ -65,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import onnxruntime  # noqa: F401  (before usearch, see benchmarks/corpus.py)
 
+    from fit_grade import _scifact
     from kredenc import Kredenc
     from kredenc.eval import load_multihop
     from kredenc.loop.mind import LocalMind
@@ -87,19 +93,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Kredenc.open(
         WORK / "store", "fit", durability="none", embed_cache=WORK / "embed.db"
     ) as kb:
-        for name in ("hotpotqa_dev200", "musique_dev200"):
+        for name in args.sets.split(","):
             ns = name.split("_")[0]
-            data = load_multihop(
-                args.data / "multihop" / f"{name}.json",
-                args.data / "multihop" / f"{name}_corpus.json",
-            )
-            raw = json.loads((args.data / "multihop" / f"{name}.json").read_text())
-            labels = {str(r.get("_id", r.get("id"))): r.get("type", "") for r in raw}
+            if ns == "scifact":  # single-hop claims: what the modes cost a plain question
+                _, queries, gold_of = _scifact(args.data, 200, 800)
+                labels: dict[str, str] = {}
+            else:
+                data = load_multihop(
+                    args.data / "multihop" / f"{name}.json",
+                    args.data / "multihop" / f"{name}_corpus.json",
+                )
+                queries, gold_of = data.queries, data.gold
+                raw = json.loads((args.data / "multihop" / f"{name}.json").read_text())
+                labels = {str(r.get("_id", r.get("id"))): r.get("type", "") for r in raw}
             recall: dict[str, dict[int, list[float]]] = {m: {5: [], args.k: []} for m in MODES}
             ms: dict[str, float] = dict.fromkeys(MODES, 0.0)
             shapes: dict[tuple[str, str], int] = {}
-            for q in data.queries:
-                gold = set(data.gold[q.qid])
+            for q in queries:
+                gold = set(gold_of[q.qid])
                 for mode in MODES:
                     options = {"k": args.k} | ({} if mode == "auto" else {"retrieve_mode": mode})
                     services = Services(kb.store, ns, kb.settings, options=options)
@@ -107,16 +118,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     t0 = time.perf_counter()
                     Retrieve().run(mind, services)
                     ms[mode] += (time.perf_counter() - t0) * 1000
-                    ids = [str(h.meta.get("eval_id")) for h in mind.read("retrieve.chunks")]
+                    chunks = mind.read("retrieve.chunks")
+                    ids = list(dict.fromkeys(str(h.meta.get("eval_id")) for h in chunks))
                     for depth in (5, args.k):
                         recall[mode][depth].append(len(gold & set(ids[:depth])) / len(gold))
                     if mode == "auto":
                         key = (labels.get(q.qid, "") or "-", mind.read("retrieve.mode"))
                         shapes[key] = shapes.get(key, 0) + 1
-            out: dict[str, Any] = {"questions": len(data.queries), "shapes": {}}
+            out: dict[str, Any] = {"questions": len(queries), "shapes": {}}
             base = {d: np.array(recall["hybrid"][d]) for d in (5, args.k)}
             for mode in MODES:
-                entry: dict[str, Any] = {"ms_per_question": ms[mode] / len(data.queries)}
+                entry: dict[str, Any] = {"ms_per_question": ms[mode] / len(queries)}
                 row: dict[str, Any] = {"set": ns, "mode": mode}
                 for depth in (5, args.k):
                     vals = np.array(recall[mode][depth])
