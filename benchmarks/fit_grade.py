@@ -60,7 +60,14 @@ def _multihop(data: Path, name: str) -> tuple[list[Any], list[Any], dict[str, li
     return d.docs, d.queries, d.gold
 
 
-def _scifact(data: Path, n_queries: int, n_distract: int) -> tuple[list[Any], list[Any], dict]:
+#: SciFact train claims filed (those with a judged abstract) and distractor abstracts.
+SCIFACT_QUERIES = 200
+SCIFACT_DISTRACTORS = 800
+
+
+def scifact_claims(
+    data: Path, n_queries: int = SCIFACT_QUERIES, n_distract: int = SCIFACT_DISTRACTORS
+) -> tuple[list[Any], list[Any], dict]:
     from kredenc.eval import load_beir
 
     d = load_beir(data / "scifact", split="train")
@@ -266,8 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--loss", type=float, default=0.05)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--boot", type=int, default=1000)
-    parser.add_argument("--scifact-queries", type=int, default=200)
-    parser.add_argument("--scifact-distractors", type=int, default=800)
+    parser.add_argument("--scifact-queries", type=int, default=SCIFACT_QUERIES)
+    parser.add_argument("--scifact-distractors", type=int, default=SCIFACT_DISTRACTORS)
     args = parser.parse_args(argv)
     if not (args.data / "multihop" / "hotpotqa_dev200.json").is_file():
         print(f"error: no multihop data in {args.data}; pass --data DIR", file=sys.stderr)
@@ -292,7 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         loads = {
             "hotpotqa": lambda: _multihop(args.data, "hotpotqa_dev200"),
-            "scifact": lambda: _scifact(args.data, args.scifact_queries, args.scifact_distractors),
+            "scifact": lambda: scifact_claims(
+                args.data, args.scifact_queries, args.scifact_distractors
+            ),
             "musique": lambda: _multihop(args.data, "musique_dev200"),
         }
         with Kredenc.open(
