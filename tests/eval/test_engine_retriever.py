@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.eval import load_multihop
+from kredenc.eval import engine_retriever, load_multihop
 from kredenc.eval.datasets import EvalDoc
 from kredenc.eval.engine_retriever import EngineRetriever
+from kredenc.ingest.passages import add_passages
 from kredenc.testing.embedders import HashEmbedder
 
 
@@ -86,3 +87,55 @@ def test_dated_documents_and_a_dated_question_read_its_time(kb: Kredenc) -> None
         r.reset()
         r.index(docs)
         assert r.search(question, 2, asked_at=asked) == expected
+
+
+def _filed(
+    monkeypatch: pytest.MonkeyPatch, r: EngineRetriever, docs: list[EvalDoc]
+) -> list[dict[str, str]]:
+    """What ``r.index(docs)`` files: each passage's text, title and context."""
+    seen: list[dict[str, str]] = []
+
+    def spy(store: object, ns: str, items: list[dict[str, str]], **kw: object) -> list[str]:
+        seen.extend(items)
+        return add_passages(store, ns, items, **kw)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as m:
+        m.setattr(engine_retriever, "add_passages", spy)
+        r.reset()
+        r.index(docs)
+    return [{k: i.get(k, "") for k in ("text", "title", "context")} for i in seen]
+
+
+def test_sentence_units_are_titled_with_their_neighbours_as_context(
+    kb: Kredenc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = EvalDoc("d", "Aspirin\nIt thins blood. It eases pain. It lowers fever.", "Aspirin")
+    r = EngineRetriever(kb.store, units="sentences", sentence_size=20)
+    assert _filed(monkeypatch, r, [doc]) == [
+        {"text": "It thins blood.", "title": "Aspirin", "context": "It eases pain."},
+        {
+            "text": "It eases pain.",
+            "title": "Aspirin",
+            "context": "It thins blood. It lowers fever.",
+        },
+        {"text": "It lowers fever.", "title": "Aspirin", "context": "It eases pain."},
+    ]
+    # A query that needs a unit and its neighbour finds the document through the context.
+    assert r.search("thins pain", 1) == ["d"]
+
+
+def test_chunks_with_a_window_carry_their_neighbours_and_without_carry_none(
+    kb: Kredenc, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = EvalDoc("d", ("First part of the text. " * 10 + "Second part here. " * 10).strip())
+    filed = _filed(monkeypatch, EngineRetriever(kb.store, chunk_size=250, window=1), [doc])
+    texts = [f["text"] for f in filed]
+    assert len(filed) == 3
+    assert [f["context"] for f in filed] == [texts[1], f"{texts[0]} {texts[2]}", texts[1]]
+    plain = _filed(monkeypatch, EngineRetriever(kb.store, chunk_size=250), [doc])
+    assert plain == [{"text": t, "title": "", "context": ""} for t in texts]
+
+
+def test_units_must_be_known(kb: Kredenc) -> None:
+    with pytest.raises(ValueError, match="units"):
+        EngineRetriever(kb.store, units="paragraphs")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kredenc.errors import InvalidInput
-from kredenc.ingest.chunker import chunk, split_spans
+from kredenc.ingest.chunker import chunk, sentence_spans, split_spans
 from kredenc.ingest.document import LoadedDocument, Section
 
 WORDS = [
@@ -175,3 +175,33 @@ def test_size_and_overlap_must_be_integers() -> None:
         chunk(_doc(Section("text")), size=1000.0, overlap=200)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput):
         split_spans("text", True, 0)
+
+
+def test_sentence_spans_pack_whole_sentences_and_lines() -> None:
+    text = "A title\nFirst claim holds. Second claim holds too! Does a third? Yes."
+    spans = [text[a:b] for a, b in sentence_spans(text, 40)]
+    assert spans == ["A title\nFirst claim holds.", "Second claim holds too! Does a third?", "Yes."]
+
+
+def test_a_sentence_longer_than_the_size_is_cut_at_words() -> None:
+    text = "Short one. " + "word " * 30 + "end."
+    spans = [text[a:b] for a, b in sentence_spans(text, 50)]
+    assert spans[0] == "Short one."
+    assert all(len(s) <= 50 for s in spans)
+    assert " ".join(spans[1:]).split() == ("word " * 30 + "end.").split()
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(st.text(alphabet="ab .?!\n", max_size=400), st.integers(5, 120))
+def test_sentence_spans_cover_every_word_once_in_order(text: str, size: int) -> None:
+    spans = sentence_spans(text, size)
+    assert all(0 <= a < b <= len(text) and b - a <= size for a, b in spans)
+    assert all(prev[1] <= nxt[0] for prev, nxt in pairwise(spans))
+    assert all(not text[a].isspace() and not text[b - 1].isspace() for a, b in spans)
+    covered = "".join(text[a:b] for a, b in spans)
+    assert "".join(covered.split()) == "".join(text.split())
+
+
+def test_sentence_spans_check_the_size() -> None:
+    with pytest.raises(InvalidInput):
+        sentence_spans("text.", 0)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kredenc.eval.datasets import EvalDoc
-from kredenc.ingest.chunker import split_spans
+from kredenc.ingest.chunker import DEFAULT_SENTENCE_SIZE, sentence_spans, split_spans
 from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.passages import add_passages
 from kredenc.ingest.pipeline import link_payloads
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 _BATCH = 256
 _OVERFETCH = 4  # chunks asked for per wanted document
+_SENTENCE_OVERFETCH = 10  # sentence units asked for per wanted document
 
 
 class EngineRetriever:
@@ -38,6 +39,12 @@ class EngineRetriever:
     ``dated``: each document is filed at its time (``EvalDoc.meta["time"]``, where the
     dataset dates them) and each query searched as asked at its time (``search``'s
     ``asked_at``), so a time the query names is read.
+    ``units="sentences"`` files sentence windows instead of chunks: each unit is a
+    sentence or a few (``ingest.chunker.sentence_spans``, at most ``sentence_size``
+    characters) with its document's title as a field, and the ``window`` units on
+    either side of it (default 1) as its card's context (found by, weighted below its
+    own words; not embedded). With chunks, ``window`` > 0 gives each chunk its
+    neighbouring chunks as context the same way (default 0).
     """
 
     def __init__(
@@ -48,8 +55,16 @@ class EngineRetriever:
         chunk_size: int | None = None,
         mention_links: int = 0,
         dated: bool = False,
+        units: str = "chunks",
+        sentence_size: int = DEFAULT_SENTENCE_SIZE,
+        window: int | None = None,
         **search_opts: Any,
     ) -> None:
+        if units not in ("chunks", "sentences"):
+            raise ValueError("units must be 'chunks' or 'sentences'")
+        self.units = units
+        self.sentence_size = sentence_size
+        self.window = (1 if units == "sentences" else 0) if window is None else window
         self.store = store
         self.dated = dated
         self.mention_links = mention_links
@@ -86,6 +101,11 @@ class EngineRetriever:
                 before = sessions.setdefault(session, [])
                 context = turn_context([*before, text], len(before))
                 before.append(text)
+            if self.record_type == "chunk" and (self.units == "sentences" or self.window):
+                windows = self._windows(d, text)
+                items += windows
+                titles += [d.title] * len(windows)
+                continue
             spans = [(0, len(text))]
             if len(text) > self.chunk_size:
                 spans = split_spans(text, self.chunk_size, self.overlap)
@@ -117,10 +137,42 @@ class EngineRetriever:
                 self.store.write(link_payloads(self.namespace, pairs, "mentions"), batch=True)
                 self.links += len(pairs)
 
+    def _windows(self, d: EvalDoc, text: str) -> list[dict[str, Any]]:
+        """``d`` as sentence windows (``units="sentences"``), or as chunks with their
+        neighbours as context (``window`` > 0)."""
+        title = ""
+        if self.units == "sentences":
+            body = text[len(d.title) :] if d.title and text.startswith(d.title) else text
+            title = d.title
+            spans = sentence_spans(body, self.sentence_size)
+        else:
+            body = text
+            spans = [(0, len(text))]
+            if len(text) > self.chunk_size:
+                spans = split_spans(text, self.chunk_size, self.overlap)
+        pieces = [p for p in (body[a:b].strip() for a, b in spans) if p] or [text]
+        self._chunked = self._chunked or len(pieces) > 1
+        out: list[dict[str, Any]] = []
+        for n, piece in enumerate(pieces):
+            around = pieces[max(0, n - self.window) : n] + pieces[n + 1 : n + 1 + self.window]
+            item: dict[str, Any] = {
+                "text": piece,
+                "context": " ".join(around),
+                "doc_id": f"eval:{d.id}",
+                "meta": {"eval_id": d.id},
+            }
+            if title:
+                item["title"] = title
+            if self.dated and d.meta.get("time") is not None:
+                item["ts"] = float(d.meta["time"])
+            out.append(item)
+        return out
+
     def search(self, query: str, k: int, *, asked_at: float | None = None) -> list[str]:
         if not query.strip():
             return []
-        depth = min(1000, k * _OVERFETCH) if self._chunked else k
+        overfetch = _SENTENCE_OVERFETCH if self.units == "sentences" else _OVERFETCH
+        depth = min(1000, k * overfetch) if self._chunked else k
         when = asked_at if self.dated else None
         hits = search(self.store, self.namespace, query, k=depth, asked_at=when, **self.search_opts)
         self.queries += 1

@@ -18,6 +18,9 @@ A chunk never crosses a *block*: consecutive sections with the same page and hea
 path (a page of a PDF, a heading block of a markdown file, the segments of a
 transcript) form one block; a new page or heading starts a new block. A chunk
 carries the page, start time and meta of the section it starts in.
+
+:func:`sentence_spans` cuts a text into units of whole sentences instead (sentence-window
+filing, measured by ``kredenc eval … --units sentences`` and not adopted for ingestion).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from kredenc.ingest.document import Chunk, LoadedDocument, Section
 
 DEFAULT_SIZE = 1000
 DEFAULT_OVERLAP = 200
+DEFAULT_SENTENCE_SIZE = 300
 # A sentence end: ., ? or ! (closing quotes or brackets may follow), then whitespace.
 _SENTENCE_END = re.compile(r"[.?!][\"'”’)\]]*\s")
 _SECTION_JOIN = "\n\n"
@@ -102,6 +106,51 @@ def split_spans(
         prev_end = end
         start = _overlap_start(text, end, overlap)
     return spans
+
+
+def sentence_spans(text: str, size: int = DEFAULT_SENTENCE_SIZE) -> list[tuple[int, int]]:
+    """The ``(start, end)`` offsets of ``text``'s sentences, packed into spans of at most
+    ``size`` characters (the units of sentence-window filing).
+
+    A span takes whole sentences (and lines: a title line, a list item) while they fit;
+    a sentence longer than ``size`` is cut by :func:`split_spans` without overlap.
+    Spans do not overlap, cover every non-blank character once and hold no leading or
+    trailing whitespace.
+    """
+    _check(size, 0)
+    cuts = {m.end() for m in _SENTENCE_END.finditer(text)}
+    cuts.update(m.end() for m in re.finditer(r"\n", text))
+    cuts.add(len(text))
+    pieces: list[tuple[int, int]] = []
+    prev = 0
+    for cut in sorted(cuts):
+        start, end = _trim(text, prev, cut)
+        prev = cut
+        if start >= end:
+            continue
+        if end - start > size:
+            parts = split_spans(text[start:end], size, 0)
+            pieces += [_trim(text, start + a, start + b) for a, b in parts]
+        else:
+            pieces.append((start, end))
+    spans: list[tuple[int, int]] = []
+    for start, end in pieces:
+        if start >= end:
+            continue
+        if spans and end - spans[-1][0] <= size:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` without the whitespace at either end."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
 
 
 def _best_end(text: str, lo: int, hi: int) -> int:

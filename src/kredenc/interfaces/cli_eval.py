@@ -18,6 +18,8 @@ from kredenc.interfaces.cli_common import context, json_option
 DEFAULT_CACHE = Path("~/.cache/kredenc/eval-embeddings.db")
 _BACKEND = "kredenc.eval.backend"  # click context meta: the --backend choice
 _DSN = "kredenc.eval.postgres_dsn"
+_UNITS = "kredenc.eval.units"  # click context meta: the --units choice
+_WINDOW = "kredenc.eval.window"  # click context meta: the --window count
 
 
 @click.group(name="eval")
@@ -83,6 +85,28 @@ def eval_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def units_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--units`` and ``--window``: how a corpus's documents are cut and filed."""
+    func = click.option(
+        "--window",
+        type=click.IntRange(0, 5),
+        default=None,
+        expose_value=False,
+        callback=_keep(_WINDOW),
+        help="Neighbouring units on each side filed as a unit's context (found by, "
+        "not embedded); default 1 for sentences, 0 for chunks.",
+    )(func)
+    return click.option(
+        "--units",
+        type=click.Choice(["chunks", "sentences"]),
+        default=None,
+        expose_value=False,
+        callback=_keep(_UNITS),
+        help="What a document is filed as: chunks of chunk_size characters (default), "
+        "or sentence windows (a sentence or a few, up to 300 characters, titled).",
+    )(func)
 
 
 @contextmanager
@@ -172,6 +196,7 @@ def _run_all(
     from kredenc.eval.engine_retriever import EngineRetriever
 
     c = context()
+    meta = click.get_current_context().meta
     configs = _configs(modes, hops, iterative)
     results = []
     for cfg in configs:
@@ -185,6 +210,8 @@ def _run_all(
             retriever = EngineRetriever(
                 kb.store,
                 record_type=record_type,
+                units=meta.get(_UNITS, "chunks"),
+                window=meta.get(_WINDOW),
                 mention_links=kb.settings.mention_links,
                 dated=dated,
                 **opts,
@@ -195,6 +222,8 @@ def _run_all(
             result = run(retriever, dataset, run_file=target)
         summary = result.summary()
         summary["config"] = opts
+        if retriever.units != "chunks" or retriever.window:
+            summary["config"].update(units=retriever.units, window=retriever.window)
         if retriever.queries:
             summary["timing"]["searches_per_query"] = round(
                 retriever.searches / retriever.queries, 3
@@ -248,6 +277,7 @@ def _print_metrics(metrics: dict[str, Any], indent: str) -> None:
 @eval_group.command("beir")
 @click.argument("directory", type=click.Path(file_okay=False))
 @eval_options
+@units_options
 def eval_beir(
     directory: str,
     modes: tuple[str, ...],
@@ -267,6 +297,7 @@ def eval_beir(
 @click.argument("questions", type=click.Path(dir_okay=False))
 @click.argument("corpus", type=click.Path(dir_okay=False))
 @eval_options
+@units_options
 def eval_multihop(
     questions: str,
     corpus: str,
