@@ -44,7 +44,8 @@ class EngineRetriever:
     characters) with its document's title as a field, and the ``window`` units on
     either side of it (default 1) as its card's context (found by, weighted below its
     own words; not embedded). With chunks, ``window`` > 0 gives each chunk its
-    neighbouring chunks as context the same way (default 0).
+    neighbouring chunks as context the same way (default 0). Both shape chunk corpora
+    only; turns are filed as conversations (each with the turns before it).
     """
 
     def __init__(
@@ -62,6 +63,8 @@ class EngineRetriever:
     ) -> None:
         if units not in ("chunks", "sentences"):
             raise ValueError("units must be 'chunks' or 'sentences'")
+        if window is not None and window < 0:
+            raise ValueError("window must be 0 or more")
         self.units = units
         self.sentence_size = sentence_size
         self.window = (1 if units == "sentences" else 0) if window is None else window
@@ -93,19 +96,19 @@ class EngineRetriever:
             text = d.text.strip()
             if not text:
                 continue
+            if self.record_type == "chunk":
+                units = self._units(d, text)
+                items += units
+                titles += [d.title] * len(units)
+                continue
+            # Filed as a conversation: each turn's card carries the turns before it in
+            # the same session, as memory.turns.TurnFiler files a conversation.
             context = ""
             session = d.meta.get("session")
-            if self.record_type == "turn" and session is not None:
-                # Filed as a conversation: each turn's card carries the turns before it
-                # in the same session, as memory.turns.TurnFiler files a conversation.
+            if session is not None:
                 before = sessions.setdefault(session, [])
                 context = turn_context([*before, text], len(before))
                 before.append(text)
-            if self.record_type == "chunk" and (self.units == "sentences" or self.window):
-                windows = self._windows(d, text)
-                items += windows
-                titles += [d.title] * len(windows)
-                continue
             spans = [(0, len(text))]
             if len(text) > self.chunk_size:
                 spans = split_spans(text, self.chunk_size, self.overlap)
@@ -113,15 +116,7 @@ class EngineRetriever:
             for start, end in spans:
                 piece = text[start:end].strip()
                 if piece:
-                    item: dict[str, Any] = {
-                        "text": piece,
-                        "context": context,
-                        "doc_id": f"eval:{d.id}",
-                        "meta": {"eval_id": d.id},
-                    }
-                    if self.dated and d.meta.get("time") is not None:
-                        item["ts"] = float(d.meta["time"])
-                    items.append(item)
+                    items.append(self._item(d, piece, context))
                     titles.append(d.title)
         ids: list[str] = []
         for start in range(0, len(items), _BATCH):
@@ -137,9 +132,9 @@ class EngineRetriever:
                 self.store.write(link_payloads(self.namespace, pairs, "mentions"), batch=True)
                 self.links += len(pairs)
 
-    def _windows(self, d: EvalDoc, text: str) -> list[dict[str, Any]]:
-        """``d`` as sentence windows (``units="sentences"``), or as chunks with their
-        neighbours as context (``window`` > 0)."""
+    def _units(self, d: EvalDoc, text: str) -> list[dict[str, Any]]:
+        """``d`` as chunks, or as sentence units (``units="sentences"``, titled), each
+        with its ``window`` neighbours on either side as context."""
         title = ""
         if self.units == "sentences":
             body = text[len(d.title) :] if d.title and text.startswith(d.title) else text
@@ -152,21 +147,26 @@ class EngineRetriever:
                 spans = split_spans(text, self.chunk_size, self.overlap)
         pieces = [p for p in (body[a:b].strip() for a, b in spans) if p] or [text]
         self._chunked = self._chunked or len(pieces) > 1
-        out: list[dict[str, Any]] = []
-        for n, piece in enumerate(pieces):
-            around = pieces[max(0, n - self.window) : n] + pieces[n + 1 : n + 1 + self.window]
-            item: dict[str, Any] = {
-                "text": piece,
-                "context": " ".join(around),
-                "doc_id": f"eval:{d.id}",
-                "meta": {"eval_id": d.id},
-            }
-            if title:
-                item["title"] = title
-            if self.dated and d.meta.get("time") is not None:
-                item["ts"] = float(d.meta["time"])
-            out.append(item)
-        return out
+        w = self.window
+        return [
+            self._item(
+                d, piece, " ".join(pieces[max(0, n - w) : n] + pieces[n + 1 : n + 1 + w]), title
+            )
+            for n, piece in enumerate(pieces)
+        ]
+
+    def _item(self, d: EvalDoc, text: str, context: str, title: str = "") -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "text": text,
+            "context": context,
+            "doc_id": f"eval:{d.id}",
+            "meta": {"eval_id": d.id},
+        }
+        if title:
+            item["title"] = title
+        if self.dated and d.meta.get("time") is not None:
+            item["ts"] = float(d.meta["time"])
+        return item
 
     def search(self, query: str, k: int, *, asked_at: float | None = None) -> list[str]:
         if not query.strip():
