@@ -159,3 +159,40 @@ def test_rrf_fusion_keeps_its_order_and_scores(tmp_path: Path) -> None:
         hits = kb.search("kestrel hunting heron", k=8)
         assert [h.score for h in hits] == [h.fused for h in hits]
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+_TIE = """
+from kredenc.records import Hit
+from kredenc.retrieve import coverage
+
+# Query terms x, y, z, w with IDF 0.1, 0.2, 0.3, 0.4 (total 1.0). B holds w, A holds
+# x, y and z: 0.1 + 0.2 + 0.3 is 0.6 or 0.6000000000000001 by the order it is added
+# in, and B's objective (0.25 + 0.4) is exactly A's (0.05 + 0.6) in the first case.
+coverage.query_terms = lambda q: ["x", "y", "z", "w"]
+coverage.list_idf = lambda terms, stems: {"x": 0.1, "y": 0.2, "z": 0.3, "w": 0.4}
+coverage._stems = lambda h: tuple(h.text.split())
+coverage.has_term = lambda stems, t: t in stems
+hits = [
+    Hit(id="B", text="w", score=0.25, kind="fact", drawer="d"),
+    Hit(id="A", text="x y z", score=0.05, kind="fact", drawer="d"),
+]
+print(" ".join(h.id for h in coverage.cover("q", hits, weight=1.0)))
+"""
+
+
+def test_the_order_does_not_depend_on_the_process_hash_seed() -> None:
+    """Near-ties are broken the same way in every process: the novelty of a hit is not
+    a float sum in a set's (hash-seeded) order. Two processes once ranked a HotpotQA
+    question's 7th and 8th hits differently."""
+    import os
+    import subprocess
+    import sys
+
+    orders = set()
+    for seed in range(12):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+        out = subprocess.run(
+            [sys.executable, "-c", _TIE], env=env, capture_output=True, text=True, check=True
+        )
+        orders.add(out.stdout.strip())
+    assert len(orders) == 1, orders

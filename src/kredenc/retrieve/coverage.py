@@ -23,6 +23,7 @@ Provenance of :data:`WEIGHT` (0.5): chosen leave-one-set-out on the five dev set
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -54,7 +55,9 @@ def cover(
     left = list(range(len(top)))
     picked: list[Hit] = []
     while left:
-        gains = {i: sum(idf[t] for t in holds[i] - covered) / total for i in left}
+        # fsum: exactly rounded whatever the set's (hash-seeded) order, so a near-tie
+        # is broken the same way in every process.
+        gains = {i: math.fsum(idf[t] for t in holds[i] - covered) / total for i in left}
         best = max(left, key=lambda i: top[i].score + weight * gains[i])
         picked.append(replace(top[best], score=top[best].score + weight * gains[best]))
         covered |= holds[best]
