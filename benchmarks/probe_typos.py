@@ -14,10 +14,11 @@ by a generator seeded with the question's id, so every run makes the same typos)
 A question without such a word is searched as written in every variant (counted).
 
 Headline metrics as ``bench_feedback.py``; the paired delta per question against the
-question as written, with its 95 % bootstrap interval.
+question as written, with its 95 % bootstrap interval. ``--modes`` searches each leg
+alone too (``lexical``, ``dense``: which leg a typo costs).
 
     cd benchmarks && PYTHONPATH=../src:. python probe_typos.py [--data ../../shared/data] \\
-        [--sets scifact,locomo,...] [--limit N]
+        [--sets scifact,locomo,...] [--modes hybrid,lexical,dense] [--limit N]
 
 Prints a table; writes benchmarks/results/typos.json.
 """
@@ -57,14 +58,15 @@ def typo(question: str, qid: str, variant: str) -> str:
     return question[: m.start()] + bad + question[m.end() :]
 
 
-def measure(s: Session) -> dict[str, Any]:
-    """Per variant, each question's headline metrics, and how many questions changed."""
+def measure(s: Session, mode: str) -> dict[str, Any]:
+    """Per variant, each question's headline metrics in ``mode``, and how many questions
+    changed."""
     spec = s.spec
     per: dict[str, list[dict[str, float]]] = {"as written": [], **{v: [] for v in VARIANTS}}
     changed = dict.fromkeys(VARIANTS, 0)
     examples: dict[str, list[str]] = {v: [] for v in VARIANTS}
     for qid, text, ns, chunked in s.questions:
-        params = s.params(chunked, None)
+        params = s.params(chunked, None, mode=mode)
         ids, _ = s.search(text, ns, params)
         per["as written"].append(spec.metrics(qid, ids))
         for v in VARIANTS:
@@ -78,46 +80,59 @@ def measure(s: Session) -> dict[str, Any]:
     return {"per": per, "changed": changed, "examples": examples}
 
 
+def summarise(spec: Any, got: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One set's JSON entry and table rows for one mode's measurement."""
+    per = got["per"]
+    entry: dict[str, Any] = {
+        "questions": len(per["as written"]),
+        "changed": got["changed"],
+        "examples": got["examples"],
+    }
+    rows: list[dict[str, Any]] = []
+    for metric in spec.primary:
+        clean = [m[metric] for m in per["as written"]]
+        mean, lo, hi = mean_ci(clean)
+        entry[metric] = {"as written": [round(mean, 4), round(lo, 4), round(hi, 4)]}
+        row = {"metric": metric, "as written": f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"}
+        for v in VARIANTS:
+            vals = [m[metric] for m in per[v]]
+            d = [b - a for a, b in zip(clean, vals, strict=True)]
+            dm, dlo, dhi = mean_ci(d)
+            worse = sum(x < -1e-9 for x in d)
+            better = sum(x > 1e-9 for x in d)
+            mean_v = sum(vals) / len(vals)
+            entry[metric][v] = {
+                "mean": round(mean_v, 4),
+                "delta": [round(dm, 4), round(dlo, 4), round(dhi, 4)],
+                "better_worse": [better, worse],
+            }
+            row[v] = f"{mean_v:.3f} ({dm:+.3f} [{dlo:+.3f}, {dhi:+.3f}]; {better}/{worse})"
+        rows.append(row)
+    return entry, rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = dev_sets_parser(__doc__ or "").parse_args(argv)
+    parser = dev_sets_parser(__doc__ or "")
+    parser.add_argument("--modes", default="hybrid", help="Search modes, comma-separated.")
+    args = parser.parse_args(argv)
+    modes = args.modes.split(",")
     made = specs(args.data)
     rows: list[dict[str, Any]] = []
-    out: dict[str, Any] = {"variants": VARIANTS, "sets": {}}
+    out: dict[str, Any] = {"variants": VARIANTS, "modes": modes, "sets": {}}
     for name in args.sets.split(","):
         spec = made[name]()
         with tempfile.TemporaryDirectory(prefix=f"kredenc-typos-{name}-") as home:
             s = Session(spec, home, args.limit)
             try:
                 s.file()
-                got = measure(s)
+                got = {mode: measure(s, mode) for mode in modes}
             finally:
                 s.kb.close()
-        per = got["per"]
-        entry: dict[str, Any] = {
-            "questions": len(per["as written"]),
-            "changed": got["changed"],
-            "examples": got["examples"],
-        }
-        for metric in spec.primary:
-            clean = [m[metric] for m in per["as written"]]
-            mean, lo, hi = mean_ci(clean)
-            entry[metric] = {"as written": [round(mean, 4), round(lo, 4), round(hi, 4)]}
-            row = {"set": name, "metric": metric, "as written": f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"}
-            for v in VARIANTS:
-                vals = [m[metric] for m in per[v]]
-                d = [b - a for a, b in zip(clean, vals, strict=True)]
-                dm, dlo, dhi = mean_ci(d)
-                worse = sum(x < -1e-9 for x in d)
-                better = sum(x > 1e-9 for x in d)
-                entry[metric][v] = {
-                    "mean": round(sum(vals) / len(vals), 4),
-                    "delta": [round(dm, 4), round(dlo, 4), round(dhi, 4)],
-                    "better_worse": [better, worse],
-                }
-                mean_v = sum(vals) / len(vals)
-                row[v] = f"{mean_v:.3f} ({dm:+.3f} [{dlo:+.3f}, {dhi:+.3f}]; {better}/{worse})"
-            rows.append(row)
-        out["sets"][name] = entry
+        out["sets"][name] = {}
+        for mode in modes:
+            entry, set_rows = summarise(spec, got[mode])
+            out["sets"][name][mode] = entry
+            rows += [{"set": name, "mode": mode, **row} for row in set_rows]
     print_table("One typo per question (delta [95 % CI]; better/worse questions)", rows)
     write_results("typos", out)
     return 0
