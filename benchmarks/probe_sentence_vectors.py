@@ -36,16 +36,6 @@ from bench_feedback import CACHE
 SCORES = ("chunk", "sentences", "both")
 
 
-def _spans(retriever: Any, text: str) -> list[tuple[int, int]]:
-    """The chunks' spans of ``text`` as the eval files them (empty pieces dropped)."""
-    from kredenc.ingest.chunker import split_spans
-
-    spans = [(0, len(text))]
-    if len(text) > retriever.chunk_size:
-        spans = split_spans(text, retriever.chunk_size, retriever.overlap)
-    return [(a, b) for a, b in spans if text[a:b].strip()]
-
-
 def unit_matrix(kb: Any, retriever: Any, docs: Sequence[Any]) -> tuple[np.ndarray, list[int]]:
     """Every sentence unit's vector, and the rowid of the chunk each unit row scores
     (a unit overlapping two chunks has a row for each)."""
@@ -69,7 +59,7 @@ def unit_matrix(kb: Any, retriever: Any, docs: Sequence[Any]) -> tuple[np.ndarra
         rowids = chunks.get(d.id)
         if not text or not rowids:
             continue
-        spans = _spans(retriever, text)
+        spans = [(a, b) for a, b in retriever.chunk_spans(text) if text[a:b].strip()]
         assert len(spans) == len(rowids), d.id
         start = len(d.title) if d.title and text.startswith(d.title) else 0
         for a, b in sentence_spans(text[start:], DEFAULT_SENTENCE_SIZE):

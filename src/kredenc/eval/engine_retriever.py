@@ -109,10 +109,8 @@ class EngineRetriever:
                 before = sessions.setdefault(session, [])
                 context = turn_context([*before, text], len(before))
                 before.append(text)
-            spans = [(0, len(text))]
-            if len(text) > self.chunk_size:
-                spans = split_spans(text, self.chunk_size, self.overlap)
-                self._chunked = self._chunked or len(spans) > 1
+            spans = self.chunk_spans(text)
+            self._chunked = self._chunked or len(spans) > 1
             for start, end in spans:
                 piece = text[start:end].strip()
                 if piece:
@@ -132,6 +130,13 @@ class EngineRetriever:
                 self.store.write(link_payloads(self.namespace, pairs, "mentions"), batch=True)
                 self.links += len(pairs)
 
+    def chunk_spans(self, text: str) -> list[tuple[int, int]]:
+        """Where ``text`` is cut into chunks: whole when it fits ``chunk_size``, else
+        by the ingest chunker's :func:`~kredenc.ingest.chunker.split_spans`."""
+        if len(text) <= self.chunk_size:
+            return [(0, len(text))]
+        return split_spans(text, self.chunk_size, self.overlap)
+
     def _units(self, d: EvalDoc, text: str) -> list[dict[str, Any]]:
         """``d`` as chunks, or as sentence units (``units="sentences"``, titled), each
         with its ``window`` neighbours on either side as context."""
@@ -142,9 +147,7 @@ class EngineRetriever:
             spans = sentence_spans(body, self.sentence_size)
         else:
             body = text
-            spans = [(0, len(text))]
-            if len(text) > self.chunk_size:
-                spans = split_spans(text, self.chunk_size, self.overlap)
+            spans = self.chunk_spans(text)
         pieces = [p for p in (body[a:b].strip() for a, b in spans) if p] or [text]
         self._chunked = self._chunked or len(pieces) > 1
         w = self.window
