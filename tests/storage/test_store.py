@@ -263,3 +263,28 @@ def test_the_clock_defaults_to_wall_time_and_can_be_set(store: Store) -> None:
     assert before <= store.now() <= time.time()
     store.clock = lambda: 42.0
     assert store.now() == 42.0
+
+
+def test_an_embedding_cache_in_a_directory_not_made_yet_is_made(home: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "caches" / "kredenc" / "embeddings.db"
+    s = open_at(home, embed_cache=cache)
+    try:
+        s.embed_many(["a text whose vector goes to the cache"])
+    finally:
+        s.close()
+    assert cache.is_file()
+    assert (cache.parent.stat().st_mode & 0o777) == 0o700
+
+
+def test_an_embedding_cache_that_cannot_be_made_is_named_and_nothing_is_left(
+    home: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "plain").write_text("a file, not a directory")
+    cache = tmp_path / "plain" / "embeddings.db"
+    with pytest.raises(StoreError) as caught:
+        open_at(home, embed_cache=cache)
+    # The cache is named: not the index, and no rebuild that would fail the same way.
+    assert str(cache) in caught.value.message
+    assert "index.db" not in caught.value.message
+    assert "rebuild" not in (caught.value.hint or "")
+    assert not (home / layout.INDEX_FILE).exists()

@@ -128,9 +128,19 @@ def connect(path: Path, cache_path: Path) -> sqlite3.Connection:
 
     Either file that does not exist yet is created empty, mode 0600, first (SQLite would
     create it 0644 less the umask); SQLite gives its ``-wal`` and ``-shm`` files the
-    mode of their database."""
-    for file in (path, cache_path):
-        private_file(file)
+    mode of their database. The cache's directory is made (0700) when it is missing (a
+    configured ``embed_cache`` may be anywhere), and the cache comes first: a cache that
+    cannot be made leaves no empty index behind to be blamed for it."""
+    if not cache_path.parent.exists():
+        try:
+            cache_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"{cache_path}: its directory cannot be made ({exc.strerror})",
+                "set embed_cache to a file in a directory you can write",
+            ) from exc
+    private_file(cache_path, "set embed_cache to a file in a directory you can write")
+    private_file(path)
     try:
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -151,16 +161,14 @@ def connect(path: Path, cache_path: Path) -> sqlite3.Connection:
     return conn
 
 
-def private_file(path: Path) -> None:
+def private_file(path: Path, hint: str = "check the store directory") -> None:
     """Create ``path`` empty with mode 0600 unless it exists (a new SQLite file)."""
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         pass
     except OSError as exc:
-        raise StoreError(
-            f"{path}: cannot be created ({exc.strerror})", "check the store directory"
-        ) from exc
+        raise StoreError(f"{path}: cannot be created ({exc.strerror})", hint) from exc
 
 
 def check_version(conn: sqlite3.Connection, path: Path) -> None:
