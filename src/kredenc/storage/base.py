@@ -168,6 +168,15 @@ class Index(Protocol):
         """Top ``k`` (rowid, cosine), best first (ties by rowid)."""
         ...
 
+    def corrections(self, ns: str, words: Sequence[str], filters: Filters) -> dict[str, str]:
+        """Each of ``words`` (lower-cased query words) that no card of any namespace
+        holds, mapped to its correction: the word one typo away that the most cards
+        hold among those a card of ``ns`` passing ``filters`` holds
+        (``index.spelling.nearest``, one rule for every backend). Words that are held,
+        not :func:`~kredenc.storage.index.spelling.correctable`, or have no such
+        neighbour are left out."""
+        ...
+
     # -- records and documents ------------------------------------------------
     def lookup(self, ns: str, rid: str) -> IndexedRecord | None:
         """The record's address and current state, tombstoned ones included."""

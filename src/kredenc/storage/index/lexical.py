@@ -51,6 +51,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kredenc.errors import DeadlineExceeded
+from kredenc.storage.index import spelling
 from kredenc.storage.index.filters import Filters, record_conditions
 
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -64,6 +65,8 @@ _WALK_RATIO = 10
 # A plan holding more than this many times max_scored cards is ranked in windows.
 _WINDOW_PAST = 2
 _TOP = "\U0010ffff"
+# Cards added since the term set was read, past which it is read whole again.
+_TERMS_CATCH_UP = 5000
 # SQLite virtual-machine steps between checks of a search's deadline.
 _PROGRESS_STEPS = 2000
 
@@ -96,6 +99,10 @@ class Vocabulary:
     by walking the word's doclist, so a count is kept until the cards have grown by a
     tenth since it was taken (it only steers the plan). A word that was in no card is
     looked up again every time: dropping a phrase needs a current zero.
+
+    Spelling corrections look up hundreds of candidate terms at a time, which
+    ``fts5vocab`` answers at several microseconds each: :meth:`held` first keeps those
+    in the index's term set (:meth:`known`, in memory) and counts only them.
     """
 
     def __init__(self) -> None:
@@ -103,6 +110,43 @@ class Vocabulary:
         self._stems: dict[str, tuple[str, ...]] = {}
         self._counts: dict[tuple[str, bool], tuple[int, int]] = {}
         self._lock = threading.Lock()
+        self._terms: set[str] | None = None
+        self._terms_through = 0
+        self._terms_lock = threading.Lock()
+
+    def known(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
+        """Those of ``terms`` in the index's term set: every term a card held when the
+        set was read (whole from ``fts5vocab`` the first time, about 0.1 s at 100,000
+        cards, as it walks every doclist), caught up on each call by stemming the cards
+        added since (read whole again past :data:`_TERMS_CATCH_UP` of them). A term
+        whose last card was removed stays in the set (:meth:`held` counts it 0); a
+        card that reuses a purged record's rowid is missed until the set is read
+        again."""
+        top = card_count(conn)
+        with self._terms_lock:
+            if self._terms is None or top - self._terms_through > _TERMS_CATCH_UP:
+                self._vocab_table(conn)
+                rows = conn.execute("SELECT term FROM temp.kredenc_cards_vocab")
+                self._terms = {str(r[0]) for r in rows}
+            elif top > self._terms_through:
+                rows = conn.execute(
+                    "SELECT card, context FROM cards WHERE rowid > ? AND rowid <= ?",
+                    (self._terms_through, top),
+                )
+                self._terms.update(self._text_terms([f"{a or ''} {b or ''}" for a, b in rows]))
+            self._terms_through = top
+            return [t for t in terms if t in self._terms]
+
+    def _text_terms(self, texts: Sequence[str]) -> set[str]:
+        """The distinct index terms of ``texts``."""
+        if not texts:
+            return set()
+        conn = self._stemmer()
+        conn.executemany("INSERT INTO q(t) VALUES (?)", [(t,) for t in texts])
+        try:
+            return {str(r[0]) for r in conn.execute("SELECT term FROM qr")}
+        finally:
+            conn.execute("DELETE FROM q")
 
     def doc_freqs(
         self, conn: sqlite3.Connection, phrases: Sequence[Phrase], cards: int | None = None
@@ -157,17 +201,52 @@ class Vocabulary:
         done.add(id(conn))
         self._local.vocab = done
 
-    def stems(self, text: str) -> tuple[str, ...]:
-        """The index terms FTS5 makes of ``text``, in order."""
-        found = self._stems.get(text)
-        if found is not None:
-            return found
+    def held(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+        """Of the index ``terms``, those some card holds, with how many cards do: the
+        ones in the term set (:meth:`known`) counted by ``fts5vocab`` (not kept: most
+        candidates of a correction are in no card, and the few that are are counted
+        once)."""
+        terms = self.known(conn, terms) if terms else []
+        if not terms:
+            return {}
+        self._vocab_table(conn)
+        marks = ",".join("?" * len(terms))
+        rows = conn.execute(
+            f"SELECT term, doc FROM temp.kredenc_cards_vocab WHERE term IN ({marks})",
+            list(terms),
+        ).fetchall()
+        return {str(t): int(d) for t, d in rows if d}
+
+    def word_stems(self, words: Sequence[str]) -> list[str]:
+        """The index term of each of ``words`` (each one word of ASCII letters, which
+        FTS5 makes one term of), in one pass of the stemmer and not kept."""
+        if not words:
+            return []
+        conn = self._stemmer()
+        conn.execute("INSERT INTO q(rowid, t) VALUES (1, ?)", (" ".join(words),))
+        try:
+            rows = conn.execute("SELECT offset, term FROM qv").fetchall()
+        finally:
+            conn.execute("DELETE FROM q")
+        at = {int(o): str(t) for o, t in rows}
+        return [at.get(i, "") for i in range(len(words))]
+
+    def _stemmer(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "stemmer", None)
         if conn is None:
             conn = sqlite3.connect(":memory:", isolation_level=None)
             conn.execute(f"CREATE VIRTUAL TABLE q USING fts5(t, tokenize = '{TOKENIZE}')")
             conn.execute("CREATE VIRTUAL TABLE qv USING fts5vocab(q, 'instance')")
+            conn.execute("CREATE VIRTUAL TABLE qr USING fts5vocab(q, 'row')")
             self._local.stemmer = conn
+        return conn
+
+    def stems(self, text: str) -> tuple[str, ...]:
+        """The index terms FTS5 makes of ``text``, in order."""
+        found = self._stems.get(text)
+        if found is not None:
+            return found
+        conn = self._stemmer()
         conn.execute("INSERT INTO q(rowid, t) VALUES (1, ?)", (text,))
         try:
             rows = conn.execute("SELECT term FROM qv ORDER BY offset").fetchall()
@@ -325,6 +404,42 @@ def _search(
                 return ranked
         current = current.relaxed()  # fewer than k cards are held: hold more
     return ranked
+
+
+def corrections(
+    conn: sqlite3.Connection,
+    vocabulary: Vocabulary,
+    ns: str,
+    words: Sequence[str],
+    filters: Filters,
+    *,
+    scopes: dict[str, str],
+) -> dict[str, str]:
+    """Each of ``words`` that no card holds, mapped to the word one edit away that a
+    card of ``ns`` passing ``filters`` holds, the most held first
+    (:func:`~kredenc.storage.index.spelling.nearest`); words that are held, short, or
+    have no such neighbour are left out. ``scopes`` as for :func:`search`."""
+    wanted = [w for w in dict.fromkeys(words) if spelling.correctable(w)]
+    if not wanted:
+        return {}
+    freqs = vocabulary.doc_freqs(conn, [Phrase(w) for w in wanted])
+    where, args = record_conditions(filters)
+    scope = " AND ".join(Phrase(token).fts() for token in scopes.values())
+
+    def counts(terms: Sequence[str]) -> dict[str, int]:
+        return vocabulary.held(conn, terms)
+
+    def in_scope(word: str) -> bool:
+        match = f"scope : ({scope}) AND {_COLS} : ({Phrase(word).fts()})"
+        row = conn.execute(
+            "SELECT 1 FROM cards JOIN records r ON r.rowid = cards.rowid"
+            " WHERE cards MATCH ? AND +r.ns = ?" + where + " LIMIT 1",
+            (match, ns, *args),
+        ).fetchone()
+        return row is not None
+
+    absent = [w for w, freq in zip(wanted, freqs, strict=True) if freq == 0]
+    return spelling.nearest(absent, vocabulary.word_stems, counts, in_scope)
 
 
 def windows(total: int, held: int, max_scored: int, k: int) -> Iterator[int]:

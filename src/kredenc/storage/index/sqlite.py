@@ -473,6 +473,16 @@ class SqliteIndex:
             deadline=deadline,
         )
 
+    def corrections(self, ns: str, words: Sequence[str], filters: Filters) -> dict[str, str]:
+        """Each of ``words`` that no card holds, mapped to the word one typo away that
+        cards of ``ns`` passing ``filters`` hold (``index.lexical.corrections``)."""
+        scopes = {"ns": scope_token("n", ns)}
+        if filters.drawer is not None:
+            scopes["drawer"] = scope_token("d", filters.drawer)
+        return lexical.corrections(
+            self.reader(), self._vocabulary, ns, words, filters, scopes=scopes
+        )
+
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by cosine within the namespace (and drawer) that pass
         ``filters``: shards are searched deeper until ``k`` survive or none are left.

@@ -46,6 +46,7 @@ from typing import Any
 import psycopg
 
 from kredenc.errors import DeadlineExceeded
+from kredenc.storage.index import spelling
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import MAX_SCORED, Phrase, Plan, Vocabulary, plan
 from kredenc.storage.postgres.filters import record_conditions
@@ -104,6 +105,11 @@ class Stems:
                 self._kept.update({str(t): str(s) for t, s in rows})
         return {t: (self._kept.get(t, t),) for t in tokens}
 
+    def word_terms(self, conn: psycopg.Connection, words_: Sequence[str]) -> list[str]:
+        """Each word's lexeme (one word of letters each), "" for none."""
+        lexemes = self.of(conn, words_)
+        return [next(iter(lexemes[w]), "") for w in words_]
+
 
 class PorterStems(Stems):
     """Lexemes as FTS5 makes them: each word through the SQLite cards' own tokenizer
@@ -122,6 +128,9 @@ class PorterStems(Stems):
 
     def of(self, conn: psycopg.Connection, tokens: Sequence[str]) -> dict[str, tuple[str, ...]]:
         return {t: self._vocabulary.stems(t) for t in tokens}
+
+    def word_terms(self, conn: psycopg.Connection, words_: Sequence[str]) -> list[str]:
+        return self._vocabulary.word_stems(words_)
 
 
 def tsvector(own: Sequence[str], context: Sequence[str]) -> str:
@@ -190,6 +199,53 @@ def search(
         raise DeadlineExceeded(
             "the lexical search was stopped at its deadline", "allow it more time"
         ) from None
+
+
+def corrections(
+    conn: psycopg.Connection,
+    stems: Stems,
+    ns: str,
+    words_: Sequence[str],
+    filters: Filters,
+) -> dict[str, str]:
+    """Each of ``words_`` that no card holds, mapped to the word one edit away that a
+    card of ``ns`` passing ``filters`` holds, the most held first: the SQLite leg's
+    rule (:func:`~kredenc.storage.index.spelling.nearest`) over the GIN index. ``conn``
+    is in a transaction with ``kredenc.ns`` set."""
+    wanted = [w for w in dict.fromkeys(words_) if spelling.correctable(w)]
+    if not wanted:
+        return {}
+    own = stems.word_terms(conn, wanted)
+    held = counts(conn, [t for t in own if t])
+    absent = [w for w, t in zip(wanted, own, strict=True) if t and t not in held]
+    where, args = record_conditions(filters)
+
+    def in_scope(word: str) -> bool:
+        lex = [x for t in words(word) for x in stems.of(conn, [t])[t]]
+        row = conn.execute(
+            "SELECT 1 FROM cards c JOIN records r ON r.rowid = c.rowid"
+            " WHERE c.ns = %s AND r.ns = %s AND c.tsv @@ %s::tsquery" + where + " LIMIT 1",
+            [ns, ns, tsquery(lex, False), *args],
+        ).fetchone()
+        return row is not None
+
+    return spelling.nearest(
+        absent, lambda ws: stems.word_terms(conn, ws), lambda ts: counts(conn, ts), in_scope
+    )
+
+
+def counts(conn: psycopg.Connection, lexemes: Sequence[str]) -> dict[str, int]:
+    """Of ``lexemes``, those some card of any namespace holds, with how many cards do
+    (as FTS5's vocabulary counts them: the GIN index, one probe each)."""
+    if not lexemes:
+        return {}
+    rows = conn.execute(
+        "SELECT l, n FROM unnest(%s::text[]) AS l CROSS JOIN LATERAL"
+        " (SELECT count(*) AS n FROM cards WHERE tsv @@ (quote_literal(l))::tsquery) AS c"
+        " WHERE n > 0",
+        [list(dict.fromkeys(lexemes))],
+    ).fetchall()
+    return {str(lex): int(n) for lex, n in rows}
 
 
 def _search(

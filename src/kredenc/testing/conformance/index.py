@@ -166,6 +166,53 @@ class IndexConformance(IndexListingConformance, IndexHistoryConformance):
             assert set(self.ids(index, "a", prefix)) == {"r1", "r2", "r3"}
             assert index.lexical("a", [Phrase("app")], 10, Filters()) == []
 
+    def test_corrections_offer_the_held_word_one_typo_away(
+        self, tmp_path: Path, embedder: HashEmbedder
+    ) -> None:
+        log = Records()
+        records = [
+            put("a", "m1", "Sydney is renowned for its harbour research"),
+            put("a", "m2", "The research budget of the business school"),
+            put("a", "m3", "A research station in Antarctica"),
+            put("a", "m4", "The harbor of Boston", kind="event"),
+            put("b", "m5", "Melbourne is renowned for coffee"),
+            put("a", "m6", "Hobart has a festival in the city"),
+            put("a", "m7", "Stars at night"),
+            put("a", "m8", "Two stars"),
+            put("a", "m9", "Do not stare"),
+        ]
+        with self.fresh(tmp_path) as index:
+            self.apply(index, log, log.add(*records), embedder)
+            words = ["sydeney", "reknowned", "reserach", "buisiness", "melborne", "sydney"]
+            assert index.corrections("a", words, Filters()) == {
+                "sydeney": "sydney",  # a letter too many
+                "reknowned": "renowned",  # a letter too many, suffix stemmed
+                "reserach": "research",  # two letters swapped
+                "buisiness": "business",
+                # "melborne": only namespace b holds "melbourne"; "sydney" is held.
+            }
+            # The most held term wins ("star": two cards, "stare": one), spelt as the
+            # first edit that makes it ("star", a letter dropped, before "stars"); a
+            # tie goes to the first edit (a letter added before a letter changed).
+            assert index.corrections("a", ["starx"], Filters()) == {"starx": "star"}
+            assert index.corrections("a", ["harbur"], Filters()) == {"harbur": "harbour"}
+            # Filters bind the correction too: no event card holds "sydney".
+            assert index.corrections("a", ["sydeney"], Filters(kinds=("event",))) == {}
+            assert index.corrections("b", ["melborne", "sydeney"], Filters()) == {
+                "melborne": "melbourne"
+            }
+            # Short words, words with digits and words no neighbour is held for: left.
+            assert index.corrections("a", ["ctiy", "festivl", "x1000a", "zzzzzz"], Filters()) == {
+                "festivl": "festival"
+            }
+            assert index.corrections("a", [], Filters()) == {}
+            # Words of records applied since are offered at once.
+            self.apply(index, log, log.add(put("a", "m10", "Perth has beaches")), embedder)
+            assert index.corrections("a", ["beachse"], Filters()) == {"beachse": "beaches"}
+            # A forgotten record's words are no correction.
+            self.apply(index, log, log.add(tombstone("b", "m5")), embedder)
+            assert index.corrections("b", ["melborne"], Filters()) == {}
+
     def test_dense_ranks_by_cosine_best_first_ties_by_rowid(
         self, tmp_path: Path, embedder: HashEmbedder
     ) -> None:
