@@ -74,6 +74,10 @@ def test_search_finds_what_the_facade_finds(served: tuple[Kredenc, Client]) -> N
     assert remote[0].legs.keys() == local[0].legs.keys()
     only_prefs = client.search("dark mode", kinds=["preference"], mode="lexical")
     assert {h.kind for h in only_prefs} == {"preference"}
+    # What the search read of a misspelt query comes back too.
+    typed = client.search("when do deplyos happen", k=3)
+    assert typed.corrections == kb.search("when do deplyos happen", k=3).corrections
+    assert typed.corrections == {"deplyos": "deploys"}
 
 
 def test_score_forget_and_a_missing_id(served: tuple[Kredenc, Client]) -> None:

@@ -28,6 +28,7 @@ PUBLIC = [
     "GraphEdge",
     "GraphNode",
     "Hit",
+    "Hits",
     "IndexOutdated",
     "IngestError",
     "IngestReport",

@@ -32,7 +32,7 @@ from kredenc.errors import (
     StoreError,
     StoreLocked,
 )
-from kredenc.records import ContextGraph, GraphEdge, GraphNode, Hit, LegScore, Memory
+from kredenc.records import ContextGraph, GraphEdge, GraphNode, Hit, Hits, LegScore, Memory
 
 if TYPE_CHECKING:
     from kredenc.aio import AsyncKredenc
@@ -61,6 +61,7 @@ __all__ = [
     "GraphEdge",
     "GraphNode",
     "Hit",
+    "Hits",
     "IndexOutdated",
     "IngestError",
     "IngestReport",

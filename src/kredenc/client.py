@@ -22,7 +22,7 @@ from urllib.parse import quote
 import httpx
 
 from kredenc import errors
-from kredenc.records import ContextGraph, GraphEdge, Hit, Memory
+from kredenc.records import ContextGraph, GraphEdge, Hit, Hits, Memory
 from kredenc.wire import from_wire, to_wire
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ class Client:
         min_score: float | None = None,
         iterative: bool = False,
         asked_at: float | str | None = None,
-    ) -> list[Hit]:
+    ) -> Hits:
         body = {
             "query": query, "k": k, "mode": mode, "drawer": drawer, "kind": list(kinds),
             "include_deprecated": include_deprecated, "hops": hops, "rerank": rerank,
@@ -306,7 +306,7 @@ class Client:
         }  # fmt: skip
         clean = {key: v for key, v in body.items() if v is not None}
         data = self._json("POST", "/search", json=clean)
-        return [from_wire(Hit, h) for h in data["hits"]]
+        return Hits((from_wire(Hit, h) for h in data["hits"]), data.get("corrections"))
 
     def context_graph(
         self,

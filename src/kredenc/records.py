@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -206,6 +207,25 @@ class Hit:
     # lexical-only search without min_score). ``score`` stays the rank score (``fused``
     # plus, in hybrid search's top 12, the coverage bonus: retrieve/coverage.py).
     relevance: float | None = None
+
+
+class Hits(list[Hit]):
+    """A search's hits, best first, and what the search read of its query:
+    ``corrections`` maps each misspelt query word to the word searched for it (the
+    ``spelling`` setting; empty when none was). A list: everything a list of hits
+    does, it does."""
+
+    def __init__(
+        self, hits: Iterable[Hit] = (), corrections: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(hits)
+        self.corrections: dict[str, str] = dict(corrections or {})
+
+
+def corrections_of(hits: Sequence[Hit]) -> dict[str, str]:
+    """The misspelt query words of a search and the words searched for them (``{}``
+    for a plain list of hits)."""
+    return dict(hits.corrections) if isinstance(hits, Hits) else {}
 
 
 @dataclass

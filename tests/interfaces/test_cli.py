@@ -170,6 +170,20 @@ def test_search_iterative_follows_the_bridge_and_says_each_round(tmp_path: Path)
     assert "rounds" not in plain
 
 
+def test_search_says_which_misspelt_words_it_searched_as_which(tmp_path: Path) -> None:
+    store = ("--store", str(tmp_path / "store"))
+    ok_json(*store, "remember", "The kestrel nests above the quarry.")
+    ok_json(*store, "remember", "The budget meeting moved to room 4.")
+    found = ok_json(*store, "search", "kestral quarry", "-k", "1")
+    assert found["corrections"] == {"kestral": "kestrel"}
+    assert found["hits"][0]["text"] == "The kestrel nests above the quarry."
+    human = kredenc(*store, "search", "kestral quarry", "-k", "1")
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.startswith("searched 'kestral' as 'kestrel' (no card holds")
+    assert ok_json(*store, "search", "kestrel quarry", "-k", "1")["corrections"] == {}
+    assert "searched" not in kredenc(*store, "search", "kestrel quarry", "-k", "1").stdout
+
+
 def test_search_filters_hops_and_provenance(seeded: dict[str, Any], tmp_path: Path) -> None:
     """`kredenc search` exposes the facade's filters and graph expansion, and shows why
     each hit ranks: legs, fused score, the edge that added it."""

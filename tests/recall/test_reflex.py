@@ -493,3 +493,22 @@ def test_a_turns_time_that_is_not_a_time_files_nothing(kb: Kredenc, session: str
             ],
         )
     assert not kb.search("kestrel budget")
+
+
+def test_recall_spelling_recalls_what_a_misspelt_word_names(kb: Kredenc, session: str) -> None:
+    kestrel = kb.remember("The kestrel project ships its release on Friday.").id
+    falcon = kb.remember("The falcon project ships its release on Monday.").id
+
+    def first(question: str) -> str:
+        result = recall(kb.store, kb.namespace, ask(question), session_id=f"{session}-{question}")
+        return result.items[0].id if result.items else ""
+
+    assert first("When does the kestrel project ship?") == kestrel
+    assert first("When does the falcon project ship?") == falcon
+    # Off by default: "kestral" is held by no memory, and nothing tells the two apart.
+    asked = "When does the kestral project ship?"
+    off = recall(kb.store, kb.namespace, ask(asked), session_id=f"{session}-off")
+    assert {i.id for i in off.items} in ({kestrel, falcon}, set())
+    kb.store.settings.recall_spelling = True
+    assert first(asked) == kestrel
+    assert first("When does the falcn project ship?") == falcon

@@ -9,7 +9,7 @@ import pytest
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.records import Hit
-from kredenc.retrieve.iterative import Hits, bridge_names, follow, fuse_hits, rest_terms, run
+from kredenc.retrieve.iterative import RoundHits, bridge_names, follow, fuse_hits, rest_terms, run
 
 OpenStore = Callable[..., Kredenc]
 
@@ -64,7 +64,7 @@ def test_the_second_hop_is_reached_only_through_the_first(kb: Kredenc) -> None:
         assert KISS in texts(plain) and TEMPLE not in texts(plain)  # the legs miss it
         assert TEMPLE not in texts(kb.search(QUESTION, k=4, hops=1))  # no edges to walk
         found = kb.search(QUESTION, k=4, hops=1, iterative=True)
-        assert isinstance(found, Hits)
+        assert isinstance(found, RoundHits)
         assert KISS in texts(found) and TEMPLE in texts(found)
         first, second = found.rounds
         assert first.queries == (QUESTION,) and first.hop == 0
@@ -88,7 +88,7 @@ def test_a_third_hop_follows_the_second_and_explain_says_each_round(kb: Kredenc)
         assert GHANA not in texts(two)
         three = kb.search(QUESTION, k=6, hops=2, iterative=True)
         assert GHANA in texts(three)
-        assert isinstance(three, Hits) and "Ghana" in three.rounds[2].bridges
+        assert isinstance(three, RoundHits) and "Ghana" in three.rounds[2].bridges
         lines = three.explain().splitlines()
         assert lines[0].startswith(f"round 0: searched {QUESTION!r}")
         assert lines[1].startswith("round 1: searched 'Shirley Temple")
@@ -152,4 +152,4 @@ def test_iterative_hops_are_bounded_and_min_score_applies(kb: Kredenc) -> None:
             kb.search(QUESTION, hops=4, iterative=True)
         kept = kb.search(QUESTION, k=5, hops=1, iterative=True, min_score=0.3)
         assert all(h.relevance is not None and h.relevance >= 0.3 for h in kept)
-        assert isinstance(kept, Hits)
+        assert isinstance(kept, RoundHits)

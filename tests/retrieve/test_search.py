@@ -290,7 +290,7 @@ def test_without_a_deadline_the_runner_waits_for_both_legs_and_times_them(kb: Kr
     legs = _legs(kb, "kestrel river meeting", kb.embed_query)
     assert list(legs) == ["lexical", "dense"] and all(legs.values())
     assert (legs.late, legs.skipped, legs.failed) == ([], {}, {})
-    assert set(legs.timings_ms) == {"lexical", "dense", "embed"}
+    assert set(legs.timings_ms) == {"lexical", "dense", "embed", "spelling"}
     assert legs.timings_ms["dense"] >= legs.timings_ms["embed"] >= 0
     # A deadline that is not reached changes nothing.
     later = _legs(kb, "kestrel river meeting", kb.embed_query, deadline=time.perf_counter() + 60)
@@ -398,3 +398,79 @@ def test_the_index_stops_a_lexical_leg_at_its_deadline(kb: Kredenc) -> None:
     assert legs.late == ["lexical"] and "lexical" not in legs
     # The reader connection is left as it was: the next query is not interrupted.
     assert len(kb.index.lexical(kb.namespace, terms, 20, Filters())) == 20
+
+
+# -- spelling ------------------------------------------------------------------------------
+
+
+def test_spelling_searches_a_misspelt_word_as_the_word_the_store_holds(tmp_path: Path) -> None:
+    kb = open_store(tmp_path / "s", spelling=True)
+    fill(kb)
+    try:
+        meant = view(kb.search("kestrel meeting quarterly", k=10))
+        assert meant
+        # Each leg searches the held words: the same hits, ranks and scores.
+        assert view(kb.search("Kestrl meting quartrely", k=10)) == meant
+        legs = run_legs(
+            kb.index,
+            kb.namespace,
+            "Kestrl meting quartrely",
+            SearchParams(spelling=True),
+            Filters(),
+            kb.embed_query,
+        )
+        assert legs.corrections == {
+            "kestrl": "kestrel",
+            "meting": "meeting",
+            "quartrely": "quarterly",
+        }
+        assert legs.timings_ms["spelling"] >= 0
+        # Off, the misspelt words find nothing on the lexical leg.
+        assert kb.search("Kestrl meting quartrely", k=10, mode="lexical") != []
+        off = run_legs(
+            kb.index,
+            kb.namespace,
+            "Kestrl meting quartrely",
+            SearchParams(mode="lexical", spelling=False),
+            Filters(),
+            kb.embed_query,
+        )
+        assert off["lexical"] == [] and off.corrections == {}
+        assert "spelling" not in off.timings_ms
+    finally:
+        kb.close()
+
+
+def test_spelling_leaves_a_query_of_held_words_as_it_is(tmp_path: Path) -> None:
+    kb = open_store(tmp_path / "s", spelling=True)
+    fill(kb)
+    calls: list[list[str]] = []
+    real = kb.index.corrections
+
+    def spy(ns: str, words: list[str], filters: Filters) -> dict[str, str]:
+        calls.append(list(words))
+        return real(ns, words, filters)
+
+    try:
+        kb.index.corrections = spy  # type: ignore[method-assign]
+        legs = run_legs(
+            kb.index,
+            kb.namespace,
+            "budget review",
+            SearchParams(spelling=True),
+            Filters(),
+            kb.embed_query,
+        )
+        plain = run_legs(
+            kb.index,
+            kb.namespace,
+            "budget review",
+            SearchParams(spelling=False),
+            Filters(),
+            kb.embed_query,
+        )
+        assert calls == [["budget", "review"]]  # asked once, for the query's words only
+        assert legs.corrections == {}
+        assert dict(legs) == dict(plain)
+    finally:
+        kb.close()

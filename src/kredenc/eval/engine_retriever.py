@@ -18,7 +18,7 @@ from kredenc.ingest.mentions import Titled, mention_pairs
 from kredenc.ingest.passages import add_passages
 from kredenc.ingest.pipeline import link_payloads
 from kredenc.memory.turns import turn_context
-from kredenc.retrieve.iterative import Hits
+from kredenc.retrieve.iterative import RoundHits
 from kredenc.retrieve.query import search
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ class EngineRetriever:
         when = asked_at if self.dated else None
         hits = search(self.store, self.namespace, query, k=depth, asked_at=when, **self.search_opts)
         self.queries += 1
-        self.searches += hits.searches if isinstance(hits, Hits) else 1
+        self.searches += hits.searches if isinstance(hits, RoundHits) else 1
         ranked: dict[str, None] = {}
         for hit in hits:
             ranked.setdefault(str(hit.meta.get("eval_id", hit.id)), None)

@@ -48,7 +48,8 @@ from kredenc.interfaces.cli_common import (
     short,
 )
 from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
-from kredenc.retrieve.iterative import Hits
+from kredenc.records import corrections_of
+from kredenc.retrieve.iterative import RoundHits
 
 log = logging.getLogger("kredenc.cli")
 
@@ -188,16 +189,21 @@ def search(
         )
         # A memory's importance now (scores change after filing): from the index.
         importance = {h.id: kb.get(h.id).importance for h in hits if h.type == "memory"}
+    corrections = corrections_of(hits)
     data = {
         "query": query,
         "mode": mode,
         "hits": [_hit_json(h) | {"importance": importance.get(h.id)} for h in hits],
+        "corrections": corrections,
     }
-    if isinstance(hits, Hits):  # an iterative search: what each round searched
+    if isinstance(hits, RoundHits):  # an iterative search: what each round searched
         data["rounds"] = [asdict(r) for r in hits.rounds]
 
     def human() -> None:
-        if isinstance(hits, Hits):
+        if corrections:
+            fixed = ", ".join(f"{a!r} as {b!r}" for a, b in corrections.items())
+            click.echo(escape(f"searched {fixed} (no card holds the word as typed)"))
+        if isinstance(hits, RoundHits):
             click.echo(escape(hits.explain()))
         if not hits:
             click.echo("no hits")

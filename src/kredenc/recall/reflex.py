@@ -165,6 +165,7 @@ def _plan(
             fusion=s.fusion,
             context_weight=s.lexical_context_weight,
             lexical_max_scored=s.lexical_max_scored,
+            spelling=bool(s.recall_spelling),
         ),
         scope=scope_filters(
             user_id=scope_id("user_id"), agent_id=scope_id("agent_id"), run_id=scope_id("run_id")

@@ -16,10 +16,10 @@ own search callable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kredenc.records import Hit
+from kredenc.records import Hit, Hits
 from kredenc.retrieve.names import content_terms, names
 from kredenc.retrieve.terms import tokens
 
@@ -49,12 +49,18 @@ class Round:
     new: int = 0  # of those, hits no earlier round had
 
 
-class Hits(list[Hit]):
+class RoundHits(Hits):
     """The hits of an iterative search, best first, and its rounds (``rounds``);
-    ``found_by`` maps a hit's id to the (hop, query) that first returned it."""
+    ``found_by`` maps a hit's id to the (hop, query) that first returned it;
+    ``corrections`` are those of its first round's search (``Hits``)."""
 
-    def __init__(self, hits: Sequence[Hit] = (), rounds: Sequence[Round] = ()) -> None:
-        super().__init__(hits)
+    def __init__(
+        self,
+        hits: Sequence[Hit] = (),
+        rounds: Sequence[Round] = (),
+        corrections: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(hits, corrections)
         self.rounds: list[Round] = list(rounds)
         self.found_by: dict[str, tuple[int, str]] = {}
 
@@ -212,17 +218,18 @@ def run(
     k: int,
     fusion: str = "interleave",
     hop_weight: float = HOP_WEIGHT,
-) -> Hits:
+) -> RoundHits:
     """Search ``query`` (round 0), then up to ``hops`` bridge rounds (:func:`follow`);
     the fused top ``k`` with the rounds. Each hit keeps the score its own search gave
     it (the order is the fusion's)."""
-    first = list(find(query))
+    found = find(query)
+    first = list(found)
     followed = follow(query, first, find, hops=hops)
     lists = [first, *followed.lists]
     weights = [1.0] + [hop_weight**h for h in followed.hops]
     fused = fuse_hits(lists, fusion=fusion, weights=weights, limit=k)
     rounds = [Round(0, (query,), (), len(first), len(first)), *followed.rounds]
-    out = Hits(fused, rounds)
+    out = RoundHits(fused, rounds, found.corrections if isinstance(found, Hits) else None)
     queries = [query, *(q for r in followed.rounds for q in r.queries)]
     hop_of = [0, *followed.hops]
     for hits, q, hop in zip(lists, queries, hop_of, strict=True):

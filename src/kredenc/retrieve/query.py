@@ -19,7 +19,7 @@ from kredenc.config import Settings
 from kredenc.errors import InvalidInput
 from kredenc.fields import parse_time
 from kredenc.providers.rerank import Reranker, make_reranker
-from kredenc.records import ContextGraph, Hit
+from kredenc.records import ContextGraph, Hit, Hits
 from kredenc.retrieve import context_graph as graphs
 from kredenc.retrieve import iterative as bridging
 from kredenc.retrieve import search as searching
@@ -75,6 +75,7 @@ def search_params(
         neighbors_max=s.neighbors_max,
         graph_decay=s.graph_decay,
         coverage_weight=s.coverage_weight,
+        spelling=s.spelling,
         rerank_depth=s.rerank_depth,
         rerank_mix=s.rerank_mix,
         context_weight=s.lexical_context_weight,
@@ -121,7 +122,7 @@ def search(
     min_score: float | None = None,
     iterative: bool = False,
     asked_at: float | str | None = None,
-) -> list[Hit]:
+) -> Hits:
     """Hybrid (or lexical, or dense) search in this namespace.
 
     Each hit carries ``relevance``, a calibrated probability in [0, 1] that it is
@@ -149,7 +150,7 @@ def search(
     (multi-hop questions without an LLM, :mod:`kredenc.retrieve.iterative`): search,
     then search again for the names of the top hits the query lacks, at most ``hops``
     times, stopping when a round brings nothing new; the lists are fused. The result is
-    an :class:`~kredenc.retrieve.iterative.Hits` list whose ``explain()`` says what each
+    an :class:`~kredenc.retrieve.iterative.RoundHits` list whose ``explain()`` says what each
     round searched; ``min_score`` applies to the fused hits.
 
     ``asked_at`` (Unix seconds or ISO 8601): when the query is asked (a replayed
@@ -190,7 +191,7 @@ def search(
     asked = parse_time(asked_at, "asked_at")
     when = since_phrase(query, asked) if asked is not None else None
 
-    def run(under: Filters) -> list[Hit]:
+    def run(under: Filters) -> Hits:
         return _filtered_search(store, ns, query, params, under, reranker, span, floor, iterative)
 
     found = run(filters)
@@ -214,7 +215,7 @@ def _filtered_search(
     span: searching.SpanFactory | None,
     floor: float | None,
     iterative: bool,
-) -> list[Hit]:
+) -> Hits:
     """One search of :func:`search` under ``filters`` (plain or iterative)."""
     hops, k = params.hops, params.k
     if not iterative:
@@ -232,7 +233,7 @@ def _filtered_search(
         )
     each = replace(params, hops=0)
 
-    def find(q: str) -> list[Hit]:
+    def find(q: str) -> Hits:
         return searching.search(
             store.index,
             store.haystack,

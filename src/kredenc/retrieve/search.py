@@ -20,7 +20,7 @@ import numpy as np
 
 from kredenc.errors import DeadlineExceeded, InvalidInput, KredencError
 from kredenc.providers.rerank import Reranker
-from kredenc.records import Hit, LegScore
+from kredenc.records import Hit, Hits, LegScore
 from kredenc.retrieve import feedback as prf
 from kredenc.retrieve import learned
 from kredenc.retrieve.coverage import WEIGHT as COVERAGE_WEIGHT
@@ -33,6 +33,7 @@ from kredenc.retrieve.terms import phrases, query_terms, tokens
 from kredenc.storage.base import Index, Log
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import MAX_SCORED, Phrase
+from kredenc.storage.index.spelling import respell
 from kredenc.storage.index.vectors import F32
 
 Mode = Literal["hybrid", "lexical", "dense"]
@@ -74,6 +75,9 @@ class SearchParams:
     feedback: prf.Feedback = field(default_factory=prf.Feedback)
     #: The learned fusion's coefficients (None: :data:`kredenc.retrieve.learned.WEIGHTS`).
     learned_weights: tuple[float, ...] | None = None
+    #: Search a query word that no card holds as the word one typo away that the
+    #: caller's cards hold, too (:mod:`kredenc.storage.index.spelling`).
+    spelling: bool = True
 
 
 def validate(query: object, params: SearchParams) -> str:
@@ -113,6 +117,8 @@ class LegIndex(Protocol):
 
     def doc_ids(self, ns: str, rowids: Sequence[int]) -> dict[int, str]: ...
 
+    def corrections(self, ns: str, words: Sequence[str], filters: Filters) -> dict[str, str]: ...
+
 
 class Legs(dict[str, list[tuple[int, float]]]):
     """Each leg's ranked (rowid, score) list, and how the run went.
@@ -130,6 +136,8 @@ class Legs(dict[str, list[tuple[int, float]]]):
         self.skipped: dict[str, str] = {}
         self.failed: dict[str, KredencError] = {}
         self.query_vector: F32 | None = None
+        #: Misspelt query words and the words searched for them (``SearchParams.spelling``).
+        self.corrections: dict[str, str] = {}
 
 
 def run_legs(
@@ -176,8 +184,19 @@ def run_legs(
         embedding = _EMBEDDINGS.submit(embed_query, query, refuse=deadline is not None)
         if embedding is None:
             legs.skipped["dense"] = _EMBEDDINGS.refusal()
+    lexical_terms = phrases(query_terms(query)) if terms is None else list(terms)
+    if params.spelling:
+        # Looked up while the query as written is embedded: most queries have no
+        # misspelt word, and they wait for nothing. One that has is embedded again.
+        lexical_terms, respelled = _respelled(index, ns, query, lexical_terms, filters, legs)
+        if respelled != query:
+            query = respelled
+            if embedding is not None:
+                embedding.cancel()  # its vector is not wanted (a running one finishes)
+                embedding = _EMBEDDINGS.submit(embed_query, query, refuse=deadline is not None)
+                if embedding is None:
+                    legs.skipped["dense"] = _EMBEDDINGS.refusal()
     if params.mode in ("hybrid", "lexical"):
-        lexical_terms = phrases(query_terms(query)) if terms is None else list(terms)
         t0 = time.perf_counter()
         try:
             with span("search.lexical", depth=depth, phrases=len(lexical_terms)):
@@ -240,6 +259,30 @@ EMBED_WORKERS = 4
 #: recalls of a busy server queue for the workers up to this; each waits only until
 #: its own deadline).
 EMBED_QUEUE = 8 * EMBED_WORKERS
+
+
+def _respelled(
+    index: LegIndex,
+    ns: str,
+    query: str,
+    terms: list[Phrase],
+    filters: Filters,
+    legs: Legs,
+) -> tuple[list[Phrase], str]:
+    """The lexical phrases and the dense leg's text with the query's misspelt words
+    corrected (:mod:`kredenc.storage.index.spelling`): a word no card holds gets the
+    word one typo away that the caller's cards hold as a phrase beside it, and the
+    dense leg embeds the corrected text. ``legs.corrections`` says what was changed."""
+    t0 = time.perf_counter()
+    words = [p.text for p in terms if not p.prefix]
+    fixes = index.corrections(ns, words, filters) if words else {}
+    legs.timings_ms["spelling"] = (time.perf_counter() - t0) * 1000
+    if not fixes:
+        return terms, query
+    legs.corrections = fixes
+    have = set(terms)
+    added = [Phrase(w) for w in dict.fromkeys(fixes.values()) if Phrase(w) not in have]
+    return [*terms, *added], respell(query, fixes)
 
 
 def _timed(embed_query: Callable[[str], F32], text: str) -> tuple[F32, float]:
@@ -338,7 +381,7 @@ def search(
     *,
     span: SpanFactory | None = None,
     min_score: float | None = None,
-) -> list[Hit]:
+) -> Hits:
     """Legs, fusion, optional graph expansion, optional reranking; hits from the log,
     each with its calibrated ``relevance`` (:mod:`kredenc.retrieve.relevance`; in
     lexical mode only when ``min_score`` asks for it, as it costs a query embedding).
@@ -354,6 +397,9 @@ def search(
     # deeper than what is kept (a bounded lexical leg then relaxes its plan less often).
     leg_depth = depth if single else None
     legs = run_legs(index, ns, query, params, filters, embed_query, leg_depth, span=span)
+    # What follows (fusion features, feedback, relevance, coverage, rerank) reads the
+    # query as the legs searched it.
+    query = respell(query, legs.corrections)
 
     def read(rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
         return read_texts(index, haystack, ns, rowids)
@@ -415,7 +461,7 @@ def search(
     hits = hits[: params.k]
     if min_score is not None:
         hits = [h for h in hits if h.relevance is not None and h.relevance >= min_score]
-    return hits
+    return Hits(hits, legs.corrections)
 
 
 def _ranking(

@@ -159,6 +159,10 @@ def test_http_remember_then_search_finds_it_and_errors_leave_the_session_working
             hits = data(await client.call_tool("search", {"query": "kestrel water tower", "k": 5}))
             assert mem["id"] in [h["id"] for h in hits["hits"]]
             assert all(0.0 <= h["relevance"] <= 1.0 for h in hits["hits"])
+            assert hits["corrections"] == {}
+            typed = data(await client.call_tool("search", {"query": "kestral tower", "k": 5}))
+            assert typed["corrections"] == {"kestral": "kestrel"}
+            assert mem["id"] in [h["id"] for h in typed["hits"]]
             # The model's largest logit is about 5.4 (p = 0.995): nothing reaches 1.0.
             none = data(await client.call_tool("search", {"query": "kestrel", "min_score": 1.0}))
             assert none["hits"] == []

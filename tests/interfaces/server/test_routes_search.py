@@ -172,3 +172,13 @@ def test_asked_at_reads_the_time_the_query_names(start_server: Callable[..., Any
         assert [h["text"] for h in c.post("/search", json=body).json()["hits"]] == plain[::-1]
         bad = c.get("/search", params={**query, "asked_at": "the other day"})
         assert bad.status_code == 422 and "asked_at" in bad.text
+
+
+def test_a_misspelt_word_is_searched_as_the_held_word_and_said(client: httpx.Client) -> None:
+    meant = client.get("/search", params={"q": "harbour crane", "mode": "lexical"}).json()
+    typed = client.get("/search", params={"q": "harbuor cranne", "mode": "lexical"}).json()
+    assert meant["corrections"] == {}
+    assert typed["corrections"] == {"harbuor": "harbour", "cranne": "crane"}
+    assert [h["id"] for h in typed["hits"]] == [h["id"] for h in meant["hits"]]
+    posted = client.post("/search", json={"query": "harbuor cranne", "mode": "lexical"}).json()
+    assert posted["corrections"] == typed["corrections"]

@@ -40,6 +40,7 @@ from kredenc.interfaces.server import intake
 from kredenc.interfaces.server.limits import check_request, served_reranker
 from kredenc.interfaces.server.state import Limits
 from kredenc.memory.reflect import run_reflect
+from kredenc.records import corrections_of
 from kredenc.wire import to_wire
 
 try:
@@ -318,7 +319,7 @@ def build_server(host: ToolHost) -> KredencMCP:
             iterative=iterative,
             asked_at=asked_at,
         )
-        return {"query": query, "hits": to_wire(hits)}
+        return {"query": query, "hits": to_wire(hits), "corrections": corrections_of(hits)}
 
     @_as_tool_error
     def ask(

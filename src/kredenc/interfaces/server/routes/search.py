@@ -24,7 +24,7 @@ from kredenc.interfaces.server.routes.paging import (
     time_value,
     where_value,
 )
-from kredenc.records import ContextGraph, Hit
+from kredenc.records import ContextGraph, Hit, corrections_of
 
 router = APIRouter(tags=["search"])
 
@@ -67,6 +67,10 @@ class SearchRequest(Body):
 class SearchResult(BaseModel):
     query: str
     hits: list[Hit]
+    corrections: dict[str, str] = Field(
+        default_factory=dict,
+        description="misspelt query words and the words searched for them (spelling)",
+    )
 
 
 def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
@@ -79,7 +83,7 @@ def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
         user_id=r.user_id, agent_id=r.agent_id, run_id=r.run_id, tags=r.tags, where=r.where,
         min_score=r.min_score, iterative=r.iterative, asked_at=time_value(r.asked_at),
     )  # fmt: skip
-    return SearchResult(query=r.query, hits=hits)
+    return SearchResult(query=r.query, hits=hits, corrections=corrections_of(hits))
 
 
 @router.get("/search", response_model=SearchResult)
