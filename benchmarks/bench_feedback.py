@@ -231,6 +231,13 @@ class Session:
         ids = list(dict.fromkeys(str(h.meta.get("eval_id", h.id)) for h in hits))[:K]
         return ids, ms
 
+    def corrections(self, text: str, ns: str) -> dict[str, str]:
+        """The misspelt words of ``text`` and their corrections (``spelling``)."""
+        from kredenc.retrieve.terms import query_terms
+        from kredenc.storage.index.filters import Filters
+
+        return self.kb.store.index.corrections(ns, query_terms(text), Filters())
+
     def features(self, text: str, ns: str, chunked: bool, relevant: set[str]) -> Any:
         """The learned fusion's features of every candidate of both legs, and labels."""
         from kredenc.retrieve import learned

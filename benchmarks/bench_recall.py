@@ -122,11 +122,14 @@ def bench_home(n: int, *, fresh: bool = False) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def open_store(home: Path, threads: int | None) -> Any:
-    """The bench store, read-only when it is bench_store.py's (it is not ours to change)."""
+def open_store(home: Path, threads: int | None, spelling: bool = False) -> Any:
+    """The bench store, read-only when it is bench_store.py's (it is not ours to change);
+    ``spelling`` turns the ``recall_spelling`` setting on."""
     from kredenc import Kredenc
 
     opts: dict[str, Any] = {"embed_threads": threads} if threads else {}
+    if spelling:
+        opts["recall_spelling"] = True
     if home.parent == CACHE_DIR:
         return Kredenc.open(home, NS, read_only=True, **opts)
     return Kredenc.open(home, NS, durability="none", **opts)
@@ -316,9 +319,11 @@ def run_quality(
     dated: bool = True,
     locomo_dated: bool = False,
     time_phrases: bool = False,
+    spelling: bool = False,
 ) -> list[Result]:
     """Evidence in the block on the dev sets; ``time_phrases`` turns the
-    ``recall_time_phrases`` setting on (off by default)."""
+    ``recall_time_phrases`` setting on (off by default), ``spelling`` the
+    ``recall_spelling`` one."""
     from kredenc import Kredenc
 
     out: list[Result] = []
@@ -331,6 +336,7 @@ def run_quality(
             durability="none",
             embed_cache=EVAL_CACHE,
             recall_time_phrases=time_phrases,
+            recall_spelling=spelling,
         ) as kb:
             locomo = data / "locomo" / "locomo_dev.json"
             lme = data / "longmemeval" / "longmemeval_s_dev66.json.gz"
@@ -951,6 +957,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="LongMemEval's turns filed now and asked now (no dates: the time phrases unread)",
     )
+    parser.add_argument(
+        "--spelling",
+        action="store_true",
+        help="recall_spelling on: a misspelt word of the message is searched as the word "
+        "one typo away that the store holds",
+    )
     args = parser.parse_args(argv)
 
     def quality(args: argparse.Namespace, modes: list[str]) -> list[Result]:
@@ -961,6 +973,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dated=not args.undated,
             locomo_dated=args.locomo_dated,
             time_phrases=args.time_phrases,
+            spelling=args.spelling,
         )
 
     sys.path.insert(0, str(HERE))
@@ -993,7 +1006,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_results("recall-proxy", results)
         return 0
     with bench_home(args.n) as home:
-        kb = open_store(home, args.embed_threads)
+        kb = open_store(home, args.embed_threads, args.spelling)
         try:
             results["latency"] = [run_latency(kb, queries[: args.queries + 20], m) for m in modes]
         finally:

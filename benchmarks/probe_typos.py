@@ -111,12 +111,76 @@ def summarise(spec: Any, got: dict[str, Any]) -> tuple[dict[str, Any], list[dict
     return entry, rows
 
 
+def measure_spelling(s: Session, mode: str) -> dict[str, Any]:
+    """Per variant (as written included), each question's headline metrics with the
+    ``spelling`` setting off and on, and the corrections made."""
+    per: dict[str, dict[bool, list[dict[str, float]]]] = {
+        v: {False: [], True: []} for v in ("as written", *VARIANTS)
+    }
+    fixed: dict[str, list[str]] = {v: [] for v in per}
+    for qid, text, ns, chunked in s.questions:
+        for v in per:
+            asked = text if v == "as written" else typo(text, qid, v)
+            for on in (False, True):
+                params = s.params(chunked, None, mode=mode, spelling=on)
+                ids, _ = s.search(asked, ns, params)
+                per[v][on].append(s.spec.metrics(qid, ids))
+            found = s.corrections(asked, ns)
+            if found:
+                fixed[v].append(", ".join(f"{a}->{b}" for a, b in found.items()))
+    return {"per": per, "fixed": fixed}
+
+
+def summarise_spelling(
+    spec: Any, got: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One set's JSON entry and table rows: each variant off, on, and on - off paired."""
+    entry: dict[str, Any] = {
+        v: {"corrected": len(f), "examples": f[:5]} for v, f in got["fixed"].items()
+    }
+    rows: list[dict[str, Any]] = []
+    for metric in spec.primary:
+        for v, by in got["per"].items():
+            off = [m[metric] for m in by[False]]
+            on = [m[metric] for m in by[True]]
+            d = [b - a for a, b in zip(off, on, strict=True)]
+            dm, dlo, dhi = mean_ci(d)
+            better = sum(x > 1e-9 for x in d)
+            worse = sum(x < -1e-9 for x in d)
+            mean_off, mean_on = sum(off) / len(off), sum(on) / len(on)
+            entry[v][metric] = {
+                "off": round(mean_off, 4),
+                "on": round(mean_on, 4),
+                "delta": [round(dm, 4), round(dlo, 4), round(dhi, 4)],
+                "better_worse": [better, worse],
+            }
+            rows.append(
+                {
+                    "metric": metric,
+                    "question": v,
+                    "corrected": len(got["fixed"][v]),
+                    "off": f"{mean_off:.3f}",
+                    "on": f"{mean_on:.3f}",
+                    "on - off": f"{dm:+.3f} [{dlo:+.3f}, {dhi:+.3f}]; {better}/{worse}",
+                }
+            )
+    return entry, rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = dev_sets_parser(__doc__ or "")
     parser.add_argument("--modes", default="hybrid", help="Search modes, comma-separated.")
+    parser.add_argument(
+        "--spelling",
+        action="store_true",
+        help="Measure the 'spelling' setting instead: every question, as written and "
+        "typo'd, searched with it off and on (writes results/typos-spelling.json).",
+    )
     args = parser.parse_args(argv)
     modes = args.modes.split(",")
     made = specs(args.data)
+    if args.spelling:
+        return spelling_main(args, made, modes)
     rows: list[dict[str, Any]] = []
     out: dict[str, Any] = {"variants": VARIANTS, "modes": modes, "sets": {}}
     for name in args.sets.split(","):
@@ -135,6 +199,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += [{"set": name, "mode": mode, **row} for row in set_rows]
     print_table("One typo per question (delta [95 % CI]; better/worse questions)", rows)
     write_results("typos", out)
+    return 0
+
+
+def spelling_main(args: Any, made: dict[str, Any], modes: list[str]) -> int:
+    rows: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"variants": VARIANTS, "modes": modes, "sets": {}}
+    for name in args.sets.split(","):
+        spec = made[name]()
+        with tempfile.TemporaryDirectory(prefix=f"kredenc-typos-{name}-") as home:
+            s = Session(spec, home, args.limit)
+            try:
+                s.file()
+                got = {mode: measure_spelling(s, mode) for mode in modes}
+            finally:
+                s.kb.close()
+        out["sets"][name] = {}
+        for mode in modes:
+            entry, set_rows = summarise_spelling(spec, got[mode])
+            out["sets"][name][mode] = entry
+            rows += [{"set": name, "mode": mode, **row} for row in set_rows]
+    print_table("The spelling setting, off and on (on - off [95 % CI]; better/worse)", rows)
+    write_results("typos-spelling", out)
     return 0
 
 
