@@ -180,7 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     modes = args.modes.split(",")
     made = specs(args.data)
     if args.spelling:
-        return spelling_main(args, made, modes)
+        title = "The spelling setting, off and on (on - off [95 % CI]; better/worse)"
+        return run(args, made, modes, (measure_spelling, summarise_spelling), title)
+    title = "One typo per question (delta [95 % CI]; better/worse questions)"
+    return run(args, made, modes, (measure, summarise), title)
+
+
+def run(args: Any, made: dict[str, Any], modes: list[str], how: Any, title: str) -> int:
+    """Each set filed in its own store and measured per mode (``how``: the measure and
+    the summary); prints the table, writes results/typos[-spelling].json."""
+    measure_, summarise_ = how
     rows: list[dict[str, Any]] = []
     out: dict[str, Any] = {"variants": VARIANTS, "modes": modes, "sets": {}}
     for name in args.sets.split(","):
@@ -189,38 +198,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             s = Session(spec, home, args.limit)
             try:
                 s.file()
-                got = {mode: measure(s, mode) for mode in modes}
+                got = {mode: measure_(s, mode) for mode in modes}
             finally:
                 s.kb.close()
         out["sets"][name] = {}
         for mode in modes:
-            entry, set_rows = summarise(spec, got[mode])
+            entry, set_rows = summarise_(spec, got[mode])
             out["sets"][name][mode] = entry
             rows += [{"set": name, "mode": mode, **row} for row in set_rows]
-    print_table("One typo per question (delta [95 % CI]; better/worse questions)", rows)
-    write_results("typos", out)
-    return 0
-
-
-def spelling_main(args: Any, made: dict[str, Any], modes: list[str]) -> int:
-    rows: list[dict[str, Any]] = []
-    out: dict[str, Any] = {"variants": VARIANTS, "modes": modes, "sets": {}}
-    for name in args.sets.split(","):
-        spec = made[name]()
-        with tempfile.TemporaryDirectory(prefix=f"kredenc-typos-{name}-") as home:
-            s = Session(spec, home, args.limit)
-            try:
-                s.file()
-                got = {mode: measure_spelling(s, mode) for mode in modes}
-            finally:
-                s.kb.close()
-        out["sets"][name] = {}
-        for mode in modes:
-            entry, set_rows = summarise_spelling(spec, got[mode])
-            out["sets"][name][mode] = entry
-            rows += [{"set": name, "mode": mode, **row} for row in set_rows]
-    print_table("The spelling setting, off and on (on - off [95 % CI]; better/worse)", rows)
-    write_results("typos-spelling", out)
+    print_table(title, rows)
+    write_results("typos-spelling" if args.spelling else "typos", out)
     return 0
 
 

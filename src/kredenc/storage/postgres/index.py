@@ -456,16 +456,8 @@ class PostgresIndex(IndexReads):
     def corrections(self, ns: str, words: Sequence[str], filters: Filters) -> dict[str, str]:
         """Each of ``words`` that no card holds, mapped to the word one typo away that
         cards of ``ns`` passing ``filters`` hold (``lexical.corrections``)."""
-        try:
-            with self._pool.connection() as conn:
-                conn.execute(
-                    "SELECT set_config('kredenc.ns', %s, true),"
-                    " set_config('kredenc.all', 'off', true)",
-                    [ns],
-                )
-                return lexical.corrections(conn, self._stems, ns, words, filters)
-        except psycopg.Error as exc:
-            raise _error(exc) from None
+        with self._tx(ns) as conn:
+            return lexical.corrections(conn, self._stems, ns, words, filters)
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by inner product (cosine: unit vectors), ties by rowid.
