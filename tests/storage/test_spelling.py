@@ -114,3 +114,23 @@ def test_nearest_checks_at_most_five_held_candidates_against_the_scope() -> None
     index = Lookups(held, {"gbbbb"})
     assert spelling.nearest(["abbbb"], index.stems, index.held, index.in_scope) == {}
     assert sum(c.startswith("scope") for c in index.calls) == 5
+
+
+def test_a_query_of_many_long_unheld_words_looks_up_a_bounded_number_of_candidates() -> None:
+    # A 4,000-character query of 24-letter words no card holds would otherwise stem and
+    # look up ~1,300 candidates a word: a search made a hundred times dearer on demand.
+    stemmed: list[int] = []
+
+    def stems(words: Sequence[str]) -> list[str]:
+        stemmed.append(len(words))
+        return list(words)
+
+    words = [chr(97 + i % 26) * 12 + chr(97 + i // 26) * 12 for i in range(64)]
+    got = spelling.nearest(words, stems, lambda terms: {}, lambda word: True)
+    assert got == {}
+    assert sum(stemmed) <= spelling.MAX_CANDIDATES + len(words)
+    # The words come in query order: the first ones are the ones looked up.
+    first = Lookups({"sydney": 1}, {"sydney"})
+    assert spelling.nearest(["sydeney", *words], first.stems, first.held, first.in_scope) == {
+        "sydeney": "sydney"
+    }

@@ -71,6 +71,10 @@ def respell(text: str, corrections: dict[str, str]) -> str:
 
 #: At most this many held candidates of a word are checked against the caller's scope.
 _CHECKED = 5
+#: The candidates one query may look up: its unheld words are corrected in query order
+#: while their edits fit (a word of 8 letters has about 430, one of 24 about 1,300). A
+#: query of many long words that no card holds would otherwise cost a hundred searches.
+MAX_CANDIDATES = 2000
 
 
 def nearest(
@@ -87,12 +91,22 @@ def nearest(
     ``counts`` (of index terms, those some card of the store holds, with how many) and
     ``in_scope`` (whether a card the caller may see holds the word). Each is called
     once for all the words but ``in_scope``. Both backends run this one rule, so they
-    correct alike.
+    correct alike. Words are taken in order while their edits fit in
+    :data:`MAX_CANDIDATES`; the rest are left as typed.
     """
-    words = list(dict.fromkeys(words))
+    per_word: list[list[str]] = []
+    taken: list[str] = []
+    budget = MAX_CANDIDATES
+    for word in dict.fromkeys(words):
+        cands = edits(word)
+        if len(cands) > budget:
+            break
+        budget -= len(cands)
+        taken.append(word)
+        per_word.append(cands)
+    words = taken
     if not words:
         return {}
-    per_word = [edits(w) for w in words]
     flat = [c for cands in per_word for c in cands]
     terms = stems([*words, *flat])
     own, terms = terms[: len(words)], terms[len(words) :]
