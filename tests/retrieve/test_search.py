@@ -474,3 +474,19 @@ def test_spelling_leaves_a_query_of_held_words_as_it_is(tmp_path: Path) -> None:
         assert dict(legs) == dict(plain)
     finally:
         kb.close()
+
+
+def test_pairs_add_the_neighbouring_words_as_phrases_to_the_lexical_leg(kb: Kredenc) -> None:
+    seen: list[list[str]] = []
+    real = kb.index.lexical
+
+    def spy(ns: str, phrases: list[Phrase], *args: object, **kwargs: object) -> object:
+        seen.append([p.text for p in phrases])
+        return real(ns, phrases, *args, **kwargs)  # type: ignore[arg-type]
+
+    kb.index.lexical = spy  # type: ignore[method-assign]
+    run_legs(kb.index, kb.namespace, "kestrel river", SearchParams(mode="lexical"), Filters(),
+             kb.embed_query)  # fmt: skip
+    run_legs(kb.index, kb.namespace, "kestrel river", SearchParams(mode="lexical", pairs=True),
+             Filters(), kb.embed_query)  # fmt: skip
+    assert seen == [["kestrel", "river"], ["kestrel", "river", "kestrel river"]]

@@ -222,3 +222,17 @@ def test_a_possessive_query_does_not_match_every_possessive(tmp_path: Path) -> N
         assert [h.id for h in hits] == [mother.id]
         # The card side keeps FTS5's cut: "user's" is found by "user".
         assert [h.id for h in kb.search("user", k=10, mode="lexical")] == [mother.id]
+
+
+def test_pair_phrases_are_neighbouring_content_words_cut_as_fts5_cuts_them() -> None:
+    from kredenc.retrieve.terms import pair_phrases
+
+    question = "Which magazine was started first, Arthur's Magazine or First for Women?"
+    got = pair_phrases(question)
+    # The clitic stays in the phrase: the card "Arthur's Magazine" is "arthur s magazine".
+    assert "arthur s magazine" in got and "first for women" in got
+    assert "started first" in got
+    # Never more than two stopwords between, never a stopword alone, never repeated.
+    assert pair_phrases("tea and the of a coffee") == []
+    assert pair_phrases("red apple red apple") == ["red apple", "apple red"]
+    assert len(pair_phrases(" ".join(f"w{i}x" for i in range(40)))) == 16

@@ -29,7 +29,7 @@ from kredenc.retrieve.fuse import weighted_minmax, weighted_rrf
 from kredenc.retrieve.graph import DECAY, expand, merge
 from kredenc.retrieve.relevance import WINDOW, features, relevance, unit_vectors
 from kredenc.retrieve.rerank import rerank
-from kredenc.retrieve.terms import phrases, query_terms, tokens
+from kredenc.retrieve.terms import pair_phrases, phrases, query_terms, tokens
 from kredenc.storage.base import Index, Log
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import MAX_SCORED, Phrase
@@ -78,6 +78,8 @@ class SearchParams:
     #: Search a query word that no card holds as the word one typo away that the
     #: caller's cards hold, too (:mod:`kredenc.storage.index.spelling`).
     spelling: bool = True
+    #: Probe: neighbouring content words also searched as phrases (terms.pair_phrases).
+    pairs: bool = False
 
 
 def validate(query: object, params: SearchParams) -> str:
@@ -185,6 +187,8 @@ def run_legs(
         if embedding is None:
             legs.skipped["dense"] = _EMBEDDINGS.refusal()
     lexical_terms = phrases(query_terms(query)) if terms is None else list(terms)
+    if params.pairs and terms is None:
+        lexical_terms += [Phrase(p) for p in pair_phrases(query)]
     if params.spelling:
         # Looked up while the query as written is embedded: most queries have no
         # misspelt word, and they wait for nothing. One that has is embedded again.

@@ -9,6 +9,7 @@ always a plain phrase to FTS5). Operators such as ``NOT``, ``NEAR``, ``*``, ``:`
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -106,6 +107,20 @@ def query_terms(text: str, *, stopwords: frozenset[str] = STOPWORDS_EN) -> list[
         for tok in all_tokens:
             seen.setdefault(tok, None)
     return list(seen)[:MAX_TERMS]
+
+
+def pair_phrases(text: str, *, gap: int = 2, limit: int = 16) -> list[str]:
+    """Each two neighbouring content words of ``text`` as one phrase, with the stopwords
+    or single letters between them (at most ``gap``): "first for women", "arthur s
+    magazine", cut as FTS5 cuts the cards, so a card holding the words in that order
+    matches."""
+    toks = tokens(text)
+    content = [i for i, t in enumerate(toks) if t not in STOPWORDS_EN and len(t) > 1]
+    out: dict[str, None] = {}
+    for a, b in itertools.pairwise(content):
+        if b - a - 1 <= gap:
+            out.setdefault(" ".join(toks[a : b + 1]), None)
+    return list(out)[:limit]
 
 
 def phrases(terms: list[str]) -> list[Phrase]:
