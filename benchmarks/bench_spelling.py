@@ -51,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=100_000, help="memories filed")
     parser.add_argument("--queries", type=int, default=500, help="questions asked")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the PostgreSQL index instead (kredenc.testing.postgres starts one; hash "
+        "vectors): the lookup and the lexical leg only (writes spelling-postgres.json)",
+    )
     args = parser.parse_args(argv)
     asked = [q for q, _ in queries(args.queries, n=args.n)]
     variants = {
@@ -58,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "swap": [typo(q, str(i), "swap") for i, q in enumerate(asked)],
         "drop": [typo(q, str(i), "drop") for i, q in enumerate(asked)],
     }
+    if args.postgres:
+        return postgres_main(args.n, args.queries, variants)
     out: dict[str, Any] = {"n": args.n, "queries": args.queries}
     rows: list[dict[str, Any]] = []
     fate_rows: list[dict[str, Any]] = []
@@ -143,6 +151,64 @@ def main(argv: Sequence[str] | None = None) -> int:
         fate_rows,
     )
     write_results("spelling", out)
+    return 0
+
+
+def postgres_main(n: int, m: int, variants: dict[str, list[str]]) -> int:
+    """The lookup and the lexical leg, off and on, over a PostgreSQL index of ``n``
+    corpus memories (hash vectors: the dense leg plays no part)."""
+    import tempfile
+    from pathlib import Path
+
+    from corpus import memories
+    from kredenc import Kredenc
+    from kredenc.retrieve.search import SearchParams, run_legs
+    from kredenc.retrieve.terms import query_terms
+    from kredenc.storage.index.filters import Filters
+    from kredenc.testing.embedders import HashEmbedder
+    from kredenc.testing.postgres import PostgresServer
+
+    server = PostgresServer().start()
+    rows: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"n": n, "queries": m, "backend": "postgres"}
+    try:
+        dsn = server.create_database("spelling")
+        with tempfile.TemporaryDirectory() as tmp, Kredenc.open(
+            Path(tmp) / "pg", NS, embedder=HashEmbedder(dim=384), durability="batch",
+            backend="postgres", postgres_dsn=dsn, postgres_schema="spelling",
+        ) as kb:  # fmt: skip
+            texts = memories(n)
+            for start in range(0, n, 500):
+                kb.remember_many([{"text": t} for t in texts[start : start + 500]])
+            index = kb.index
+            for text in variants["as written"][:20]:  # warm: connections, plans
+                index.corrections(NS, query_terms(text), Filters())
+            for name, texts_ in variants.items():
+                times: dict[str, list[float]] = {}
+                for text in texts_:
+                    words = query_terms(text)
+                    start_ = time.perf_counter()
+                    index.corrections(NS, words, Filters())
+                    times.setdefault("corrections", []).append(
+                        (time.perf_counter() - start_) * 1000
+                    )
+                    for on in (False, True):
+                        params = SearchParams(mode="lexical", spelling=on)
+                        start_ = time.perf_counter()
+                        run_legs(index, NS, text, params, Filters(), kb.embed_query)
+                        times.setdefault(f"lexical {'on' if on else 'off'}", []).append(
+                            (time.perf_counter() - start_) * 1000
+                        )
+                entry = {
+                    k: {f"p{p}": round(percentile(v, p), 3) for p in (50, 95, 99)}
+                    for k, v in times.items()
+                }
+                out[name] = {"ms": entry}
+                rows += [{"questions": name, "timed": k, **v} for k, v in entry.items()]
+    finally:
+        server.stop()
+    print_table(f"spelling on PostgreSQL, {n:,} memories (ms)", rows)
+    write_results("spelling-postgres", out)
     return 0
 
 

@@ -199,3 +199,17 @@ def test_a_redis_url_that_is_not_redis_is_one_line_without_the_secret(tmp_path: 
     assert "hunter2" not in str(caught.value) and "\n" not in str(caught.value)
     ok = load_settings(tmp_path, opcache_redis_url="redis://:hunter2@127.0.0.1:6379/0")
     assert "hunter2" not in repr(ok) and "hunter2" not in ok.model_dump_json()
+
+
+def test_spelling_unset_follows_the_backend_and_a_set_value_wins(tmp_path: Path) -> None:
+    from kredenc.retrieve.query import search_params
+
+    sqlite = load_settings(tmp_path)
+    assert sqlite.spelling is None and sqlite.spelling_on
+    assert search_params(sqlite).spelling
+    dsn = "host=127.0.0.1 dbname=kredenc"
+    postgres = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn)
+    assert not postgres.spelling_on and not search_params(postgres).spelling
+    chosen = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn, spelling=True)
+    assert chosen.spelling_on and search_params(chosen).spelling
+    assert not load_settings(tmp_path, spelling=False).spelling_on

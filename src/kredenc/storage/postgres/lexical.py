@@ -216,8 +216,15 @@ def corrections(
     if not wanted:
         return {}
     own = stems.word_terms(conn, wanted)
-    held = counts(conn, [t for t in own if t])
-    absent = [w for w, t in zip(wanted, own, strict=True) if t and t not in held]
+    present = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT l FROM unnest(%s::text[]) AS l WHERE EXISTS"
+            " (SELECT 1 FROM cards WHERE tsv @@ (quote_literal(l))::tsquery)",
+            [[t for t in own if t]],
+        )
+    }
+    absent = [w for w, t in zip(wanted, own, strict=True) if t and t not in present]
     where, args = record_conditions(filters)
 
     def in_scope(word: str) -> bool:
@@ -236,14 +243,16 @@ def corrections(
 
 def counts(conn: psycopg.Connection, lexemes: Sequence[str]) -> dict[str, int]:
     """Of ``lexemes``, those some card of any namespace holds, with how many cards do
-    (as FTS5's vocabulary counts them: the GIN index, one probe each)."""
-    if not lexemes:
+    (as FTS5's vocabulary counts them). One GIN search for all of them (one probe each
+    costs a pass over the index's pending list: 0.5 ms apiece at 2,000 cards), then the
+    lexemes of the cards it finds counted."""
+    wanted = list(dict.fromkeys(lexemes))
+    if not wanted:
         return {}
     rows = conn.execute(
-        "SELECT l, n FROM unnest(%s::text[]) AS l CROSS JOIN LATERAL"
-        " (SELECT count(*) AS n FROM cards WHERE tsv @@ (quote_literal(l))::tsquery) AS c"
-        " WHERE n > 0",
-        [list(dict.fromkeys(lexemes))],
+        "SELECT u.lexeme, count(*) FROM cards c CROSS JOIN LATERAL unnest(c.tsv) AS u"
+        " WHERE c.tsv @@ %s::tsquery AND u.lexeme = ANY(%s::text[]) GROUP BY u.lexeme",
+        [" | ".join(_quote(lex) for lex in wanted), wanted],
     ).fetchall()
     return {str(lex): int(n) for lex, n in rows}
 
