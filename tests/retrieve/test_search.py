@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -258,12 +259,13 @@ def _legs(
     mode: str = "hybrid",
     deadline: float | None = None,
     terms: list[Phrase] | None = None,
+    **params: Any,
 ) -> Legs:
     return run_legs(
         kb.index,
         kb.namespace,
         query,
-        SearchParams(mode=mode, leg_k=20, k=20),
+        SearchParams(mode=mode, leg_k=20, k=20, **params),
         Filters(),
         embed,
         terms=terms,
@@ -403,47 +405,30 @@ def test_the_index_stops_a_lexical_leg_at_its_deadline(kb: Kredenc) -> None:
 # -- spelling ------------------------------------------------------------------------------
 
 
-def test_spelling_searches_a_misspelt_word_as_the_word_the_store_holds(tmp_path: Path) -> None:
-    kb = open_store(tmp_path / "s", spelling=True)
-    fill(kb)
-    try:
-        meant = view(kb.search("kestrel meeting quarterly", k=10))
-        assert meant
-        # Each leg searches the held words: the same hits, ranks and scores.
-        assert view(kb.search("Kestrl meting quartrely", k=10)) == meant
-        legs = run_legs(
-            kb.index,
-            kb.namespace,
-            "Kestrl meting quartrely",
-            SearchParams(spelling=True),
-            Filters(),
-            kb.embed_query,
-        )
-        assert legs.corrections == {
-            "kestrl": "kestrel",
-            "meting": "meeting",
-            "quartrely": "quarterly",
-        }
-        assert legs.timings_ms["spelling"] >= 0
-        # Off, the misspelt words find nothing on the lexical leg.
-        assert kb.search("Kestrl meting quartrely", k=10, mode="lexical") != []
-        off = run_legs(
-            kb.index,
-            kb.namespace,
-            "Kestrl meting quartrely",
-            SearchParams(mode="lexical", spelling=False),
-            Filters(),
-            kb.embed_query,
-        )
-        assert off["lexical"] == [] and off.corrections == {}
-        assert "spelling" not in off.timings_ms
-    finally:
-        kb.close()
+def test_spelling_searches_a_misspelt_word_as_the_word_the_store_holds(kb: Kredenc) -> None:
+    # Unset, spelling is on with the SQLite backend.
+    meant = view(kb.search("kestrel meeting quarterly", k=10))
+    assert meant
+    # Each leg searches the held words: the same hits, ranks and scores.
+    typed = "Kestrl meting quartrely"
+    assert view(kb.search(typed, k=10)) == meant
+    assert kb.search(typed, k=10).corrections == {  # type: ignore[attr-defined]
+        "kestrl": "kestrel",
+        "meting": "meeting",
+        "quartrely": "quarterly",
+    }
+    legs = _legs(kb, typed, kb.embed_query, spelling=True)
+    assert legs.corrections == {"kestrl": "kestrel", "meting": "meeting", "quartrely": "quarterly"}
+    assert legs.text == "kestrel meeting quarterly"
+    assert legs.timings_ms["spelling"] >= 0
+    assert _legs(kb, typed, kb.embed_query, mode="lexical", spelling=True)["lexical"] != []
+    # Off, the misspelt words find nothing on the lexical leg, and nothing is looked up.
+    off = _legs(kb, typed, kb.embed_query, mode="lexical", spelling=False)
+    assert off["lexical"] == [] and off.corrections == {} and off.text == typed
+    assert "spelling" not in off.timings_ms
 
 
-def test_spelling_leaves_a_query_of_held_words_as_it_is(tmp_path: Path) -> None:
-    kb = open_store(tmp_path / "s", spelling=True)
-    fill(kb)
+def test_spelling_leaves_a_query_of_held_words_as_it_is(kb: Kredenc) -> None:
     calls: list[list[str]] = []
     real = kb.index.corrections
 
@@ -451,29 +436,12 @@ def test_spelling_leaves_a_query_of_held_words_as_it_is(tmp_path: Path) -> None:
         calls.append(list(words))
         return real(ns, words, filters)
 
-    try:
-        kb.index.corrections = spy  # type: ignore[method-assign]
-        legs = run_legs(
-            kb.index,
-            kb.namespace,
-            "budget review",
-            SearchParams(spelling=True),
-            Filters(),
-            kb.embed_query,
-        )
-        plain = run_legs(
-            kb.index,
-            kb.namespace,
-            "budget review",
-            SearchParams(spelling=False),
-            Filters(),
-            kb.embed_query,
-        )
-        assert calls == [["budget", "review"]]  # asked once, for the query's words only
-        assert legs.corrections == {}
-        assert dict(legs) == dict(plain)
-    finally:
-        kb.close()
+    kb.index.corrections = spy  # type: ignore[method-assign]
+    legs = _legs(kb, "budget review", kb.embed_query, spelling=True)
+    plain = _legs(kb, "budget review", kb.embed_query, spelling=False)
+    assert calls == [["budget", "review"]]  # asked once, for the query's words only
+    assert legs.corrections == {} and legs.text == "budget review"
+    assert dict(legs) == dict(plain)
 
 
 def test_pairs_add_the_neighbouring_words_as_phrases_to_the_lexical_leg(kb: Kredenc) -> None:
@@ -485,8 +453,6 @@ def test_pairs_add_the_neighbouring_words_as_phrases_to_the_lexical_leg(kb: Kred
         return real(ns, phrases, *args, **kwargs)  # type: ignore[arg-type]
 
     kb.index.lexical = spy  # type: ignore[method-assign]
-    run_legs(kb.index, kb.namespace, "kestrel river", SearchParams(mode="lexical"), Filters(),
-             kb.embed_query)  # fmt: skip
-    run_legs(kb.index, kb.namespace, "kestrel river", SearchParams(mode="lexical", pairs=True),
-             Filters(), kb.embed_query)  # fmt: skip
+    _legs(kb, "kestrel river", kb.embed_query, mode="lexical")
+    _legs(kb, "kestrel river", kb.embed_query, mode="lexical", pairs=True)
     assert seen == [["kestrel", "river"], ["kestrel", "river", "kestrel river"]]

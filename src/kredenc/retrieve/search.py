@@ -140,6 +140,8 @@ class Legs(dict[str, list[tuple[int, float]]]):
         self.query_vector: F32 | None = None
         #: Misspelt query words and the words searched for them (``SearchParams.spelling``).
         self.corrections: dict[str, str] = {}
+        #: The query as the legs searched it (its misspelt words corrected); "" before.
+        self.text = ""
 
 
 def run_legs(
@@ -186,6 +188,7 @@ def run_legs(
         embedding = _EMBEDDINGS.submit(embed_query, query, refuse=deadline is not None)
         if embedding is None:
             legs.skipped["dense"] = _EMBEDDINGS.refusal()
+    legs.text = query
     lexical_terms = phrases(query_terms(query)) if terms is None else list(terms)
     if params.pairs and terms is None:
         lexical_terms += [Phrase(p) for p in pair_phrases(query)]
@@ -193,6 +196,7 @@ def run_legs(
         # Looked up while the query as written is embedded: most queries have no
         # misspelt word, and they wait for nothing. One that has is embedded again.
         lexical_terms, respelled = _respelled(index, ns, query, lexical_terms, filters, legs)
+        legs.text = respelled
         if respelled != query:
             query = respelled
             if embedding is not None:
@@ -403,7 +407,7 @@ def search(
     legs = run_legs(index, ns, query, params, filters, embed_query, leg_depth, span=span)
     # What follows (fusion features, feedback, relevance, coverage, rerank) reads the
     # query as the legs searched it.
-    query = respell(query, legs.corrections)
+    query = legs.text
 
     def read(rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
         return read_texts(index, haystack, ns, rowids)
