@@ -248,24 +248,35 @@ def test_a_namespace_of_few_cards_is_ranked_exactly_in_one_query(
         assert got == kb.index.lexical("small", terms, 10, Filters(), max_scored=0)
 
 
-def test_the_term_set_catches_up_with_new_cards_or_is_read_again(tmp_path: Any) -> None:
+def test_the_term_counts_catch_up_with_new_cards_or_are_read_again(tmp_path: Any) -> None:
     kb = Kredenc.open(tmp_path / "s", embedder=HashEmbedder(), durability="none")
     try:
         kb.remember_many([{"text": f"note {i} about the harbour"} for i in range(100)])
         index = kb.index
         vocabulary: Vocabulary = index._vocabulary
         conn = index.reader()
-        assert vocabulary.known(conn, ["harbour", "kestrel"]) == ["harbour"]
-        # One card more (under 1/32 of them): its text is stemmed and added.
-        kb.remember("A kestrel hovers")
-        assert vocabulary.known(conn, ["kestrel", "hover"]) == ["kestrel", "hover"]
-        # Many more (a bulk ingest): the set is read again from the index.
+        assert vocabulary.known(conn, ["harbour", "kestrel"]) == {"harbour": 100}
+        # One card more (under 1/32 of them): its text is stemmed and counted.
+        kb.remember("A kestrel hovers over the harbour")
+        assert vocabulary.known(conn, ["kestrel", "hover", "harbour"]) == {
+            "kestrel": 1,
+            "hover": 1,
+            "harbour": 101,
+        }
+        # Many more (a bulk ingest): the counts are read again from the index.
         kb.remember_many([{"text": f"quarry report {i}"} for i in range(50)])
-        assert vocabulary.known(conn, ["quarri", "report", "zzz"]) == ["quarri", "report"]
-        # A forgotten card's terms stay known; counting them says they are held by none.
+        assert vocabulary.known(conn, ["quarri", "report", "harbour", "zzz"]) == {
+            "quarri": 50,
+            "report": 50,
+            "harbour": 101,
+        }
+        # A forgotten card's terms keep their counts until the next read, and are not
+        # offered as a correction: the caller's cards are checked for the word.
         kestrel = kb.search("kestrel", mode="lexical")[0].id
         kb.forget(kestrel)
-        assert vocabulary.known(conn, ["kestrel"]) == ["kestrel"]
-        assert vocabulary.held(conn, ["kestrel", "harbour"]) == {"harbour": 100}
+        assert vocabulary.known(conn, ["kestrel"]) == {"kestrel": 1}
+        assert index.corrections(kb.namespace, ["kestral", "harbuor"], Filters()) == {
+            "harbuor": "harbour"
+        }
     finally:
         kb.close()

@@ -177,6 +177,12 @@ class Index(Protocol):
         neighbour are left out."""
         ...
 
+    def load_terms(self) -> int:
+        """Load what :meth:`corrections` reads into memory now, so that the first
+        lookup need not (the recall warm-up calls this); the terms loaded, 0 where a
+        lookup reads the database itself."""
+        ...
+
     # -- records and documents ------------------------------------------------
     def lookup(self, ns: str, rid: str) -> IndexedRecord | None:
         """The record's address and current state, tombstoned ones included."""

@@ -104,8 +104,8 @@ class Vocabulary:
     looked up again every time: dropping a phrase needs a current zero.
 
     Spelling corrections look up hundreds of candidate terms at a time, which
-    ``fts5vocab`` answers at several microseconds each: :meth:`held` first keeps those
-    in the index's term set (:meth:`known`, in memory) and counts only them.
+    ``fts5vocab`` answers by walking each term's doclist; they are answered from
+    the index's term counts, kept in memory (:meth:`known`).
     """
 
     def __init__(self) -> None:
@@ -113,42 +113,51 @@ class Vocabulary:
         self._stems: dict[str, tuple[str, ...]] = {}
         self._counts: dict[tuple[str, bool], tuple[int, int]] = {}
         self._lock = threading.Lock()
-        self._terms: set[str] | None = None
+        self._terms: dict[str, int] | None = None
         self._terms_through = 0
         self._terms_lock = threading.Lock()
 
-    def known(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
-        """Those of ``terms`` in the index's term set: every term a card held when the
-        set was read (whole from ``fts5vocab`` the first time, about 0.1 s at 100,000
-        cards, as it walks every doclist), caught up on each call by stemming the cards
-        added since (read whole again when they are more than 1/:data:`_TERMS_CATCH_UP`
-        of all: after a bulk ingest, re-reading is the cheaper). A term
-        whose last card was removed stays in the set (:meth:`held` counts it 0); a
-        card that reuses a purged record's rowid is missed until the set is read
-        again."""
+    def known(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+        """Those of ``terms`` in the index's term set, with how many cards hold each:
+        every term a card held when the set was read (whole from ``fts5vocab`` the
+        first time, about 0.05-0.1 s at 100,000 cards, as it walks every doclist),
+        caught up on each call by stemming the cards added since (read whole again when
+        they are more than 1/:data:`_TERMS_CATCH_UP` of all: after a bulk ingest,
+        re-reading is the cheaper). Removals are not subtracted: until the set is read
+        again a count may exceed the cards holding the term now (one whose last card
+        was removed keeps its count; a correction checks the caller's cards for the
+        word it offers anyway), and a card that reuses a purged record's rowid is
+        missed."""
         top = card_count(conn)
         with self._terms_lock:
             if self._terms is None or (top - self._terms_through) * _TERMS_CATCH_UP > top:
                 self._vocab_table(conn)
-                rows = conn.execute("SELECT term FROM temp.kredenc_cards_vocab")
-                self._terms = {str(r[0]) for r in rows}
+                rows = conn.execute("SELECT term, doc FROM temp.kredenc_cards_vocab")
+                self._terms = {str(t): int(d) for t, d in rows if d}
             elif top > self._terms_through:
                 rows = conn.execute(
                     "SELECT card, context FROM cards WHERE rowid > ? AND rowid <= ?",
                     (self._terms_through, top),
                 )
-                self._terms.update(self._text_terms([f"{a or ''} {b or ''}" for a, b in rows]))
+                for term, cards in self._text_terms([f"{a or ''} {b or ''}" for a, b in rows]):
+                    self._terms[term] = self._terms.get(term, 0) + cards
             self._terms_through = top
-            return [t for t in terms if t in self._terms]
+            held = self._terms
+            return {t: held[t] for t in terms if t in held}
 
-    def _text_terms(self, texts: Sequence[str]) -> set[str]:
-        """The distinct index terms of ``texts``."""
+    def load(self, conn: sqlite3.Connection) -> int:
+        """Read (or catch up) the term set now, as :meth:`known` would; its size."""
+        self.known(conn, ())
+        return len(self._terms or {})
+
+    def _text_terms(self, texts: Sequence[str]) -> list[tuple[str, int]]:
+        """The distinct index terms of ``texts``, each with how many of them hold it."""
         if not texts:
-            return set()
+            return []
         conn = self._stemmer()
         conn.executemany("INSERT INTO q(t) VALUES (?)", [(t,) for t in texts])
         try:
-            return {str(r[0]) for r in conn.execute("SELECT term FROM qr")}
+            return [(str(t), int(d)) for t, d in conn.execute("SELECT term, doc FROM qr")]
         finally:
             conn.execute("DELETE FROM q")
 
@@ -204,22 +213,6 @@ class Vocabulary:
         )
         done.add(id(conn))
         self._local.vocab = done
-
-    def held(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
-        """Of the index ``terms``, those some card holds, with how many cards do: the
-        ones in the term set (:meth:`known`) counted by ``fts5vocab`` (not kept: most
-        candidates of a correction are in no card, and the few that are are counted
-        once)."""
-        terms = self.known(conn, terms) if terms else []
-        if not terms:
-            return {}
-        self._vocab_table(conn)
-        marks = ",".join("?" * len(terms))
-        rows = conn.execute(
-            f"SELECT term, doc FROM temp.kredenc_cards_vocab WHERE term IN ({marks})",
-            list(terms),
-        ).fetchall()
-        return {str(t): int(d) for t, d in rows if d}
 
     def word_stems(self, words: Sequence[str]) -> list[str]:
         """The index term of each of ``words`` (each one word of ASCII letters, which
@@ -431,7 +424,7 @@ def corrections(
     scope = " AND ".join(Phrase(token).fts() for token in scopes.values())
 
     def counts(terms: Sequence[str]) -> dict[str, int]:
-        return vocabulary.held(conn, terms)
+        return vocabulary.known(conn, terms)
 
     def in_scope(word: str) -> bool:
         match = f"scope : ({scope}) AND {_COLS} : ({Phrase(word).fts()})"

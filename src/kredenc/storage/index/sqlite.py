@@ -483,6 +483,11 @@ class SqliteIndex:
             self.reader(), self._vocabulary, ns, words, filters, scopes=scopes
         )
 
+    def load_terms(self) -> int:
+        """Read the index's term counts (``lexical.Vocabulary.known``) now: the first
+        correction would, about 0.05 s at 100,000 cards. The terms held."""
+        return self._vocabulary.load(self.reader())
+
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by cosine within the namespace (and drawer) that pass
         ``filters``: shards are searched deeper until ``k`` survive or none are left.

@@ -459,6 +459,11 @@ class PostgresIndex(IndexReads):
         with self._tx(ns) as conn:
             return lexical.corrections(conn, self._stems, ns, words, filters)
 
+    def load_terms(self) -> int:
+        """Nothing to load: a lookup counts its candidates in the database
+        (``lexical.corrections``)."""
+        return 0
+
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by inner product (cosine: unit vectors), ties by rowid.
 

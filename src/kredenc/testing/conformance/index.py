@@ -209,6 +209,10 @@ class IndexConformance(IndexListingConformance, IndexHistoryConformance):
             # Words of records applied since are offered at once.
             self.apply(index, log, log.add(put("a", "m10", "Perth has beaches")), embedder)
             assert index.corrections("a", ["beachse"], Filters()) == {"beachse": "beaches"}
+            # Cards applied since count too: "stare" now outnumbers "star".
+            more = [put("a", f"m{i}", "They stare at the sea") for i in (11, 12)]
+            self.apply(index, log, log.add(*more), embedder)
+            assert index.corrections("a", ["starx"], Filters()) == {"starx": "stare"}
             # A forgotten record's words are no correction.
             self.apply(index, log, log.add(tombstone("b", "m5")), embedder)
             assert index.corrections("b", ["melborne"], Filters()) == {}
