@@ -428,6 +428,22 @@ def test_spelling_searches_a_misspelt_word_as_the_word_the_store_holds(kb: Krede
     assert "spelling" not in off.timings_ms
 
 
+@pytest.mark.parametrize("deadline", [None, 10.0])
+def test_a_corrected_query_is_embedded_once_as_corrected(
+    kb: Kredenc, deadline: float | None
+) -> None:
+    kb.search("kestrel meeting quarterly", k=10)
+    embedded: list[str] = []
+
+    def embed(text: str) -> Any:
+        embedded.append(text)
+        return kb.embed_query(text)
+
+    until = None if deadline is None else time.perf_counter() + deadline
+    legs = _legs(kb, "Kestrl meeting", embed, spelling=True, deadline=until)
+    assert embedded == ["kestrel meeting"] and legs["dense"]
+
+
 def test_spelling_leaves_a_query_of_held_words_as_it_is(kb: Kredenc) -> None:
     calls: list[list[str]] = []
     real = kb.index.corrections
