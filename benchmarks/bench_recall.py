@@ -122,14 +122,13 @@ def bench_home(n: int, *, fresh: bool = False) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def open_store(home: Path, threads: int | None, spelling: bool = False) -> Any:
+def open_store(home: Path, threads: int | None, spelling: bool = True) -> Any:
     """The bench store, read-only when it is bench_store.py's (it is not ours to change);
-    ``spelling`` turns the ``recall_spelling`` setting on."""
+    ``spelling``: the ``recall_spelling`` setting."""
     from kredenc import Kredenc
 
     opts: dict[str, Any] = {"embed_threads": threads} if threads else {}
-    if spelling:
-        opts["recall_spelling"] = True
+    opts["recall_spelling"] = spelling
     if home.parent == CACHE_DIR:
         return Kredenc.open(home, NS, read_only=True, **opts)
     return Kredenc.open(home, NS, durability="none", **opts)
@@ -254,8 +253,23 @@ def _summary(name: str, mode: str, rows: list[tuple[bool, bool, int, int]]) -> R
     }
 
 
+def _asked(question: str, qid: str, typo: str | None) -> str:
+    """The question as asked: as written, or with ``probe_typos.py``'s seeded typo
+    (``swap`` or ``drop``, ``--typos``) in one of its content words."""
+    if typo is None:
+        return question
+    from probe_typos import typo as with_typo
+
+    return with_typo(question, qid, typo)
+
+
 def quality_locomo(
-    kb: Any, path: Path, modes: Sequence[str], *, dated: bool = False
+    kb: Any,
+    path: Path,
+    modes: Sequence[str],
+    *,
+    dated: bool = False,
+    typo: str | None = None,
 ) -> list[Result]:
     """Evidence in the block per LoCoMo question. Its questions have no date, so by
     default the turns are filed now. ``dated`` (``--locomo-dated``, a stress case):
@@ -278,14 +292,19 @@ def quality_locomo(
                 continue
             evidence = set(data.evidence[q.qid])
             for mode in modes:
-                ids, chars, items = _ask(kb, q.text, mode, asked)
+                ids, chars, items = _ask(kb, _asked(q.text, q.qid, typo), mode, asked)
                 rows[mode].append((bool(ids & evidence), evidence <= ids, chars, items))
         print(f"  locomo conversation {g + 1}: {len(group.docs)} turns", file=sys.stderr)
     return [_summary("locomo", m, r) for m, r in rows.items()]
 
 
 def quality_longmemeval(
-    kb: Any, path: Path, modes: Sequence[str], *, dated: bool = True
+    kb: Any,
+    path: Path,
+    modes: Sequence[str],
+    *,
+    dated: bool = True,
+    typo: str | None = None,
 ) -> list[Result]:
     """Evidence in the block per LongMemEval question. ``dated``: each turn filed at its
     session's date and the question asked at its date, as the user lived it ("two
@@ -304,7 +323,7 @@ def quality_longmemeval(
         hay = data.haystacks[q.qid]
         gold = {d.id for d, label in zip(hay.docs, hay.labels, strict=True) if "answer" in label}
         for mode in modes:
-            ids, chars, items = _ask(kb, q.text, mode, asked)
+            ids, chars, items = _ask(kb, _asked(q.text, q.qid, typo), mode, asked)
             rows[mode].append((bool(ids & gold), gold <= ids, chars, items))
         if (g + 1) % 10 == 0:
             print(f"  longmemeval: {g + 1} questions", file=sys.stderr)
@@ -319,11 +338,13 @@ def run_quality(
     dated: bool = True,
     locomo_dated: bool = False,
     time_phrases: bool = False,
-    spelling: bool = False,
+    spelling: bool = True,
+    typo: str | None = None,
 ) -> list[Result]:
     """Evidence in the block on the dev sets; ``time_phrases`` turns the
-    ``recall_time_phrases`` setting on (off by default), ``spelling`` the
-    ``recall_spelling`` one."""
+    ``recall_time_phrases`` setting on (off by default), ``spelling`` is the
+    ``recall_spelling`` one (on by default); ``typo`` asks each question with one seeded typo
+    (``probe_typos.py``'s ``swap`` or ``drop``)."""
     from kredenc import Kredenc
 
     out: list[Result] = []
@@ -340,8 +361,8 @@ def run_quality(
         ) as kb:
             locomo = data / "locomo" / "locomo_dev.json"
             lme = data / "longmemeval" / "longmemeval_s_dev66.json.gz"
-            lme_fn = functools.partial(quality_longmemeval, dated=dated)
-            locomo_fn = functools.partial(quality_locomo, dated=locomo_dated)
+            lme_fn = functools.partial(quality_longmemeval, dated=dated, typo=typo)
+            locomo_fn = functools.partial(quality_locomo, dated=locomo_dated, typo=typo)
             for name, path, fn in (
                 ("locomo", locomo, locomo_fn),
                 ("longmemeval", lme, lme_fn),
@@ -958,10 +979,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="LongMemEval's turns filed now and asked now (no dates: the time phrases unread)",
     )
     parser.add_argument(
-        "--spelling",
-        action="store_true",
-        help="recall_spelling on: a misspelt word of the message is searched as the word "
-        "one typo away that the store holds",
+        "--no-spelling",
+        dest="spelling",
+        action="store_false",
+        help="recall_spelling off (on by default since 2026-12-06): a misspelt word of "
+        "the message is searched as typed",
+    )
+    parser.add_argument(
+        "--typos",
+        choices=("swap", "drop"),
+        help="quality: each question asked with one seeded typo (probe_typos.py's)",
     )
     args = parser.parse_args(argv)
 
@@ -974,6 +1001,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             locomo_dated=args.locomo_dated,
             time_phrases=args.time_phrases,
             spelling=args.spelling,
+            typo=args.typos,
         )
 
     sys.path.insert(0, str(HERE))
@@ -995,7 +1023,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quality_only:
         results["quality"] = quality(args, modes)
         print_quality(results["quality"])
-        write_results("recall-quality", results)
+        name = "recall-quality"
+        if args.typos:
+            name += f"-typos-{args.typos}"
+        if not args.spelling:
+            name += "-no-spelling"
+        write_results(name, results)
         return 0
     queries = distinct_queries(args.n, args.queries + 20 + 2 * args.proxy_requests)
     rest = queries[args.queries + 20 :]

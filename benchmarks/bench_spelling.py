@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.perf_counter()
         index.corrections(NS, ["kestral"], Filters())
         out["terms_read_ms"] = round((time.perf_counter() - start) * 1000, 1)
-        out["terms"] = len(vocabulary._terms or ())
+        out["terms"] = len(vocabulary._terms or {})
         # Warm: the model, the vector shards.
         for text in asked[:20]:
             kb.search(text, k=10)

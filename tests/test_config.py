@@ -213,3 +213,22 @@ def test_spelling_unset_follows_the_backend_and_a_set_value_wins(tmp_path: Path)
     chosen = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn, spelling=True)
     assert chosen.spelling_on and search_params(chosen).spelling
     assert not load_settings(tmp_path, spelling=False).spelling_on
+
+
+def test_recall_spelling_unset_follows_the_backend_and_a_set_value_wins(tmp_path: Path) -> None:
+    from kredenc.recall.reflex import _plan
+
+    class _Store:
+        def __init__(self, settings: Settings) -> None:
+            self.settings = settings
+
+    sqlite = load_settings(tmp_path)
+    assert sqlite.recall_spelling is None and sqlite.recall_spelling_on
+    assert _plan(_Store(sqlite), None, None, None, None).params.spelling  # type: ignore[arg-type]
+    dsn = "host=127.0.0.1 dbname=kredenc"
+    postgres = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn)
+    assert not postgres.recall_spelling_on
+    assert not _plan(_Store(postgres), None, None, None, None).params.spelling  # type: ignore[arg-type]
+    chosen = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn, recall_spelling=True)
+    assert chosen.recall_spelling_on
+    assert not load_settings(tmp_path, recall_spelling=False).recall_spelling_on

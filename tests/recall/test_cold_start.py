@@ -154,3 +154,28 @@ def test_a_cli_command_does_not_warm_up(tmp_path: Path, monkeypatch: pytest.Monk
         assert kb.settings.recall_warm_at_open is False
         time.sleep(0.05)
         assert embedder.calls == 0
+
+
+@pytest.mark.parametrize("spelling", [True, False])
+def test_the_warm_up_reads_the_term_set_a_correction_needs(
+    open_store: Callable[..., Kredenc], session: str, spelling: bool
+) -> None:
+    """A first correction reads the index's terms (0.05 s at 100,000 cards), which would
+    spend a first recall's budget before its lexical leg ran: the warm-up reads them."""
+    from kredenc.recall.reflex import warm_up
+
+    with open_store(recall_spelling=spelling, recall_warm_at_open=False) as kb:
+        kestrel = kb.remember("The kestrel project ships its release on Friday.").id
+        kb.remember("The falcon project ships its release on Monday.")
+        vocabulary = kb.index._vocabulary
+        assert vocabulary._terms is None
+        warm_up(kb.store)
+        if not spelling:
+            assert vocabulary._terms is None  # nothing reads it then
+            return
+        terms = vocabulary._terms
+        assert terms is not None and terms["kestrel"] == 1 and terms["project"] == 2
+        asked = [{"role": "user", "content": "When does the kestral project ship?"}]
+        result = recall(kb.store, kb.namespace, asked, session_id=session)
+        assert result.items[0].id == kestrel  # "kestral" searched as "kestrel"
+        assert vocabulary._terms is terms  # not read again

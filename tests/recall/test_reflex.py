@@ -505,10 +505,12 @@ def test_recall_spelling_recalls_what_a_misspelt_word_names(kb: Kredenc, session
 
     assert first("When does the kestrel project ship?") == kestrel
     assert first("When does the falcon project ship?") == falcon
-    # Off by default: "kestral" is held by no memory, and nothing tells the two apart.
+    # On by default: "kestral" is held by no memory, and is searched as "kestrel".
     asked = "When does the kestral project ship?"
-    off = recall(kb.store, kb.namespace, ask(asked), session_id=f"{session}-off")
-    assert {i.id for i in off.items} in ({kestrel, falcon}, set())
-    kb.store.settings.recall_spelling = True
+    assert kb.store.settings.recall_spelling_on
     assert first(asked) == kestrel
     assert first("When does the falcn project ship?") == falcon
+    # Off, nothing tells the two apart.
+    kb.store.settings.recall_spelling = False
+    off = recall(kb.store, kb.namespace, ask(asked), session_id=f"{session}-off")
+    assert {i.id for i in off.items} in ({kestrel, falcon}, set())

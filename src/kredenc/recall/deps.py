@@ -43,6 +43,10 @@ class RecallIndex(LegIndex, Protocol):
         """The vector shards, loaded (the warm-up calls it once)."""
         ...
 
+    def load_terms(self) -> int:
+        """Load what a spelling correction reads (the warm-up calls it once)."""
+        ...
+
 
 class RecallLog(Protocol):
     """What recall reads of the log."""

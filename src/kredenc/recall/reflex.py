@@ -165,7 +165,7 @@ def _plan(
             fusion=s.fusion,
             context_weight=s.lexical_context_weight,
             lexical_max_scored=s.lexical_max_scored,
-            spelling=bool(s.recall_spelling),
+            spelling=s.recall_spelling_on,
         ),
         scope=scope_filters(
             user_id=scope_id("user_id"), agent_id=scope_id("agent_id"), run_id=scope_id("run_id")
@@ -222,12 +222,15 @@ def _announced(store: RecallStore, ns: str) -> bool:
 
 
 def warm_up(store: RecallStore) -> float:
-    """Load the embedding model and the vector shards now (their first use costs up to
-    seconds, which a recall would otherwise spend past its time budget). Seconds taken."""
+    """Load the embedding model, the vector shards and the term set that spelling
+    corrections read now (their first use costs up to seconds, which a recall would
+    otherwise spend past its time budget). Seconds taken."""
     started = time.perf_counter()
     store.embedder.embed(["kredenc recall warm-up"])  # the model that files turns
     store.embedder.embed_query("kredenc recall warm-up")  # the one that recalls
     store.index.shards()
+    if store.settings.recall_spelling_on:
+        store.index.load_terms()
     return time.perf_counter() - started
 
 
