@@ -25,6 +25,7 @@ Prints a table; writes benchmarks/results/typos.json.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import tempfile
@@ -111,9 +112,19 @@ def summarise(spec: Any, got: dict[str, Any]) -> tuple[dict[str, Any], list[dict
     return entry, rows
 
 
-def measure_spelling(s: Session, mode: str) -> dict[str, Any]:
-    """Per variant (as written included), each question's headline metrics with the
-    ``spelling`` setting off and on, and the corrections made."""
+#: The two arms ``--spelling`` pairs: (spelling on?, the shortest word corrected; None:
+#: ``spelling.SHORTEST``, 4).
+ARMS: tuple[tuple[bool, int | None], ...] = ((False, None), (True, None))
+
+
+def measure_spelling(
+    s: Session, mode: str, arms: tuple[tuple[bool, int | None], ...] = ARMS
+) -> dict[str, Any]:
+    """Per variant (as written included), each question's headline metrics in the two
+    ``arms`` (the ``spelling`` setting off and on), and the corrections made."""
+    from kredenc.storage.index import spelling
+
+    default = spelling.SHORTEST
     per: dict[str, dict[bool, list[dict[str, float]]]] = {
         v: {False: [], True: []} for v in ("as written", *VARIANTS)
     }
@@ -121,10 +132,12 @@ def measure_spelling(s: Session, mode: str) -> dict[str, Any]:
     for qid, text, ns, chunked in s.questions:
         for v in per:
             asked = text if v == "as written" else typo(text, qid, v)
-            for on in (False, True):
+            for arm, (on, shortest) in enumerate(arms):
+                spelling.SHORTEST = default if shortest is None else shortest
                 params = s.params(chunked, None, mode=mode, spelling=on)
                 ids, _ = s.search(asked, ns, params)
-                per[v][on].append(s.spec.metrics(qid, ids))
+                per[v][bool(arm)].append(s.spec.metrics(qid, ids))
+            spelling.SHORTEST = default
             found = s.corrections(asked, ns)
             if found:
                 fixed[v].append(", ".join(f"{a}->{b}" for a, b in found.items()))
@@ -176,12 +189,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Measure the 'spelling' setting instead: every question, as written and "
         "typo'd, searched with it off and on (writes results/typos-spelling.json).",
     )
+    parser.add_argument(
+        "--shortest",
+        action="store_true",
+        help="With --spelling: spelling on both ways, the shortest word corrected 5 "
+        "letters ('off', before 2026-12-06) against 4, by a letter added (writes "
+        "results/typos-shortest.json).",
+    )
     args = parser.parse_args(argv)
     modes = args.modes.split(",")
     made = specs(args.data)
     if args.spelling:
         title = "The spelling setting, off and on (on - off [95 % CI]; better/worse)"
-        return run(args, made, modes, (measure_spelling, summarise_spelling), title)
+        arms = ((True, 5), (True, None)) if args.shortest else ARMS
+        measure_ = functools.partial(measure_spelling, arms=arms)
+        return run(args, made, modes, (measure_, summarise_spelling), title)
     title = "One typo per question (delta [95 % CI]; better/worse questions)"
     return run(args, made, modes, (measure, summarise), title)
 
@@ -207,7 +229,8 @@ def run(args: Any, made: dict[str, Any], modes: list[str], how: Any, title: str)
             out["sets"][name][mode] = entry
             rows += [{"set": name, "mode": mode, **row} for row in set_rows]
     print_table(title, rows)
-    write_results("typos-spelling" if args.spelling else "typos", out)
+    name = "typos-shortest" if args.shortest else "typos-spelling" if args.spelling else "typos"
+    write_results(name, out)
     return 0
 
 

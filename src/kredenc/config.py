@@ -190,7 +190,7 @@ class Settings(BaseSettings):
         None,
         description="Unset: on with the SQLite backend, off with PostgreSQL (its lookup "
         "measured 50-150 ms a misspelt query against ~2-4 ms on SQLite). On: search also "
-        "looks for a query word that no card holds (5-24 letters) "
+        "looks for a query word that no card holds (4-24 letters) "
         "as the word one typo away that the most cards the caller can read hold "
         "('sydeney': 'sydney'), on both legs; a word some card holds is never changed. "
         "With one typo per question it recovers most of the 4-10 points a typo costs, "

@@ -26,7 +26,7 @@ def distance(a: str, b: str) -> int:
     return d[len(a)][len(b)]
 
 
-@given(st.text(alphabet="abcdez", min_size=1, max_size=7))
+@given(st.text(alphabet="abcdez", min_size=spelling.MIN_LETTERS, max_size=9))
 def test_the_edits_are_every_word_one_edit_away_and_only_those(word: str) -> None:
     got = spelling.edits(word)
     assert len(got) == len(set(got))
@@ -46,15 +46,24 @@ def test_the_edits_are_every_word_one_edit_away_and_only_those(word: str) -> Non
     assert expected <= set(got)
 
 
+@given(st.text(alphabet="abcdez", min_size=1, max_size=spelling.MIN_LETTERS - 1))
+def test_a_short_word_gets_back_only_a_letter_it_dropped(word: str) -> None:
+    got = spelling.edits(word)
+    assert len(got) == len(set(got)) and word not in got
+    assert all(len(e) == len(word) + 1 and distance(word, e) == 1 for e in got)
+    assert {word[:i] + c + word[i:] for i in range(len(word) + 1) for c in "abcdez"} <= set(got)
+
+
 def test_the_edits_come_swaps_first_then_a_letter_added_dropped_changed() -> None:
-    got = spelling.edits("abc")
-    assert got[:2] == ["bac", "acb"]
-    assert got.index("zabc") < got.index("bc") < got.index("zbc")
+    got = spelling.edits("abcde")
+    assert got[:2] == ["bacde", "acbde"]
+    assert got.index("zabcde") < got.index("bcde") < got.index("zbcde")
 
 
-def test_only_words_of_five_to_24_ascii_letters_are_corrected() -> None:
+def test_only_words_of_four_to_24_ascii_letters_are_corrected() -> None:
     assert spelling.correctable("sydeney")
-    assert not spelling.correctable("tram")  # four letters: too many neighbours
+    assert spelling.correctable("pars")  # four letters: by a letter added only
+    assert not spelling.correctable("bat")  # three: too many neighbours
     assert not spelling.correctable("x1000a")  # a code, not a word
     assert not spelling.correctable("naïve")
     assert not spelling.correctable("a" * 25)

@@ -11,6 +11,8 @@ Only words that *no* card holds are corrected, so a query whose words are all in
 store is searched exactly as written; and only words of :data:`MIN_LETTERS` letters or
 more, as ASCII letters: a short word has too many neighbours to pick one ("cat": "bat",
 "car", "cut"...), and a word with digits is a code, a version or a date, not a typo.
+A word of :data:`SHORTEST` letters (one fewer) is corrected only by a letter added: a
+5-letter word that lost one.
 
 This module makes the candidates; each index looks them up in its own vocabulary
 (``Index.corrections``).
@@ -21,8 +23,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-#: The shortest word corrected.
+#: The shortest word corrected by any edit.
 MIN_LETTERS = 5
+#: The shortest word corrected at all: one shorter than :data:`MIN_LETTERS` is
+#: corrected only by a letter added (the dropped letter of a word of MIN_LETTERS).
+SHORTEST = 4
 #: The longest: past it a word is more likely an identifier than an English word, and
 #: its candidates grow with its length (about 54 per letter).
 MAX_LETTERS = 24
@@ -32,7 +37,7 @@ _LETTERS = re.compile(r"[a-z]+")
 
 def correctable(word: str) -> bool:
     """Whether ``word`` (a lower-cased query token) is one this module corrects."""
-    return MIN_LETTERS <= len(word) <= MAX_LETTERS and _LETTERS.fullmatch(word) is not None
+    return SHORTEST <= len(word) <= MAX_LETTERS and _LETTERS.fullmatch(word) is not None
 
 
 def edits(word: str) -> list[str]:
@@ -41,6 +46,11 @@ def edits(word: str) -> list[str]:
     one), then a letter dropped, then a letter changed; left to right within each."""
     out: dict[str, None] = {}
     n = len(word)
+    if n < MIN_LETTERS:  # a short word: only the letter it may have dropped
+        for i in range(n + 1):
+            for ch in _ALPHABET:
+                out[word[:i] + ch + word[i:]] = None
+        return list(out)
     for i in range(n - 1):
         if word[i] != word[i + 1]:
             out[word[:i] + word[i + 1] + word[i] + word[i + 2 :]] = None
