@@ -182,6 +182,14 @@ def test_search_says_which_misspelt_words_it_searched_as_which(tmp_path: Path) -
     assert human.stdout.startswith("searched 'kestral' as 'kestrel' (no card holds")
     assert ok_json(*store, "search", "kestrel quarry", "-k", "1")["corrections"] == {}
     assert "searched" not in kredenc(*store, "search", "kestrel quarry", "-k", "1").stdout
+    # Recall corrects them too (recall_spelling, on with SQLite) and says so.
+    recalled = ok_json(*store, "recall", "where does the kestral nest?")
+    assert recalled["corrections"] == {"kestral": "kestrel"}
+    assert "The kestrel nests above the quarry." in recalled["block"]
+    human = kredenc(*store, "recall", "where does the kestral nest?")
+    assert human.returncode == 0, human.stderr
+    assert human.stderr.startswith("searched 'kestral' as 'kestrel' (no card holds")
+    assert ok_json(*store, "recall", "where does the kestrel nest?")["corrections"] == {}
 
 
 def test_search_filters_hops_and_provenance(seeded: dict[str, Any], tmp_path: Path) -> None:

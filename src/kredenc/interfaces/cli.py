@@ -40,6 +40,7 @@ from kredenc.interfaces.cli_common import (
     add_global_options,
     check_arg_text,
     context,
+    corrected_line,
     json_option,
     memory_json,
     scope_ids,
@@ -201,8 +202,7 @@ def search(
 
     def human() -> None:
         if corrections:
-            fixed = ", ".join(f"{a!r} as {b!r}" for a, b in corrections.items())
-            click.echo(escape(f"searched {fixed} (no card holds the word as typed)"))
+            click.echo(escape(corrected_line(corrections)))
         if isinstance(hits, RoundHits):
             click.echo(escape(hits.explain()))
         if not hits:

@@ -281,6 +281,15 @@ def memory_json(mem: Any) -> dict[str, Any]:
     return data
 
 
+def corrected_line(corrections: dict[str, str]) -> str:
+    """What a search or recall searched its misspelt words as: "searched 'x' as 'y' (no
+    card holds the word as typed)"; "" when nothing was corrected."""
+    if not corrections:
+        return ""
+    fixed = ", ".join(f"{a!r} as {b!r}" for a, b in corrections.items())
+    return f"searched {fixed} (no card holds the word as typed)"
+
+
 def short(text: str, width: int = 80) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"

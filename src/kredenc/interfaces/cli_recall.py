@@ -11,6 +11,7 @@ from kredenc.errors import InvalidInput
 from kredenc.interfaces.cli_common import (
     check_arg_text,
     context,
+    corrected_line,
     is_remote,
     json_option,
     read_stdin_text,
@@ -19,6 +20,7 @@ from kredenc.interfaces.cli_common import (
     settings_of,
     store_home,
 )
+from kredenc.interfaces.terminal import escape
 
 
 @click.command("recall")
@@ -80,6 +82,8 @@ def recall_command(
     data = {"query": text, "session": session_id, "budget": budget.to_dict(), **result.to_dict()}
 
     def human() -> None:
+        if result.corrections:
+            click.echo(escape(corrected_line(result.corrections)), err=True)
         click.echo(result.block or "(nothing would be recalled)")
         for item in result.items:
             legs = " ".join(f"{n}#{v.rank}" for n, v in item.legs.items())

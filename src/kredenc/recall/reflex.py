@@ -410,6 +410,7 @@ def _recall(
         )
 
     legs = run()
+    result.corrections = dict(legs.corrections)
     result.timings_ms.update(legs.timings_ms)
     _report(legs.late, legs.skipped, legs.failed, plan, result)
     # "two months ago": records filed before that time cannot tell of it (retrieve.when)

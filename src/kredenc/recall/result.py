@@ -66,6 +66,8 @@ class RecallResult:
     error: str | None = None
     timed_out: bool = False  # a leg was not ready within the time budget
     warnings: list[str] = field(default_factory=list)
+    #: Misspelt words of the message and the words searched for them (``recall_spelling``).
+    corrections: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,4 +84,5 @@ class RecallResult:
             "error": self.error,
             "timed_out": self.timed_out,
             "warnings": self.warnings,
+            "corrections": self.corrections,
         }

@@ -103,6 +103,10 @@ def test_recall_appends_memories(client: httpx.Client) -> None:
     assert any("Petrel" in item["text"] for item in body["items"])
     dry = client.post("/recall", json={"messages": messages, "session_id": "r1", "dry_run": True})
     assert dry.json()["dry_run"] is True and dry.json()["messages"] == messages
+    assert body["corrections"] == {}
+    typo = [{"role": "user", "content": "What is the name of my sloop Petrl?"}]
+    fixed = client.post("/recall", json={"messages": typo, "session_id": "r2", "dry_run": True})
+    assert fixed.json()["corrections"] == {"petrl": "petrel"}
 
 
 def test_a_reranker_is_not_the_clients_choice(

@@ -43,7 +43,8 @@ def correctable(word: str) -> bool:
 def edits(word: str) -> list[str]:
     """The distinct words one edit from ``word``, in the order a tie is broken by:
     swaps of two neighbouring letters, then a letter added (the commonest slips drop
-    one), then a letter dropped, then a letter changed; left to right within each."""
+    one), then a letter dropped, then a letter changed; left to right within each. A
+    word shorter than :data:`MIN_LETTERS`: only the words a letter added makes."""
     out: dict[str, None] = {}
     n = len(word)
     if n < MIN_LETTERS:  # a short word: only the letter it may have dropped
