@@ -25,11 +25,12 @@ Prints a table; writes benchmarks/results/typos.json.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from _common import print_table, write_results
@@ -112,14 +113,42 @@ def summarise(spec: Any, got: dict[str, Any]) -> tuple[dict[str, Any], list[dict
     return entry, rows
 
 
-#: The two arms ``--spelling`` pairs: (spelling on?, the shortest word corrected; None:
-#: ``spelling.SHORTEST``, 4).
-ARMS: tuple[tuple[bool, int | None], ...] = ((False, None), (True, None))
+#: The two arms ``--spelling`` pairs: (spelling on?, the shortest word corrected (None:
+#: ``spelling.SHORTEST``, 4), English words never looked up? (a probe, not adopted)).
+Arm = tuple[bool, int | None, bool]
+ARMS: tuple[Arm, ...] = ((False, None, False), (True, None, False))
 
 
-def measure_spelling(
-    s: Session, mode: str, arms: tuple[tuple[bool, int | None], ...] = ARMS
-) -> dict[str, Any]:
+@functools.cache
+def english_words() -> frozenset[str]:
+    """Lower-case words of 4+ ASCII letters that the shipped MiniLM tokenizer holds
+    whole (its WordPiece vocabulary: about 20,000 common English words and names)."""
+    from importlib import resources
+
+    ref = resources.files("kredenc.providers.embed").joinpath("data", "minilm-vocab.txt")
+    lines = ref.read_text(encoding="utf-8").split("\n")
+    return frozenset(
+        w for w in lines if len(w) >= 4 and w.isascii() and w.isalpha() and w.islower()
+    )
+
+
+@contextlib.contextmanager
+def english_kept(index: Any, on: bool) -> Iterator[None]:
+    """``index.corrections`` never given an English word (:func:`english_words`) while
+    ``on``: the guard ``--english`` measures."""
+    if not on:
+        yield
+        return
+    real = index.corrections
+    words = english_words()
+    index.corrections = lambda ns, ws, f: real(ns, [w for w in ws if w not in words], f)
+    try:
+        yield
+    finally:
+        del index.corrections  # the bound method again
+
+
+def measure_spelling(s: Session, mode: str, arms: tuple[Arm, ...] = ARMS) -> dict[str, Any]:
     """Per variant (as written included), each question's headline metrics in the two
     ``arms`` (the ``spelling`` setting off and on), and the corrections made."""
     from kredenc.storage.index import spelling
@@ -132,13 +161,15 @@ def measure_spelling(
     for qid, text, ns, chunked in s.questions:
         for v in per:
             asked = text if v == "as written" else typo(text, qid, v)
-            for arm, (on, shortest) in enumerate(arms):
+            for arm, (on, shortest, english) in enumerate(arms):
                 spelling.SHORTEST = default if shortest is None else shortest
                 params = s.params(chunked, None, mode=mode, spelling=on)
-                ids, _ = s.search(asked, ns, params)
+                with english_kept(s.kb.store.index, english):
+                    ids, _ = s.search(asked, ns, params)
                 per[v][bool(arm)].append(s.spec.metrics(qid, ids))
             spelling.SHORTEST = default
-            found = s.corrections(asked, ns)
+            with english_kept(s.kb.store.index, arms[-1][2]):
+                found = s.corrections(asked, ns)
             if found:
                 fixed[v].append(", ".join(f"{a}->{b}" for a, b in found.items()))
     return {"per": per, "fixed": fixed}
@@ -190,6 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "typo'd, searched with it off and on (writes results/typos-spelling.json).",
     )
     parser.add_argument(
+        "--english",
+        action="store_true",
+        help="With --spelling: spelling on both ways, every unheld word looked up "
+        "('off', the default) against English words never (a probe, not adopted; "
+        "writes results/typos-english.json).",
+    )
+    parser.add_argument(
         "--shortest",
         action="store_true",
         help="With --spelling: spelling on both ways, the shortest word corrected 5 "
@@ -201,7 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     made = specs(args.data)
     if args.spelling:
         title = "The spelling setting, off and on (on - off [95 % CI]; better/worse)"
-        arms = ((True, 5), (True, None)) if args.shortest else ARMS
+        arms = ARMS
+        if args.shortest:  # 5+ against 4+
+            arms = ((True, 5, False), (True, None, False))
+        elif args.english:
+            arms = ((True, None, False), (True, None, True))
         measure_ = functools.partial(measure_spelling, arms=arms)
         return run(args, made, modes, (measure_, summarise_spelling), title)
     title = "One typo per question (delta [95 % CI]; better/worse questions)"
@@ -229,7 +271,9 @@ def run(args: Any, made: dict[str, Any], modes: list[str], how: Any, title: str)
             out["sets"][name][mode] = entry
             rows += [{"set": name, "mode": mode, **row} for row in set_rows]
     print_table(title, rows)
-    name = "typos-shortest" if args.shortest else "typos-spelling" if args.spelling else "typos"
+    name = "typos-spelling" if args.spelling else "typos"
+    if args.spelling and (args.shortest or args.english):
+        name = "typos-shortest" if args.shortest else "typos-english"
     write_results(name, out)
     return 0
 
