@@ -201,8 +201,8 @@ def search(
         data["rounds"] = [asdict(r) for r in hits.rounds]
 
     def human() -> None:
-        if corrections:
-            click.echo(escape(corrected_line(corrections)))
+        if line := corrected_line(corrections):
+            click.echo(escape(line))
         if isinstance(hits, RoundHits):
             click.echo(escape(hits.explain()))
         if not hits:

@@ -82,8 +82,8 @@ def recall_command(
     data = {"query": text, "session": session_id, "budget": budget.to_dict(), **result.to_dict()}
 
     def human() -> None:
-        if result.corrections:
-            click.echo(escape(corrected_line(result.corrections)), err=True)
+        if line := corrected_line(result.corrections):
+            click.echo(escape(line), err=True)
         click.echo(result.block or "(nothing would be recalled)")
         for item in result.items:
             legs = " ".join(f"{n}#{v.rank}" for n, v in item.legs.items())
