@@ -179,3 +179,169 @@ def test_the_warm_up_reads_the_term_set_a_correction_needs(
         result = recall(kb.store, kb.namespace, asked, session_id=session)
         assert result.items[0].id == kestrel  # "kestral" searched as "kestrel"
         assert vocabulary._terms is terms  # not read again
+
+
+def _slow_vector_reads(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[str]:
+    """Reading the vectors takes ``seconds`` (as 100,000 of them do); the names of the
+    threads that read them are returned."""
+    from kredenc.storage.index import reads
+
+    readers: list[str] = []
+    read_vectors = reads.read_vectors
+
+    def slow(conn: object, dim: int) -> object:
+        readers.append(threading.current_thread().name)
+        time.sleep(seconds)
+        return read_vectors(conn, dim)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reads, "read_vectors", slow)
+    return readers
+
+
+def test_a_first_recall_never_loads_the_vectors_past_its_budget(
+    open_store: Callable[..., Kredenc], monkeypatch: pytest.MonkeyPatch, session: str
+) -> None:
+    """At 100,000 memories loading the vector shards took 0.9 s, on the thread of the
+    first recall of a process that did not warm up: a 50 ms budget became a second.
+    The load now runs on a thread of its own; the recall waits for it only within its
+    budget, answers by words meanwhile, and says why."""
+    from kredenc.storage.index.sqlite import VECTOR_LOAD_THREAD
+
+    with open_store(recall_warm_at_open=False) as kb:
+        kb.remember("The user keeps bees on the roof of the garage.", kind="fact")
+    readers = _slow_vector_reads(monkeypatch, 0.6)
+    with open_store(recall_warm_at_open=False) as kb:
+        asked = [{"role": "user", "content": "Where are the bees kept?"}]
+        started = time.perf_counter()
+        first = recall(kb.store, kb.namespace, asked, session_id=session, time_budget_ms=100)
+        took = time.perf_counter() - started
+        assert took < 0.45, took  # not the 0.6 s load
+        assert [i.text for i in first.items] == ["The user keeps bees on the roof of the garage."]
+        assert "dense" not in first.timings_ms
+        assert any("vectors are still loading" in w for w in first.warnings), first.warnings
+        assert readers == [VECTOR_LOAD_THREAD]
+        assert kb.index.vectors_ready(5.0)
+        second = recall(kb.store, kb.namespace, asked, session_id=session, time_budget_ms=100)
+        assert "dense" in second.timings_ms and not second.warnings
+        assert readers == [VECTOR_LOAD_THREAD]  # loaded once
+
+
+def test_a_recall_waits_for_a_load_that_ends_within_its_budget(
+    open_store: Callable[..., Kredenc], monkeypatch: pytest.MonkeyPatch, session: str
+) -> None:
+    with open_store(recall_warm_at_open=False) as kb:
+        kb.remember("The user keeps bees on the roof of the garage.", kind="fact")
+    _slow_vector_reads(monkeypatch, 0.05)
+    with open_store(recall_warm_at_open=False) as kb:
+        asked = [{"role": "user", "content": "Where are the bees kept?"}]
+        result = recall(kb.store, kb.namespace, asked, session_id=session, time_budget_ms=2000)
+        assert "dense" in result.timings_ms and not result.warnings
+
+
+def test_the_warm_up_at_open_loads_the_vectors_off_the_opening_thread(
+    open_store: Callable[..., Kredenc], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kredenc.storage.index.sqlite import VECTOR_LOAD_THREAD
+
+    with open_store(recall_warm_at_open=False) as kb:
+        kb.remember("The user keeps bees on the roof of the garage.", kind="fact")
+    readers = _slow_vector_reads(monkeypatch, 0.3)
+    opened = time.perf_counter()
+    with open_store() as kb:
+        assert time.perf_counter() - opened < 0.25  # open did not wait for the load
+        assert kb.index.vectors_ready(5.0)
+        assert readers == [VECTOR_LOAD_THREAD]
+
+
+@pytest.mark.parametrize("then", ["rebuild", "close"])
+def test_a_rebuild_or_close_during_the_vector_load_waits_for_it(
+    open_store: Callable[..., Kredenc], monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """The warm-up once read the shards inside the opening's gate, and a rebuild on the
+    opening thread closed the connection under that read: the process crashed (a
+    segfault in the SQLite read). The load reads on its own connection, and closing the
+    index waits for it."""
+    from kredenc.storage.index.sqlite import VECTOR_LOAD_THREAD
+
+    with open_store(recall_warm_at_open=False) as kb:
+        kb.remember("The user keeps bees on the roof of the garage.", kind="fact")
+    readers = _slow_vector_reads(monkeypatch, 0.3)
+    with open_store(recall_warm_at_open=False) as kb:
+        old = kb.index
+        assert not old.vectors_ready()  # the load starts, on its own thread
+        time.sleep(0.05)  # inside the slow read now
+        if then == "close":
+            kb.close()
+            assert not old.vectors_ready()  # closed: no second load starts
+            assert readers == [VECTOR_LOAD_THREAD]
+            return
+        assert kb.rebuild()["records"] == 1
+        hits = kb.search("bees on the roof", mode="hybrid")
+        assert [h.text for h in hits] == ["The user keeps bees on the roof of the garage."]
+        assert not [t for t in threading.enumerate() if t.name == VECTOR_LOAD_THREAD]
+
+
+def test_the_warm_up_at_open_reads_the_term_set_off_the_opening_thread(
+    open_store: Callable[..., Kredenc],
+) -> None:
+    with open_store(recall_warm_at_open=False) as kb:
+        kb.remember("The kestrel project ships its release on Friday.")
+    with open_store(recall_spelling=True) as kb:
+        for t in [t for t in threading.enumerate() if t.name == WARM_UP_THREAD]:
+            t.join(5)
+        terms = kb.index._vocabulary._terms
+        assert terms is not None and terms["kestrel"] == 1
+
+
+def test_the_startup_line_is_not_paid_out_of_the_first_recalls_budget(
+    open_store: Callable[..., Kredenc], monkeypatch: pytest.MonkeyPatch, session: str
+) -> None:
+    """The first recall of a store and namespace logs the startup line, which counts
+    the namespace's records (70-90 ms at 100,000): that count spent the budget, and the
+    legs were cut at once. The count is timed apart and the legs get the budget."""
+    with open_store(recall_warm_at_open=False) as kb:
+        kb.remember("The user keeps bees on the roof of the garage.", kind="fact")
+        kb.index.vectors_ready(5.0)
+        stats = kb.index.stats
+
+        def slow_stats(ns: str) -> dict[str, object]:
+            time.sleep(0.3)
+            return stats(ns)
+
+        monkeypatch.setattr(kb.index, "stats", slow_stats)
+        asked = [{"role": "user", "content": "Where are the bees kept?"}]
+        result = recall(kb.store, kb.namespace, asked, session_id=session, time_budget_ms=250)
+        assert result.timings_ms["announce"] >= 300
+        assert "dense" in result.timings_ms and "lexical" in result.timings_ms
+        assert not result.warnings, result.warnings
+        again = recall(kb.store, kb.namespace, asked, session_id=session, time_budget_ms=250)
+        assert "announce" not in again.timings_ms
+
+
+def test_closing_waits_for_the_warm_ups_read_of_the_term_set(
+    open_store: Callable[..., Kredenc], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kredenc.storage.index import lexical
+
+    with open_store(recall_warm_at_open=False) as kb:
+        kb.remember("The kestrel project ships its release on Friday.")
+    load = lexical.Vocabulary.load
+    reading = threading.Event()
+
+    def slow_load(self: lexical.Vocabulary, conn: object) -> int:
+        reading.set()
+        time.sleep(0.3)
+        return load(self, conn)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lexical.Vocabulary, "load", slow_load)
+    with open_store(recall_warm_at_open=False) as kb:
+        index = kb.index
+        done: list[int] = []
+        thread = threading.Thread(target=lambda: done.append(index.load_terms()))
+        thread.start()
+        assert reading.wait(5)
+        started = time.perf_counter()
+        kb.close()
+        assert time.perf_counter() - started >= 0.2  # waited for the read
+        thread.join(5)
+        assert done and done[0] > 0

@@ -43,6 +43,10 @@ class RecallIndex(LegIndex, Protocol):
         """The vector shards, loaded (the warm-up calls it once)."""
         ...
 
+    def vectors_ready(self, wait: float = ...) -> bool:
+        """Whether a dense search needs no load first; starts that load if it does."""
+        ...
+
     def load_terms(self) -> int:
         """Load what a spelling correction reads (the warm-up calls it once)."""
         ...

@@ -26,9 +26,11 @@ least ``recall_min_similarity``); and a record whose text is a near copy of one 
 picked (:func:`near_copy`) is skipped.
 
 Cold start: :func:`warm_in_background` (called when a ``Kredenc`` store opens, unless
-``recall_warm_at_open`` is off) loads the query model and the shards on a thread; the
-query embedding of a recall queues behind that load on the model's lock, so a first
-recall whose budget outlasts the rest of the warm-up gets its dense leg.
+``recall_warm_at_open`` is off) loads the query model on a thread, then starts the
+index's load of its vectors on another; the query embedding of a recall queues behind
+the model's load on its lock, and its dense leg waits for the vectors only within its
+time budget (``vectors_ready``: a first recall never loads them on its own thread), so
+a first recall whose budget outlasts the rest of the warm-up gets its dense leg.
 
 Recall reads the store through :class:`~kredenc.recall.deps.RecallStore` and names
 the namespace on every call; it never sees the ``Kredenc`` facade.
@@ -245,12 +247,13 @@ def warm_in_background(
     aborts the process (``terminate called without an active exception``) when a
     model load is cut short by the interpreter's shutdown.
 
-    Only the query model is loaded (an embedder whose ``loaded`` is False: one with a
-    local model still on disk); the thread never touches the index. It did load the
-    vector shards too, inside ``gate``, but a rebuild or purge on the opening thread
-    swaps the index's connections under such a read (the gate does not order them), and
-    the read crashed the process (a segfault in the SQLite read, seen in the suite); the
-    first vector search loads the shards itself, on the caller's thread."""
+    The query model is loaded (an embedder whose ``loaded`` is False: one with a local
+    model still on disk), then the index is asked to load its vectors on its own thread
+    (``vectors_ready``) and, when recall corrects spelling, the term set is read
+    (``load_terms``). Those loads read on connections of their own, and closing the
+    index waits for them, so a rebuild or purge on the opening thread never swaps a
+    connection under them. (This thread once read the shards itself,
+    inside ``gate``, and such a swap crashed the process in the suite.)"""
 
     def run() -> None:
         started = time.perf_counter()
@@ -260,6 +263,9 @@ def warm_in_background(
                 # queries. A remote or in-memory embedder has nothing to load.
                 with gate if gate is not None else nullcontext():
                     store.embedder.embed_query("kredenc recall warm-up")
+            store.index.vectors_ready()
+            if store.settings.recall_spelling_on:
+                store.index.load_terms()
         except StoreClosed:
             return  # closed before the warm-up was done: nothing left to warm
         except Exception as exc:  # noqa: BLE001 - a background warm-up must never break the host
@@ -379,13 +385,21 @@ def _recall(
         raise InvalidInput("messages must be a list of chat messages")
     if not isinstance(session_id, str) or not session_id:
         raise InvalidInput("session_id must be a non-empty string")
+    deadline = started + plan.time_budget_ms / 1000
+    announce_ms = 0.0
     if not _announced(store, ns):
         announce(store, ns, budget=plan.budget, dry_run=plan.dry_run)
+        # The startup line counts the namespace's records (70-90 ms at 100,000
+        # memories): once per store and namespace, and not out of the legs' budget.
+        announce_ms = (time.perf_counter() - started) * 1000
+        deadline += announce_ms / 1000
     msgs = list(messages)
     # A session is one conversation of one namespace of one store: two tenants (or two
     # stores in a process) with the same session id are two sessions.
     start = SESSIONS.start(f"{store.home}\x1f{ns}\x1f{session_id}", session_start)
     result = RecallResult(messages=msgs, dry_run=plan.dry_run, session_start=start)
+    if announce_ms:
+        result.timings_ms["announce"] = announce_ms
     query = newest_user_text(msgs)
     if not query.strip():
         result.skipped = "no user message"
@@ -406,7 +420,7 @@ def _recall(
             Filters(types=plan.types, older_than=start, created_after=since_start, **plan.scope),
             store.embed_query,
             terms=terms,
-            deadline=started + plan.time_budget_ms / 1000,
+            deadline=deadline,
         )
 
     legs = run()
@@ -481,10 +495,12 @@ def _report(
 
 def _done(result: RecallResult, started: float, plan: _Plan | None = None) -> RecallResult:
     result.elapsed_ms = (time.perf_counter() - started) * 1000
-    # (After a leg's timeout the overrun is the fusing of what was ready.)
-    if plan is not None and result.elapsed_ms > plan.time_budget_ms and not result.timed_out:
+    # (After a leg's timeout the overrun is the fusing of what was ready.) The first
+    # recall of a store and namespace logs the startup line outside the budget.
+    took = result.elapsed_ms - result.timings_ms.get("announce", 0.0)
+    if plan is not None and took > plan.time_budget_ms and not result.timed_out:
         result.warnings.append(
-            f"recall took {result.elapsed_ms:.1f} ms, over its {plan.time_budget_ms:g} ms budget"
+            f"recall took {took:.1f} ms, over its {plan.time_budget_ms:g} ms budget"
         )
     for warning in result.warnings:
         log.warning("recall: %s", warning)

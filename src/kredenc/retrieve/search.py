@@ -117,6 +117,8 @@ class LegIndex(Protocol):
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]: ...
 
+    def vectors_ready(self, wait: float = ...) -> bool: ...
+
     def doc_ids(self, ns: str, rowids: Sequence[int]) -> dict[int, str]: ...
 
     def corrections(self, ns: str, words: Sequence[str], filters: Filters) -> dict[str, str]: ...
@@ -174,6 +176,9 @@ def run_legs(
     deadlines and still run (a hung model: queueing behind them would only make the
     queue grow) or :data:`EMBED_QUEUE` are already waiting or running. A provider error
     in the embedding is ``Legs.failed`` then, so the lexical leg's result still counts.
+    A deadline run never loads the index's vectors on this thread (about 0.9 s at
+    100,000): it starts their load (``vectors_ready``) and waits for it only until the
+    deadline, else skips the dense leg (:data:`VECTORS_LOADING`).
     ``span``: a tracing hook around each leg.
     """
     span = span or _no_span
@@ -191,6 +196,8 @@ def run_legs(
         # as corrected (a query whose words are all held waits ~0.03 ms for it).
         lexical_terms, query = _respelled(index, ns, query, lexical_terms, filters, legs)
     legs.text = query
+    if dense and deadline is not None:
+        index.vectors_ready()  # a first search of the process: their load starts now
     embedding: Future[tuple[F32, float]] | None = None
     if dense and (params.mode == "hybrid" or deadline is not None):
         embedding = _EMBEDDINGS.submit(embed_query, query, refuse=deadline is not None)
@@ -237,6 +244,9 @@ def run_legs(
             else:
                 searched = time.perf_counter()
                 legs.query_vector = np.asarray(vector, dtype=np.float32)
+                if deadline is not None and not index.vectors_ready(max(0.0, deadline - searched)):
+                    legs.skipped["dense"] = VECTORS_LOADING
+                    return _grouped(index, ns, legs, params)
                 legs["dense"] = index.dense(
                     ns, np.asarray(vector, dtype=np.float32), depth, filters
                 )
@@ -246,10 +256,21 @@ def run_legs(
                     leg_span.set(embed_ms=round(embed_ms, 3))
     elif params.mode in ("hybrid", "dense") and not dense:
         legs["dense"] = []
+    return _grouped(index, ns, legs, params)
+
+
+def _grouped(index: LegIndex, ns: str, legs: Legs, params: SearchParams) -> Legs:
+    """``legs``, each leg kept to the best hit per document with ``per_document``."""
     if params.per_document:
         for name in list(legs):
             legs[name] = _best_per_document(index, ns, legs[name])
     return legs
+
+
+#: Why a deadline run's dense leg did not run while the vectors were loading.
+VECTORS_LOADING = (
+    "the vectors are still loading into this process (its first dense search); used what was ready"
+)
 
 
 #: Threads that embed queries beside their lexical legs. A deadline run skips its dense

@@ -168,6 +168,13 @@ class Index(Protocol):
         """Top ``k`` (rowid, cosine), best first (ties by rowid)."""
         ...
 
+    def vectors_ready(self, wait: float = 0.0) -> bool:
+        """Whether :meth:`dense` can run without first loading what it searches into
+        this process; if not, that load starts in the background (once) and this waits
+        up to ``wait`` seconds for it. A run with a deadline asks before its dense leg
+        (True at once where the database searches its own vectors)."""
+        ...
+
     def corrections(self, ns: str, words: Sequence[str], filters: Filters) -> dict[str, str]:
         """Each of ``words`` (lower-cased query words) that no card of any namespace
         holds, mapped to its correction: the word one typo away that the most cards

@@ -203,6 +203,11 @@ class Vocabulary:
                 self._counts[(stem, prefix)] = (count, cards)
         return count
 
+    def forget(self, conn: sqlite3.Connection) -> None:
+        """Before closing ``conn`` (on this thread): a later connection that gets its
+        id must not pass for one that has the vocabulary table."""
+        getattr(self._local, "vocab", set()).discard(id(conn))
+
     def _vocab_table(self, conn: sqlite3.Connection) -> None:
         done: set[int] = getattr(self._local, "vocab", set())
         if id(conn) in done:

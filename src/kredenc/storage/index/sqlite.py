@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from kredenc.errors import IndexOutdated
+from kredenc.errors import IndexOutdated, StoreClosed
 from kredenc.storage.index import lexical, projector, reads, schema
 from kredenc.storage.index.cards import (
     card_of,
@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The name of the thread that loads the vector shards off a recall's thread.
+VECTOR_LOAD_THREAD = "kredenc-vector-load"
 
 #: The card index is merged into one FTS5 segment once it holds this many cards and
 #: has grown by ``COMPACT_GROWTH`` since it was last merged (see ``compaction_due``).
@@ -112,6 +115,10 @@ class SqliteIndex:
         self._init_meta()
         self._shards: dict[str, VectorShard] | None = None
         self._shards_lock = threading.Lock()
+        self._closed = False
+        self._loader: threading.Thread | None = None  # loads the shards off the caller's
+        self._loader_lock = threading.Lock()  # thread (``vectors_ready``)
+        self._terms_load_lock = threading.Lock()  # held by ``load_terms``
         # The writer's copy of each namespace's generations (``generation``): this
         # process is the only one that writes the file, so after one read the copy is
         # kept current by ``apply`` itself. A reader (another process) reads the file.
@@ -137,13 +144,18 @@ class SqliteIndex:
         return conn
 
     def close(self) -> None:
-        if getattr(self, "_closed", False):
+        if self._closed:
             return
         self._closed = True
-        if not self.read_only:
-            self.save_ann()
-        for conn in [*getattr(self, "_readers", []), self._writer]:
-            conn.close()
+        # A load of the vectors in flight (``vectors_ready`` started it on a thread of
+        # its own) finishes first, or stops at its next shard, and so does a load of
+        # the term set (the warm-up's): a rebuild or purge closes the index and then
+        # replaces its files, never under those reads.
+        with self._shards_lock, self._terms_load_lock:
+            if not self.read_only:
+                self.save_ann()
+            for conn in [*getattr(self, "_readers", []), self._writer]:
+                conn.close()
 
     # -- meta -----------------------------------------------------------------
     def _init_meta(self) -> None:
@@ -207,31 +219,86 @@ class SqliteIndex:
             return self._shards
         with self._shards_lock:
             if self._shards is None:
-                shards: dict[str, VectorShard] = {}
-                # One read snapshot on this thread's own connection (never the writer's,
-                # which the housekeeper may be using): the log position and the vectors
-                # agree. Writes committed after the snapshot wait on _shards_lock in
-                # apply() and are added to the loaded shards then.
-                conn = self.reader()
-                conn.execute("BEGIN")
-                try:
-                    row = conn.execute("SELECT value FROM meta WHERE key='applied_seq'")
-                    applied_seq = int(row.fetchone()[0])
-                    grouped = reads.read_vectors(conn, self.dim)
-                    top = conn.execute("SELECT coalesce(max(rowid), 0) FROM records")
-                    self._shards_rowid = int(top.fetchone()[0])
-                finally:
-                    conn.execute("COMMIT")
-                self._shards_seq = applied_seq
-                for key in list(grouped):
-                    ids, matrix = grouped.pop(key)
-                    shard = self._new_shard(key)
-                    shard.add(ids, matrix, build_ann=False)
-                    if shard.wants_ann and not shard.load_ann(applied_seq):
-                        shard.build_ann()
-                    shards[key] = shard
-                self._shards = shards
+                self._shards = self._load_shards()
         return self._shards
+
+    def vectors_ready(self, wait: float = 0.0) -> bool:
+        """Whether :meth:`dense` can search without loading the vector shards first.
+        When they are not loaded, their load starts on a thread of its own (once; it
+        takes about 0.9 s at 100,000 vectors with saved ANN graphs) and this waits up
+        to ``wait`` seconds for it. A recall asks this with what is left of its time
+        budget, so that the first recall of a process never loads the shards on its
+        own thread past the budget. False once the index is closed."""
+        if self._shards is not None:
+            return True
+        with self._loader_lock:
+            if self._closed:
+                return False
+            loader = self._loader
+            if loader is None or not loader.is_alive():
+                if self._shards is not None:
+                    return True
+                loader = self._loader = threading.Thread(
+                    target=self._load_in_background, name=VECTOR_LOAD_THREAD, daemon=False
+                )
+                loader.start()
+        if wait > 0:
+            loader.join(wait)
+        return self._shards is not None
+
+    def _load_in_background(self) -> None:
+        """The body of the thread :meth:`vectors_ready` starts: loads the shards unless
+        the index closed first; a failure is logged (a search that needs the vectors
+        loads them itself, and raises what the load raised)."""
+        started = time.perf_counter()
+        try:
+            with self._shards_lock:
+                if self._closed or self._shards is not None:
+                    return
+                self._shards = self._load_shards()
+        except StoreClosed:
+            return  # closed while loading: nothing left to load for
+        except Exception as exc:  # noqa: BLE001 - a background load must never break the host
+            log.warning("loading the vector shards failed: %s: %s", type(exc).__name__, exc)
+        else:
+            log.debug("vector shards loaded in %.2f s", time.perf_counter() - started)
+
+    def _load_shards(self) -> dict[str, VectorShard]:
+        """Every shard's vectors (and its saved ANN graph, or one built now) from one
+        read snapshot, on a connection of the load's own: never the writer's, which
+        the housekeeper may be using, nor a thread's reader, which :meth:`close`
+        closes. The caller holds ``_shards_lock``: writes committed after the
+        snapshot wait on it in :meth:`apply` and are added to the loaded shards then.
+        Raises ``StoreClosed`` when the index is closed first, or between shards once
+        it is closing."""
+        if self._closed:
+            raise StoreClosed()
+        shards: dict[str, VectorShard] = {}
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key='applied_seq'")
+                applied_seq = int(row.fetchone()[0])
+                grouped = reads.read_vectors(conn, self.dim)
+                top = conn.execute("SELECT coalesce(max(rowid), 0) FROM records")
+                top_rowid = int(top.fetchone()[0])
+            finally:
+                conn.execute("COMMIT")
+        finally:
+            conn.close()
+        for key in list(grouped):
+            if self._closed:
+                raise StoreClosed()
+            ids, matrix = grouped.pop(key)
+            shard = self._new_shard(key)
+            shard.add(ids, matrix, build_ann=False)
+            if shard.wants_ann and not shard.load_ann(applied_seq):
+                shard.build_ann()
+            shards[key] = shard
+        self._shards_rowid = top_rowid
+        self._shards_seq = applied_seq
+        return shards
 
     def _follow_shards(self) -> None:
         """Catch the loaded shards up with the index another process writes, when its
@@ -485,8 +552,18 @@ class SqliteIndex:
 
     def load_terms(self) -> int:
         """Read the index's term counts (``lexical.Vocabulary.known``) now: the first
-        correction would, about 0.05 s at 100,000 cards. The terms held."""
-        return self._vocabulary.load(self.reader())
+        correction would, about 0.05 s at 100,000 cards. The terms held. Safe on any
+        thread (the recall warm-up's): it reads on a connection of its own, and
+        :meth:`close` waits for it."""
+        with self._terms_load_lock:
+            if self._closed:
+                raise StoreClosed()
+            conn = self._connect()
+            try:
+                return self._vocabulary.load(conn)
+            finally:
+                self._vocabulary.forget(conn)
+                conn.close()
 
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by cosine within the namespace (and drawer) that pass

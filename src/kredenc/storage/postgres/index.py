@@ -464,6 +464,10 @@ class PostgresIndex(IndexReads):
         (``lexical.corrections``)."""
         return 0
 
+    def vectors_ready(self, wait: float = 0.0) -> bool:
+        """Always: PostgreSQL searches its own vectors (nothing to load here)."""
+        return True
+
     def dense(self, ns: str, query: F32, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Top ``k`` rowids by inner product (cosine: unit vectors), ties by rowid.
 

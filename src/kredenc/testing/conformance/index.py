@@ -251,6 +251,25 @@ class IndexConformance(IndexListingConformance, IndexHistoryConformance):
             for rowid, score in ranked:
                 assert float(np.dot(vectors[rowid], query)) == pytest.approx(score, abs=1e-4)
 
+    def test_vectors_ready_says_when_dense_needs_no_load_and_starts_it(
+        self, tmp_path: Path, embedder: HashEmbedder
+    ) -> None:
+        """A reopened index answers ``vectors_ready`` at once (False while a load it
+        started runs, never raising), is ready within a short wait and stays so, and
+        its dense leg answers as before."""
+        log = Records()
+        (tmp_path / "index").mkdir()
+        path = tmp_path / "index" / "index.db"
+        query = embedder.embed(["river boat water"])[0]
+        with self.opened(path) as index:
+            self.apply(index, log, log.add(*FILTERED), embedder)
+            before = index.dense("a", query, 5, Filters())
+        with self.opened(path) as index:
+            assert isinstance(index.vectors_ready(), bool)
+            assert index.vectors_ready(10.0)
+            assert index.vectors_ready()  # and stays so
+            assert index.dense("a", query, 5, Filters()) == before
+
     # -- rebuild -------------------------------------------------------------------------
     def test_a_rebuild_answers_like_the_index_it_replaces(
         self, tmp_path: Path, embedder: HashEmbedder
