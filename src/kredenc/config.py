@@ -604,8 +604,9 @@ class Settings(BaseSettings):
     )
     recall_warm_at_open: bool = Field(
         True,
-        description="Opening a store loads the query model and the vector shards on a "
-        "background thread, so the first recall finds the dense leg ready.",
+        description="Opening a store loads the query model, the vector shards and (with "
+        "recall_spelling) the term set in the background, so the first recall finds them "
+        "ready; a recall never loads the shards on its own thread past its time budget.",
     )
     recall_user_id: str = Field(
         "",
