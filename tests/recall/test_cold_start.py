@@ -345,3 +345,37 @@ def test_closing_waits_for_the_warm_ups_read_of_the_term_set(
         assert time.perf_counter() - started >= 0.2  # waited for the read
         thread.join(5)
         assert done and done[0] > 0
+
+
+def test_a_failed_background_load_is_logged_once_and_left_to_the_next_search(
+    open_store: Callable[..., Kredenc],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kredenc.storage.index import reads
+
+    with open_store(recall_warm_at_open=False) as kb:
+        kb.remember("The user keeps bees on the roof of the garage.", kind="fact")
+    read_vectors = reads.read_vectors
+    broken = [True]
+
+    def flaky(conn: object, dim: int) -> object:
+        if broken[0]:
+            raise OSError("disk read error")
+        return read_vectors(conn, dim)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reads, "read_vectors", flaky)
+    with (
+        caplog.at_level(logging.WARNING, logger="kredenc.storage"),
+        open_store(recall_warm_at_open=False) as kb,
+    ):
+        assert not kb.index.vectors_ready()
+        for t in [t for t in threading.enumerate() if t.name == "kredenc-vector-load"]:
+            t.join(5)
+        assert kb.index.vectors_ready()  # failed: the next dense search loads, and raises
+        assert kb.index.vectors_ready()
+        failures = [r for r in caplog.records if "loading the vector shards failed" in r.message]
+        assert len(failures) == 1 and "disk read error" in failures[0].message
+        broken[0] = False  # the disk is back: the next search loads on its own thread
+        hits = kb.search("bees on the roof", mode="dense")
+        assert [h.text for h in hits][:1] == ["The user keeps bees on the roof of the garage."]

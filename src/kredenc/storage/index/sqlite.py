@@ -119,6 +119,7 @@ class SqliteIndex:
         self._loader: threading.Thread | None = None  # loads the shards off the caller's
         self._loader_lock = threading.Lock()  # thread (``vectors_ready``)
         self._terms_load_lock = threading.Lock()  # held by ``load_terms``
+        self._load_failed = False  # the background load raised (``vectors_ready``)
         # The writer's copy of each namespace's generations (``generation``): this
         # process is the only one that writes the file, so after one read the copy is
         # kept current by ``apply`` itself. A reader (another process) reads the file.
@@ -229,14 +230,14 @@ class SqliteIndex:
         to ``wait`` seconds for it. A recall asks this with what is left of its time
         budget, so that the first recall of a process never loads the shards on its
         own thread past the budget. False once the index is closed."""
-        if self._shards is not None:
-            return True
+        if self._shards is not None or self._load_failed:
+            return True  # loaded; or a failed load, which dense() tries again and raises
         with self._loader_lock:
             if self._closed:
                 return False
             loader = self._loader
             if loader is None or not loader.is_alive():
-                if self._shards is not None:
+                if self._shards is not None or self._load_failed:
                     return True
                 loader = self._loader = threading.Thread(
                     target=self._load_in_background, name=VECTOR_LOAD_THREAD, daemon=False
@@ -248,8 +249,9 @@ class SqliteIndex:
 
     def _load_in_background(self) -> None:
         """The body of the thread :meth:`vectors_ready` starts: loads the shards unless
-        the index closed first; a failure is logged (a search that needs the vectors
-        loads them itself, and raises what the load raised)."""
+        the index closed first. A failure is logged once and not retried here: from
+        then on ``vectors_ready`` says True, so the next dense search loads them on its
+        own thread and raises what the load raised."""
         started = time.perf_counter()
         try:
             with self._shards_lock:
@@ -259,6 +261,9 @@ class SqliteIndex:
         except StoreClosed:
             return  # closed while loading: nothing left to load for
         except Exception as exc:  # noqa: BLE001 - a background load must never break the host
+            # Not started again in the background: the next dense search loads on its
+            # own thread, as before there was a background load, and raises the error.
+            self._load_failed = True
             log.warning("loading the vector shards failed: %s: %s", type(exc).__name__, exc)
         else:
             log.debug("vector shards loaded in %.2f s", time.perf_counter() - started)
