@@ -27,7 +27,8 @@ picked (:func:`near_copy`) is skipped.
 
 Cold start: :func:`warm_in_background` (called when a ``Kredenc`` store opens, unless
 ``recall_warm_at_open`` is off) loads the query model on a thread, then starts the
-index's load of its vectors on another; the query embedding of a recall queues behind
+index's load of its vectors on another and reads the term set spelling corrections
+use; the query embedding of a recall queues behind
 the model's load on its lock, and its dense leg waits for the vectors only within its
 time budget (``vectors_ready``: a first recall never loads them on its own thread), so
 a first recall whose budget outlasts the rest of the warm-up gets its dense leg.
@@ -252,8 +253,8 @@ def warm_in_background(
     (``vectors_ready``) and, when recall corrects spelling, the term set is read
     (``load_terms``). Those loads read on connections of their own, and closing the
     index waits for them, so a rebuild or purge on the opening thread never swaps a
-    connection under them. (This thread once read the shards itself,
-    inside ``gate``, and such a swap crashed the process in the suite.)"""
+    connection under them. (This thread once read the shards itself, inside
+    ``gate``, and such a swap crashed the process in the suite.)"""
 
     def run() -> None:
         started = time.perf_counter()
