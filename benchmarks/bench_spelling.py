@@ -76,7 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         vocabulary = index._vocabulary  # the index terms of a word
         out["filed_s"] = round(time.perf_counter() - t0, 1)
         settings = kb.store.settings
-        clear = getattr(kb.embed_query, "cache_clear", lambda: None)
+        # The store's query-vector LRU (``QueryVectors``). Stop 33 looked for a
+        # ``cache_clear`` it does not have, so nothing was cleared and every recall and
+        # hybrid row after a text's first timing reused its embedding.
+        clear = kb.embed_query.clear
         # The first correction reads the index's terms (once per process): timed alone.
         start = time.perf_counter()
         index.corrections(NS, ["kestral"], Filters())

@@ -59,6 +59,12 @@ class QueryVectors:
         vectors = self._many(missing)
         self._keep(dict(zip(missing, vectors, strict=True)))
 
+    def clear(self) -> None:
+        """Forget every vector held (a benchmark that times the embedding clears it
+        before each query)."""
+        with self._lock:
+            self._held.clear()
+
     def __contains__(self, text: object) -> bool:
         with self._lock:
             return text in self._held
