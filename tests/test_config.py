@@ -201,34 +201,26 @@ def test_a_redis_url_that_is_not_redis_is_one_line_without_the_secret(tmp_path: 
     assert "hunter2" not in repr(ok) and "hunter2" not in ok.model_dump_json()
 
 
-def test_spelling_unset_follows_the_backend_and_a_set_value_wins(tmp_path: Path) -> None:
-    from kredenc.retrieve.query import search_params
-
-    sqlite = load_settings(tmp_path)
-    assert sqlite.spelling is None and sqlite.spelling_on
-    assert search_params(sqlite).spelling
-    dsn = "host=127.0.0.1 dbname=kredenc"
-    postgres = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn)
-    assert not postgres.spelling_on and not search_params(postgres).spelling
-    chosen = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn, spelling=True)
-    assert chosen.spelling_on and search_params(chosen).spelling
-    assert not load_settings(tmp_path, spelling=False).spelling_on
-
-
-def test_recall_spelling_unset_follows_the_backend_and_a_set_value_wins(tmp_path: Path) -> None:
+def test_spelling_is_on_with_either_backend_unless_turned_off(tmp_path: Path) -> None:
+    """Search and recall correct misspelt words by default on both backends (the
+    PostgreSQL lookup reads its ``terms`` table: a few ms, docs/benchmarks.md)."""
     from kredenc.recall.reflex import _plan
+    from kredenc.retrieve.query import search_params
 
     class _Store:
         def __init__(self, settings: Settings) -> None:
             self.settings = settings
 
-    sqlite = load_settings(tmp_path)
-    assert sqlite.recall_spelling is None and sqlite.recall_spelling_on
-    assert _plan(_Store(sqlite), None, None, None, None).params.spelling  # type: ignore[arg-type]
     dsn = "host=127.0.0.1 dbname=kredenc"
-    postgres = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn)
-    assert not postgres.recall_spelling_on
-    assert not _plan(_Store(postgres), None, None, None, None).params.spelling  # type: ignore[arg-type]
-    chosen = load_settings(tmp_path, backend="postgres", postgres_dsn=dsn, recall_spelling=True)
-    assert chosen.recall_spelling_on
-    assert not load_settings(tmp_path, recall_spelling=False).recall_spelling_on
+    for settings in (
+        load_settings(tmp_path),
+        load_settings(tmp_path, backend="postgres", postgres_dsn=dsn),
+    ):
+        assert settings.spelling and settings.recall_spelling
+        assert search_params(settings).spelling
+        assert _plan(_Store(settings), None, None, None, None).params.spelling  # type: ignore[arg-type]
+    off = load_settings(
+        tmp_path, backend="postgres", postgres_dsn=dsn, spelling=False, recall_spelling=False
+    )
+    assert not search_params(off).spelling
+    assert not _plan(_Store(off), None, None, None, None).params.spelling  # type: ignore[arg-type]

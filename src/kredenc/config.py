@@ -186,12 +186,10 @@ class Settings(BaseSettings):
         "(0: the fused order); chosen leave-one-set-out on the dev sets "
         "(docs/benchmarks.md).",
     )
-    spelling: bool | None = Field(
-        None,
-        description="Unset: on with the SQLite backend, off with PostgreSQL (its lookup "
-        "measured 50-150 ms a misspelt query against ~2-4 ms on SQLite). On: search also "
-        "looks for a query word that no card holds (4-24 letters) "
-        "as the word one typo away that the most cards the caller can read hold "
+    spelling: bool = Field(
+        True,
+        description="Search also looks for a query word that no card holds (4-24 "
+        "letters) as the word one typo away that the most cards the caller can read hold "
         "('sydeney': 'sydney'), on both legs; a word some card holds is never changed. "
         "With one typo per question it recovers most of the 4-10 points a typo costs, "
         "and leaves the dev questions as written within noise (docs/retrieval.md, "
@@ -589,12 +587,11 @@ class Settings(BaseSettings):
         "Saturday') and puts what was filed since then first (off by default: on "
         "LongMemEval it moved one question of 50, docs/benchmarks.md).",
     )
-    recall_spelling: bool | None = Field(
-        None,
+    recall_spelling: bool = Field(
+        True,
         description="Recall corrects a message's misspelt words as search does (the "
-        "'spelling' setting); unset: on with the SQLite backend, off with PostgreSQL, as "
-        "'spelling'. With one typo per question it puts the evidence in the block for "
-        "0.76 of LoCoMo questions against 0.66 without (docs/benchmarks.md).",
+        "'spelling' setting). With one typo per question it puts the evidence in the "
+        "block for 0.76 of LoCoMo questions against 0.66 without (docs/benchmarks.md).",
     )
     recall_assistant_turns: bool = Field(
         False,
@@ -676,20 +673,6 @@ class Settings(BaseSettings):
                 f"(it has {scheme}); empty turns it off"
             )
         return value
-
-    @property
-    def spelling_on(self) -> bool:
-        """Whether search corrects misspelt words: ``spelling``, or by the backend when
-        it is unset (on with SQLite, off with PostgreSQL)."""
-        return self.spelling if self.spelling is not None else self.backend == "sqlite"
-
-    @property
-    def recall_spelling_on(self) -> bool:
-        """Whether recall corrects misspelt words: ``recall_spelling``, or by the
-        backend when it is unset (as :attr:`spelling_on`)."""
-        if self.recall_spelling is not None:
-            return self.recall_spelling
-        return self.backend == "sqlite"
 
     @model_validator(mode="after")
     def _mind_redis(self) -> Settings:

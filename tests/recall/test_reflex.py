@@ -507,7 +507,7 @@ def test_recall_spelling_recalls_what_a_misspelt_word_names(kb: Kredenc, session
     assert first("When does the falcon project ship?") == falcon
     # On by default: "kestral" is held by no memory, and is searched as "kestrel".
     asked = "When does the kestral project ship?"
-    assert kb.store.settings.recall_spelling_on
+    assert kb.store.settings.recall_spelling
     assert first(asked) == kestrel
     assert first("When does the falcn project ship?") == falcon
     # Off, nothing tells the two apart.

@@ -406,7 +406,7 @@ def test_the_index_stops_a_lexical_leg_at_its_deadline(kb: Kredenc) -> None:
 
 
 def test_spelling_searches_a_misspelt_word_as_the_word_the_store_holds(kb: Kredenc) -> None:
-    # Unset, spelling is on with the SQLite backend.
+    # Spelling is on by default.
     meant = view(kb.search("kestrel meeting quarterly", k=10))
     assert meant
     # Each leg searches the held words: the same hits, ranks and scores.

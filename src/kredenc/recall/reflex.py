@@ -168,7 +168,7 @@ def _plan(
             fusion=s.fusion,
             context_weight=s.lexical_context_weight,
             lexical_max_scored=s.lexical_max_scored,
-            spelling=s.recall_spelling_on,
+            spelling=s.recall_spelling,
         ),
         scope=scope_filters(
             user_id=scope_id("user_id"), agent_id=scope_id("agent_id"), run_id=scope_id("run_id")
@@ -232,7 +232,7 @@ def warm_up(store: RecallStore) -> float:
     store.embedder.embed(["kredenc recall warm-up"])  # the model that files turns
     store.embedder.embed_query("kredenc recall warm-up")  # the one that recalls
     store.index.shards()
-    if store.settings.recall_spelling_on:
+    if store.settings.recall_spelling:
         store.index.load_terms()
     return time.perf_counter() - started
 
@@ -265,7 +265,7 @@ def warm_in_background(
                 with gate if gate is not None else nullcontext():
                     store.embedder.embed_query("kredenc recall warm-up")
             store.index.vectors_ready()
-            if store.settings.recall_spelling_on:
+            if store.settings.recall_spelling:
                 store.index.load_terms()
         except StoreClosed:
             return  # closed before the warm-up was done: nothing left to warm

@@ -75,7 +75,7 @@ def search_params(
         neighbors_max=s.neighbors_max,
         graph_decay=s.graph_decay,
         coverage_weight=s.coverage_weight,
-        spelling=s.spelling_on,
+        spelling=s.spelling,
         rerank_depth=s.rerank_depth,
         rerank_mix=s.rerank_mix,
         context_weight=s.lexical_context_weight,

@@ -1,6 +1,7 @@
 """The PostgreSQL index beyond the conformance suite: row-level security as the second
-wall behind the namespace in every statement, BM25 scores on FTS5's scale, the HNSW
-path of the dense leg, and a rebuild's drop that keeps the embedding cache."""
+wall behind the namespace in every statement, BM25 scores on FTS5's scale, the term
+counts spelling corrections read, the HNSW path of the dense leg, and a rebuild's drop
+that keeps the embedding cache."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kredenc.storage.index.lexical import Phrase
 from kredenc.storage.index.sqlite import SqliteIndex
 from kredenc.storage.index.vectors import AnnParams
 from kredenc.testing import postgres as postgres_testing
-from kredenc.testing.conformance.index_data import Records, put
+from kredenc.testing.conformance.index_data import Records, put, tombstone
 from kredenc.testing.embedders import HashEmbedder
 from kredenc.testing.postgres import require
 
@@ -109,6 +110,49 @@ def test_history_is_walled_by_namespace_and_backfilled_by_its_step(
         index.close()
 
 
+COUNTED = (
+    "SELECT u.lexeme, count(*) FROM cards c CROSS JOIN LATERAL unnest(c.tsv) AS u"
+    " GROUP BY u.lexeme ORDER BY 1"
+)
+
+
+def _terms(postgres_dsn: str, schema: str) -> list[tuple[str, int]]:
+    with migrate.connect(postgres_dsn, schema) as conn:
+        return [(str(t), int(n)) for t, n in conn.execute("SELECT * FROM terms ORDER BY 1")]
+
+
+def _counted(postgres_dsn: str, schema: str) -> list[tuple[str, int]]:
+    with migrate.connect(postgres_dsn, schema) as conn:
+        return [(str(t), int(n)) for t, n in conn.execute(COUNTED)]
+
+
+def test_terms_count_the_cards_that_hold_each_lexeme(
+    index: PostgresIndex, postgres_dsn: str, schema: str
+) -> None:
+    """Every apply keeps ``terms`` equal to the cards' own lexemes counted, through
+    puts and tombstones in one apply or several, and drops a lexeme no card holds."""
+    embedder = HashEmbedder(dim=DIM)
+    log = fill(index, embedder)
+    assert _terms(postgres_dsn, schema) == _counted(postgres_dsn, schema)
+    assert ("river", 3) in _terms(postgres_dsn, schema)  # a1, a4 and b1
+    index.apply(
+        log.add(
+            tombstone("a", "a4"),
+            put("a", "a6", "a heron by the river"),
+            put("a", "a7", "zeppelins over the lake"),
+            tombstone("a", "a7"),  # put and forgotten in one apply
+        ),
+        None,
+        embedder.embed,
+        log.end,
+    )
+    index.apply(log.add(tombstone("a", "a3")), None, embedder.embed, log.end)
+    terms = dict(_terms(postgres_dsn, schema))
+    assert list(terms.items()) == _counted(postgres_dsn, schema)
+    assert "zeppelin" not in terms and "mountain" not in terms  # no card holds them
+    assert terms["heron"] == 1
+
+
 def test_bm25_scores_match_fts5s(index: PostgresIndex, tmp_path: Path) -> None:
     """Words both stemmers agree on get the SQLite index's BM25 scores."""
     embedder = HashEmbedder(dim=DIM)
@@ -155,6 +199,36 @@ def test_words_the_stemmers_part_on_rank_as_on_sqlite(index: PostgresIndex, tmp_
         assert len(sqlite.lexical("a", [Phrase("generously")], 10, Filters())) == 3
     finally:
         sqlite.close()
+
+
+def test_an_index_made_before_the_terms_step_gets_them_counted(
+    postgres_dsn: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The ``index/003 terms`` step counts an older index's cards once, at its first
+    writable open; a read-only handle before that corrects nothing and says why."""
+    embedder = HashEmbedder(dim=DIM)
+    ix = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")
+    try:
+        fill(ix, embedder)
+        with migrate.connect(postgres_dsn, schema) as conn:
+            conn.execute("DROP TABLE terms")
+            conn.execute("DELETE FROM migrations WHERE name = 'index/003 terms'")
+            conn.commit()
+    finally:
+        ix.close()
+    reader = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t", read_only=True)
+    try:
+        assert reader.corrections("a", ["rivr", "bost"], Filters()) == {}
+        assert "predates its term counts" in caplog.text
+        assert reader.lexical("a", [Phrase("river")], 10, Filters())  # searches as before
+    finally:
+        reader.close()
+    writer = PostgresIndex(postgres_dsn, schema, dim=DIM, model_id="t")  # migrates
+    try:
+        assert _terms(postgres_dsn, schema) == _counted(postgres_dsn, schema)
+        assert writer.corrections("a", ["rivers", "rievr"], Filters()) == {"rievr": "river"}
+    finally:
+        writer.close()
 
 
 def test_an_index_built_with_snowball_lexemes_keeps_them(

@@ -147,6 +147,7 @@ class PostgresIndex(IndexReads):
         )
         self._closed = False
         self._stems = self._lexemes()
+        self._terms = self._has_terms()
 
     @staticmethod
     def drop(dsn: str, schema_name: str) -> None:
@@ -279,6 +280,22 @@ class PostgresIndex(IndexReads):
         )
         return lexical.Stems()
 
+    def _has_terms(self) -> bool:
+        """Whether the index has its ``terms`` table (a read-only handle on an index
+        made before the ``index/003 terms`` step has not: it corrects no spelling, and
+        says so once)."""
+        with self._tx(ALL) as conn:
+            row = conn.execute("SELECT to_regclass('terms') IS NOT NULL").fetchone()
+        if row is not None and row[0]:
+            return True
+        log.warning(
+            "the PostgreSQL index of schema %s predates its term counts: this read-only"
+            " handle corrects no misspelt words; open the store once writable (or run"
+            " 'kredenc rebuild') to add them",
+            self.schema,
+        )
+        return False
+
     # -- the position --------------------------------------------------------------
     def applied(self) -> tuple[int, int]:
         with self._tx(ALL) as conn:
@@ -337,6 +354,7 @@ class PostgresIndex(IndexReads):
                     " value = (meta.value::bigint + excluded.value::bigint)::text",
                     [(key, str(n)) for key, n in adds if n],
                 )
+            project.count_terms(conn, counts)
 
     def generation(self, ns: str, types: Sequence[str] = (), *, edges: bool = False) -> int:
         """The sum of the last-write seqs of the scopes a search reads (see
@@ -455,7 +473,10 @@ class PostgresIndex(IndexReads):
 
     def corrections(self, ns: str, words: Sequence[str], filters: Filters) -> dict[str, str]:
         """Each of ``words`` that no card holds, mapped to the word one typo away that
-        cards of ``ns`` passing ``filters`` hold (``lexical.corrections``)."""
+        cards of ``ns`` passing ``filters`` hold (``lexical.corrections``); none on a
+        read-only handle of an index without term counts (``_has_terms``)."""
+        if not self._terms:
+            return {}
         with self._tx(ns) as conn:
             return lexical.corrections(conn, self._stems, ns, words, filters)
 

@@ -10,6 +10,7 @@ the caller's transaction.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -27,14 +28,16 @@ SCOPE_TOKENS = 2
 
 
 class Counts:
-    """What one transaction changes in the counts kept in ``meta``, and the rowids it
-    reserved for its puts (taken in order)."""
+    """What one transaction changes in the counts kept in ``meta`` and ``terms``, and
+    the rowids it reserved for its puts (taken in order)."""
 
     def __init__(self, rowids: list[int] | None = None) -> None:
         self.cards = 0
         self.tokens = 0
         self.vectors: dict[str, int] = {}
         self.rowids = list(reversed(rowids or []))
+        self.new_cards: set[int] = set()  # cards put (their lexemes are counted at the end)
+        self.gone: Counter[str] = Counter()  # lexemes of the cards dropped
 
     def vector(self, ns: str, delta: int) -> None:
         self.vectors[ns] = self.vectors.get(ns, 0) + delta
@@ -233,6 +236,7 @@ def put(
         )
     counts.cards += 1
     counts.tokens += length
+    counts.new_cards.add(rowid)
     conn.execute(
         "INSERT INTO vectors(rowid, ns, shard, vec) VALUES (%s, %s, %s, %s)",
         [rowid, p["ns"], shard_key(p["ns"], p["drawer"]), vec],
@@ -257,11 +261,41 @@ def tombstone(conn: psycopg.Connection, rid: str, ns: str, counts: Counts) -> st
     if row is None:
         return None
     rowid = int(row[0])
-    card = conn.execute("DELETE FROM cards WHERE rowid = %s RETURNING len", [rowid]).fetchone()
+    card = conn.execute(
+        "DELETE FROM cards WHERE rowid = %s RETURNING len, tsvector_to_array(tsv)", [rowid]
+    ).fetchone()
     if card is not None:
         counts.cards -= 1
         counts.tokens -= int(card[0])
+        if rowid in counts.new_cards:  # put in this transaction: never counted
+            counts.new_cards.discard(rowid)
+        else:
+            counts.gone.update(card[1])
     if conn.execute("DELETE FROM vectors WHERE rowid = %s RETURNING 1", [rowid]).fetchone():
         counts.vector(ns, -1)
     conn.execute("DELETE FROM edges WHERE src = %s OR dst = %s", [rid, rid])
     return str(row[1])
+
+
+def count_terms(conn: psycopg.Connection, counts: Counts) -> None:
+    """Add the lexemes of the cards this transaction put to ``terms`` and take away
+    those of the cards it dropped, in one statement at its end, in lexeme order (so two
+    applies lock the rows they share in the same order). A lexeme no card holds any
+    more leaves the table."""
+    if not counts.new_cards and not counts.gone:
+        return
+    gone = sorted(counts.gone.items())
+    conn.execute(
+        "INSERT INTO terms(lexeme, cards) SELECT lexeme, sum(n)::bigint FROM ("
+        " SELECT u.lexeme, count(*) AS n FROM cards c CROSS JOIN LATERAL unnest(c.tsv) AS u"
+        " WHERE c.rowid = ANY(%s::bigint[]) GROUP BY u.lexeme"
+        " UNION ALL SELECT g.lexeme, -g.n FROM unnest(%s::text[], %s::bigint[]) AS g(lexeme, n)"
+        ") d GROUP BY lexeme ORDER BY lexeme"
+        " ON CONFLICT (lexeme) DO UPDATE SET cards = terms.cards + excluded.cards",
+        [sorted(counts.new_cards), [t for t, _ in gone], [n for _, n in gone]],
+    )
+    if gone:
+        conn.execute(
+            "DELETE FROM terms WHERE lexeme = ANY(%s::text[]) AND cards <= 0",
+            [[t for t, _ in gone]],
+        )

@@ -7,7 +7,8 @@ weight B, and the card's length in tokens for BM25, under a GIN index), ``vector
 (pgvector, under an HNSW index for inner product: the vectors are unit length, so it
 is the cosine the SQLite index scores with), ``edges``, ``documents``, ``access``,
 ``history`` (the log records in each memory's history, by address),
-``meta`` (applied position, generations, counts) and ``embeddings`` (the embedding
+``meta`` (applied position, generations, counts), ``terms`` (how many cards hold
+each lexeme, of every namespace, as FTS5's vocabulary counts them) and ``embeddings`` (the embedding
 cache by text hash, which survives a rebuild).
 
 Row-level security is the second wall behind the namespace every statement binds:
@@ -17,6 +18,8 @@ every row when ``kredenc.all`` is ``on`` (applying the log, and the few reads th
 span namespaces). It binds every role but superusers (``FORCE`` includes the tables'
 owner). ``cards`` has no policy: its match operator is not leakproof, so a policy
 would keep the GIN index from being used, and every read of it joins ``records``.
+``terms`` spans namespaces, as the card and token counts in ``meta`` and FTS5's own
+vocabulary do.
 
 Text search: the ``kredenc`` configuration stems with Snowball's English stemmer and
 keeps every word (no stop words), as FTS5's porter tokenizer does; the words reach it
@@ -32,6 +35,7 @@ WALLED = ("records", "vectors", "edges", "documents", "access", "history")
 #: What a rebuild drops (the embedding cache and the text configuration stay).
 INDEX_TABLES = (
     "records", "cards", "vectors", "edges", "documents", "access", "history", "meta",
+    "terms",
 )  # fmt: skip
 INDEX_PREFIX = "index/"
 
@@ -134,6 +138,17 @@ def steps(dim: int) -> tuple[Step, ...]:
                 "INSERT INTO history(ns, id, seq, address)"
                 " SELECT ns, id, seq, address FROM records WHERE type = 'memory'",
                 *walls(("history",)),
+            ),
+        ),
+        # How many cards hold each lexeme, kept by every apply (FTS5's vocabulary: what
+        # a spelling correction counts). A store made before this step gets it counted
+        # from its cards, once, here.
+        Step(
+            f"{INDEX_PREFIX}003 terms",
+            (
+                "CREATE TABLE terms(lexeme text PRIMARY KEY, cards bigint NOT NULL)",
+                "INSERT INTO terms(lexeme, cards) SELECT u.lexeme, count(*)"
+                " FROM cards c CROSS JOIN LATERAL unnest(c.tsv) AS u GROUP BY u.lexeme",
             ),
         ),
     )

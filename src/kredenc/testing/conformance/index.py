@@ -219,6 +219,12 @@ class IndexConformance(IndexListingConformance, IndexHistoryConformance):
             # A forgotten record's words are no correction.
             self.apply(index, log, log.add(tombstone("b", "m5")), embedder)
             assert index.corrections("b", ["melborne"], Filters()) == {}
+            # Forgotten cards are counted out: with the two "stare" cards gone, "star"
+            # leads again; a card put and forgotten in one apply never counts.
+            gone = [tombstone("a", "m11"), tombstone("a", "m12")]
+            gone += [put("a", "m13", "Stare, stare"), tombstone("a", "m13")]
+            self.apply(index, log, log.add(*gone), embedder)
+            assert index.corrections("a", ["starx"], Filters()) == {"starx": "star"}
 
     def test_dense_ranks_by_cosine_best_first_ties_by_rowid(
         self, tmp_path: Path, embedder: HashEmbedder
