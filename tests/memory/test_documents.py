@@ -1,8 +1,10 @@
 """A document as a whole: read it with its chunks, delete it with its chunks
-(``Kredenc.read_document``, ``Kredenc.delete_document``)."""
+(``Kredenc.read_document``, ``Kredenc.delete_document``, and ``forget`` of a
+document)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,25 @@ def test_delete_document_forgets_the_document_and_every_chunk(kb: Kredenc, tmp_p
     assert kb.get(keep.id).status != "disputed"
     with pytest.raises(NotFound):
         kb.delete_document(doc_id)
+
+
+def test_forget_on_a_document_forgets_its_chunks_too(kb: Kredenc, tmp_path: Path) -> None:
+    """``forget DOC`` hides a record everywhere: for a document that is its text, held
+    by its chunks, so nothing of it stays searchable, readable or recallable. Forgetting
+    one chunk forgets that chunk only."""
+    doc_id = _doc(kb, tmp_path)
+    _, chunks = kb.read_document(doc_id)
+    kb.forget(chunks[0].id)
+    assert kb.read_document(doc_id)[1] == chunks[1:]
+    kb.forget(doc_id)
+    assert kb.list_documents() == []
+    for rid in (doc_id, *(c.id for c in chunks)):
+        with pytest.raises(NotFound):
+            kb.get(rid)
+    assert not kb.search("Assam malty strong", k=10)
+    out = io.StringIO()
+    kb.export(out)
+    assert "Assam" not in out.getvalue() and "Sencha" not in out.getvalue()
 
 
 def test_only_a_document_of_this_namespace_is_a_document(kb: Kredenc, tmp_path: Path) -> None:

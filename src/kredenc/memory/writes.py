@@ -183,12 +183,16 @@ def forget(store: Store, ns: str, /, record_id: str) -> None:
 
     Edges touching it go with it; memories ``derived_from`` it are marked
     ``disputed`` (with the reason) in the same batch, so nothing is silently
-    orphaned.
+    orphaned. A document goes with every chunk of it (its text is in them), as
+    :func:`delete_document`; a chunk goes alone.
     """
     store.check_writable()
     found = live_record(store, ns, record_id)
     if found.state["read_only"]:
         raise ReadOnlyRecord(f"memory {record_id} is read-only", "it cannot be forgotten")
+    if found.state["type"] == "document":
+        delete_document(store, ns, record_id)
+        return
     payloads = _tombstones(store, ns, [record_id])
     store.write(payloads, batch=len(payloads) > 1)
 
@@ -196,11 +200,10 @@ def forget(store: Store, ns: str, /, record_id: str) -> None:
 def delete_document(store: Store, ns: str, /, doc_id: str) -> int:
     """Forget a filed document and every chunk of it as one batch; how many records.
 
-    ``forget`` on a document id hides the document record only, and its chunks stay
-    searchable; this is the whole document gone from search, listing and recall at
-    once, as a re-ingest removes the version it replaces (``ingest.pipeline``), with
-    the memories ``derived_from`` any of them marked ``disputed``. A record that is not
-    a document is ``NotFound`` (as a missing one).
+    The whole document gone from search, listing, recall and export at once, as a
+    re-ingest removes the version it replaces (``ingest.pipeline``), with the memories
+    ``derived_from`` any of them marked ``disputed``; :func:`forget` of a document id
+    does this too. A record that is not a document is ``NotFound`` (as a missing one).
     """
     store.check_writable()
     found = live_record(store, ns, doc_id)
