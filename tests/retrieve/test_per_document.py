@@ -79,3 +79,30 @@ def test_hybrid_per_document_shows_each_document_once(kb: Kredenc, hops: int) ->
 def test_the_cut_counts_documents_not_chunks(kb: Kredenc) -> None:
     top2 = kb.search(QUERY, k=2, per_document=True)
     assert len({h.doc_id for h in top2}) == 2
+
+
+def test_the_document_carries_each_legs_best_chunk(kb: Kredenc) -> None:
+    """A document is ranked by its best chunk in each leg (words found p.9, meaning
+    p.5): the hit that stands for it has both legs, so it is fused as one document
+    found both ways, not as two half-found chunks."""
+    docs = kb.search(QUERY, k=10, per_document=True)
+    attention = next(h for h in docs if h.doc_id == "attention")
+    assert set(attention.legs) == {"lexical", "dense"}
+    assert attention.legs["lexical"].rank == 1 and attention.legs["dense"].rank == 1
+    assert docs[0].doc_id == "attention"  # first in both legs: first fused
+
+
+def test_one_long_document_does_not_use_up_the_legs(tmp_path: Path) -> None:
+    """Issue 16: with a 70-chunk paper in the store, 'search --per-document -k 5'
+    answered 2 hits: each leg's 50 candidates were nearly all the paper's chunks, one
+    document once grouped. The legs go deeper until they hold enough documents."""
+    with Kredenc.open(tmp_path / "s", embedder=TableEmbedder(), durability="none") as kb:
+        paper = [f"Attention heads part {i}: eight heads." for i in range(70)]
+        kb.add_passages([{"text": text, "doc_id": "paper"} for text in paper])
+        kb.add_passages(
+            [{"text": f"Note {i} on attention heads.", "doc_id": f"note{i}"} for i in range(6)]
+        )
+        for mode in ("hybrid", "lexical", "dense"):
+            hits = kb.search("attention heads", k=5, mode=mode, per_document=True)
+            assert len(hits) == 5, mode
+            assert len({h.doc_id for h in hits}) == 5, mode

@@ -196,6 +196,27 @@ def run_legs(
         # as corrected (a query whose words are all held waits ~0.03 ms for it).
         lexical_terms, query = _respelled(index, ns, query, lexical_terms, filters, legs)
     legs.text = query
+
+    def deeper(name: str, asked: int) -> list[tuple[int, float]] | None:
+        """Leg ``name`` again, ``asked`` deep (None: past the deadline or no vector)."""
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        if name == "dense":
+            vector = legs.query_vector
+            return None if vector is None else index.dense(ns, vector, asked, filters)
+        try:
+            return index.lexical(
+                ns,
+                lexical_terms,
+                asked,
+                filters,
+                context_weight=params.context_weight,
+                max_scored=params.lexical_max_scored,
+                deadline=deadline,
+            )
+        except DeadlineExceeded:
+            return None
+
     if dense and deadline is not None:
         index.vectors_ready()  # a first search of the process: their load starts now
     embedding: Future[tuple[F32, float]] | None = None
@@ -246,7 +267,7 @@ def run_legs(
                 legs.query_vector = np.asarray(vector, dtype=np.float32)
                 if deadline is not None and not index.vectors_ready(max(0.0, deadline - searched)):
                     legs.skipped["dense"] = VECTORS_LOADING
-                    return _grouped(index, ns, legs, params)
+                    return _grouped(index, ns, legs, params, depth, deeper)
                 legs["dense"] = index.dense(
                     ns, np.asarray(vector, dtype=np.float32), depth, filters
                 )
@@ -256,14 +277,39 @@ def run_legs(
                     leg_span.set(embed_ms=round(embed_ms, 3))
     elif params.mode in ("hybrid", "dense") and not dense:
         legs["dense"] = []
-    return _grouped(index, ns, legs, params)
+    return _grouped(index, ns, legs, params, depth, deeper)
 
 
-def _grouped(index: LegIndex, ns: str, legs: Legs, params: SearchParams) -> Legs:
-    """``legs``, each leg kept to the best hit per document with ``per_document``."""
-    if params.per_document:
-        for name in list(legs):
-            legs[name] = _best_per_document(index, ns, legs[name])
+#: With ``per_document``, a leg whose ``depth`` hits hold fewer than ``depth``
+#: documents is searched again 4x deeper, up to this many times its depth (a long
+#: document's chunks would otherwise use up the candidates: one document once grouped).
+PER_DOCUMENT_DEPTH = 64
+
+
+def _grouped(
+    index: LegIndex,
+    ns: str,
+    legs: Legs,
+    params: SearchParams,
+    depth: int,
+    deeper: Callable[[str, int], list[tuple[int, float]] | None],
+) -> Legs:
+    """``legs``, each leg kept to the best hit per document with ``per_document``,
+    searched deeper (``deeper(leg, depth)``; None: not now) while a full list holds
+    fewer than ``depth`` documents (:data:`PER_DOCUMENT_DEPTH`)."""
+    if not params.per_document:
+        return legs
+    for name in list(legs):
+        ranked, asked = legs[name], depth
+        grouped = _best_per_document(index, ns, ranked)
+        while len(grouped) < depth and len(ranked) >= asked and asked < depth * PER_DOCUMENT_DEPTH:
+            asked *= 4
+            more = deeper(name, asked)
+            if more is None:
+                break
+            ranked = more
+            grouped = _best_per_document(index, ns, ranked)
+        legs[name] = grouped
     return legs
 
 
@@ -425,6 +471,8 @@ def search(
     def read(rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
         return read_texts(index, haystack, ns, rowids)
 
+    if params.per_document and params.mode == "hybrid":
+        _one_chunk_per_document(index, ns, query, legs, params, read)
     fused = _ranking(query, legs, params, read)
     if params.feedback.mode != "none" and fused:
         with span("search.feedback", mode=params.feedback.mode):
@@ -483,6 +531,27 @@ def search(
     if min_score is not None:
         hits = [h for h in hits if h.relevance is not None and h.relevance >= min_score]
     return Hits(hits, legs.corrections)
+
+
+def _one_chunk_per_document(
+    index: Index,
+    ns: str,
+    query: str,
+    legs: Legs,
+    params: SearchParams,
+    read: learned.TextReader,
+) -> None:
+    """Put each document's entry in every leg (its best chunk in that leg, with that
+    chunk's score) under one chunk, the one the legs fused chunk by chunk rank first,
+    so the document is fused as found by each leg that found it (in place)."""
+    chunkwise = fuse(legs, params, query=query, read=read)
+    docs = index.doc_ids(ns, [r for r, _ in chunkwise])
+    stands: dict[str, int] = {}
+    for rowid, _ in chunkwise:
+        if rowid in docs:
+            stands.setdefault(docs[rowid], rowid)
+    for name in list(legs):
+        legs[name] = [(stands.get(docs.get(r, ""), r), score) for r, score in legs[name]]
 
 
 def _ranking(
