@@ -99,7 +99,7 @@ def test_json_errors_are_json_on_stderr_with_the_same_exit_codes(
     assert (code, out) == (1, "")
     error = _json_error(err)
     assert error["code"] == "store_error"
-    assert "no store at" in error["message"] and "kredenc init" in error["hint"]
+    assert "no store at" in error["message"] and "init" in error["hint"]
 
 
 def test_text_errors_stay_one_line(run: Any) -> None:
@@ -130,8 +130,32 @@ def test_commands_on_a_missing_store_say_so_and_create_nothing(
     typo = tmp_path / "sotre"
     code, out, err = run.bare("--store", str(typo), *args)
     assert code == 1, (out, err)
-    assert err == f"error: no store at {typo} (run 'kredenc init' first)\n"
+    assert err == (
+        f"error: no store at {typo} (check --store, or create one there with"
+        f" 'kredenc --store {typo} init')\n"
+    )
     assert not typo.exists()
+
+
+def test_a_store_that_lost_its_store_json_is_not_called_missing(run: Any, tmp_path: Path) -> None:
+    """Its log still holds the records: every command says so, and the hint (salvage
+    into a new store) works as written; 'init' would refuse it."""
+    code, _, err = run("remember", "The user drinks tea.")
+    assert code == 0, err
+    (run.home / "store.json").unlink()
+    lost = f"{run.home} has a haystack but no store.json"
+    for args in (("search", "tea"), ("init",), ("stats",), ("remember", "More.")):
+        code, out, err = run(*args)
+        assert code == 1 and out == "", (args, out, err)
+        assert err.startswith(f"error: {lost}"), (args, err)
+        assert f"kredenc --store {run.home} salvage NEW_DIR" in err, (args, err)
+    code, out, _ = run("check")
+    assert code == 1 and lost in out and "salvage NEW_DIR" in out
+    rescued = tmp_path / "rescued"
+    code, out, err = run("salvage", str(rescued))
+    assert code == 0, err
+    code, out, err = run.bare("--store", str(rescued), "search", "tea")
+    assert code == 0 and "The user drinks tea." in out, (out, err)
 
 
 def test_writes_that_file_something_create_the_store(run: Any, tmp_path: Path) -> None:

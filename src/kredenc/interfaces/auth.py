@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kredenc.errors import InvalidInput, StoreError
+from kredenc.storage import layout
 
 KEYS_FILE = "keys.json"
 KEY_PREFIX = "kr_"
@@ -207,7 +208,7 @@ class KeyRing:
         """Read, change and write the file under an exclusive lock (two ``keys add``
         at once both land), written whole to a temporary file and renamed over."""
         if not self.home.is_dir():
-            raise StoreError(f"no store at {self.home}", "run 'kredenc init' first")
+            raise layout.missing_store(self.home)
         lock_path = self.home / (KEYS_FILE + ".lock")
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:

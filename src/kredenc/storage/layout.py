@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import time
 from dataclasses import dataclass
@@ -74,7 +75,25 @@ def require_store(home: Path) -> None:
     """Refuse a ``home`` that holds no store (a read, or a write that changes records
     there, must not create an empty one under a mistyped path)."""
     if not is_store(home):
-        raise StoreError(f"no store at {home}", "run 'kredenc init' first")
+        raise missing_store(home)
+
+
+def missing_store(home: Path) -> StoreError:
+    """The error for a ``home`` without ``store.json``: a mistyped path (create one
+    there, or check --store), or a store whose haystack outlived its ``store.json``
+    (salvage its records into a new store; ``init`` refuses such a directory)."""
+    where = shlex.quote(str(home))
+    log_path = home / LOG_FILE
+    if log_path.is_file() and log_path.stat().st_size > HEADER_SIZE:
+        return StoreError(
+            f"{home} has a haystack but no {META_FILE}",
+            f"restore {META_FILE} from a backup, or copy the records into a new store"
+            f" with 'kredenc --store {where} salvage NEW_DIR'",
+        )
+    return StoreError(
+        f"no store at {home}",
+        f"check --store, or create one there with 'kredenc --store {where} init'",
+    )
 
 
 def init_store(home: Path, model_id: str, dim: int, log_id: bytes | None = None) -> StoreMeta:
@@ -90,7 +109,7 @@ def init_store(home: Path, model_id: str, dim: int, log_id: bytes | None = None)
         log_path = home / LOG_FILE
         if log_path.exists():
             if log_path.stat().st_size > HEADER_SIZE:
-                raise StoreError(f"{home} has a haystack but no {META_FILE}", "restore store.json")
+                raise missing_store(home)
             log_path.unlink()  # an init that crashed before store.json: nothing was filed
         log_id = Haystack.create(log_path)
     meta = StoreMeta(STORE_FORMAT, log_id.hex(), model_id, dim, time.time())

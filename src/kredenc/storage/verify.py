@@ -68,7 +68,8 @@ def verify_store(
     try:
         layout.check_directory(home)
         if not layout.is_store(home):
-            return _report([f"no store at {home} (run 'kredenc --store {home} init')"], ["dir"])
+            missing = layout.missing_store(home)
+            return _report([f"{missing.message} ({missing.hint})"], ["dir"])
         meta = layout.read_meta(home)
     except KredencError as exc:
         return _report([f"{exc.message} ({exc.hint})" if exc.hint else exc.message], ["meta"])
