@@ -158,6 +158,28 @@ def test_a_store_that_lost_its_store_json_is_not_called_missing(run: Any, tmp_pa
     assert code == 0 and "The user drinks tea." in out, (out, err)
 
 
+def test_a_write_that_fails_leaves_no_new_store_behind(run: Any, tmp_path: Path) -> None:
+    """A write under a mistyped --store that fails (bad input, nothing filed) leaves no
+    empty store there; one that existed before, empty folder or store, is left as is."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    for name, args, want in (
+        ("remember", ("remember", ""), 2),
+        ("import", ("import", str(bad)), 2),
+        ("ingest", ("ingest", str(tmp_path / "no-such-file.md")), 1),
+    ):
+        typo = tmp_path / f"sotre-{name}"
+        code, out, err = run.bare("--store", str(typo), *args)
+        assert code == want, (name, out, err)
+        assert not typo.exists(), name
+    folder = tmp_path / "made-by-hand"
+    folder.mkdir()
+    code, _, _ = run.bare("--store", str(folder), "remember", "")
+    assert code == 2 and folder.is_dir()
+
+
 def test_writes_that_file_something_create_the_store(run: Any, tmp_path: Path) -> None:
     fresh = tmp_path / "fresh"
     code, _, err = run.bare("--store", str(fresh), "remember", "The user drinks tea.")

@@ -88,6 +88,9 @@ def test_import_bad_line_is_one_error_and_writes_nothing(run: CliRun, tmp_path: 
     assert code == 2
     (line,) = err.strip().splitlines()
     assert line.startswith(f"error: {dump} line 3 is not JSON (")
+    assert not (tmp_path / "other").exists()  # nothing filed: no store left behind
+    other("init")
+    other("import", str(dump))
     code, out, _ = other("list", "memories", "--json")
     assert json.loads(out)["memories"] == []
 

@@ -36,11 +36,13 @@ from kredenc.interfaces import (
     cli_worker,
 )
 from kredenc.interfaces.cli_common import (
+    CREATED,
     Context,
     add_global_options,
     check_arg_text,
     context,
     corrected_line,
+    discard_created_stores,
     json_option,
     memory_json,
     scope_ids,
@@ -494,6 +496,16 @@ def main(argv: list[str] | None = None) -> None:
     are the same either way.
     """
     args = sys.argv[1:] if argv is None else argv
+    try:
+        _main(args)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            discard_created_stores()  # a failed write leaves no empty store
+        raise
+    CREATED.clear()
+
+
+def _main(args: list[str]) -> None:
     options = args[: args.index("--")] if "--" in args else args
     as_json = "--json" in options
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -69,8 +70,11 @@ class Context:
 
         if self.url:
             return self.client(self.url)
+        home = store_home(self)
         if not create:
-            layout.require_store(store_home(self))
+            layout.require_store(home)
+        elif not read_only and not home.exists():
+            CREATED.append(home)  # a failed command takes it away again (main)
         try:
             # A command is one short process: nothing recalls later to find the model
             # warm (`recall` and `proxy` warm up themselves), and the exit would wait.
@@ -223,6 +227,31 @@ def settings_of(c: Context) -> Any:
     from kredenc.config import load_settings
 
     return load_settings(c.store, namespace=c.namespace)
+
+
+#: Store folders this command created (:meth:`Context.open`, writing, the folder new).
+CREATED: list[Path] = []
+
+
+def discard_created_stores() -> None:
+    """After a command failed: take away each store folder it created in which nothing
+    was filed (its log holds no record), so a write under a mistyped --store that
+    failed leaves no empty store behind. A folder that existed before is never touched,
+    nor one whose log holds records."""
+    from kredenc.storage import layout
+    from kredenc.storage.haystack import HEADER_SIZE
+
+    while CREATED:
+        home = CREATED.pop()
+        log = home / layout.LOG_FILE
+        try:
+            empty_log = log.is_file() and log.stat().st_size <= HEADER_SIZE
+            # No log file: another backend keeps the log (PostgreSQL), unless the store
+            # was never made (no store.json either).
+            if empty_log or (home.is_dir() and not layout.is_store(home)):
+                shutil.rmtree(home)
+        except OSError:
+            continue  # best effort: what is left is an empty store, as before
 
 
 def is_remote(kb: Any) -> bool:
