@@ -1,9 +1,12 @@
-"""Docs cannot drift: every setting, every CLI command, the --json rule and the exit codes."""
+"""Docs cannot drift: every setting and its default, every CLI command, the --json rule
+and the exit codes."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,6 +34,43 @@ def test_every_setting_is_documented() -> None:
     text = (DOCS / "configuration.md").read_text()
     missing = [name for name in Settings.model_fields if f"`{name}`" not in text]
     assert not missing, f"settings missing from docs/configuration.md: {missing}"
+
+
+_SETTING_ROW = re.compile(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \| `([^`]*)` \|", re.M)
+
+
+def _doc_value(text: str) -> Any:
+    """A default as a docs table writes it (JSON, or Python's spelling of it)."""
+    for candidate in (text, text.replace("'", '"')):
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            pass
+    return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+def test_every_default_in_a_settings_table_is_the_settings_own() -> None:
+    """A row ``| `setting` | `default` | ...`` in any page says the default the code has
+    (recall.md once said 3 items and memories and turns after both had changed)."""
+    wrong = []
+    for page in sorted(DOCS.glob("*.md")):
+        for names, value in _SETTING_ROW.findall(page.read_text()):
+            for name in re.findall(r"`([a-z_]+)`", names):
+                field = Settings.model_fields.get(name)
+                if field is None:
+                    continue
+                default = field.get_default(call_default_factory=True)
+                if hasattr(default, "get_secret_value"):
+                    default = default.get_secret_value()
+                said = _doc_value(value)
+                if isinstance(default, tuple):
+                    default = list(default)
+                same = said == default or str(said) == str(default)
+                if isinstance(default, float) and isinstance(said, int | float):
+                    same = float(said) == default
+                if not same:
+                    wrong.append(f"{page.name}: {name} documented {value}, is {default!r}")
+    assert not wrong, wrong
 
 
 def test_every_cli_command_is_documented() -> None:
