@@ -352,7 +352,7 @@ def where_pairs(pairs: Sequence[str], option: str = "--where") -> dict[str, Any]
             value = raw
         if isinstance(value, list | dict):
             raise InvalidInput(
-                f"{option} {key}= must be one value, not a JSON list or object",
+                f"{option} {key}={raw} must be one value, not a JSON list or object",
                 f"match one scalar meta value, e.g. {option} priority=1",
             )
         out[key] = value

@@ -1,5 +1,6 @@
 """``--user-id``, ``--agent-id``, ``--run-id`` on remember, search, recall, graph and list;
-``search --tag`` and ``--where key=value``; bad input is exit 2 with one line."""
+``remember --meta key=value``, ``search --tag`` and ``--where key=value``; bad input is
+exit 2 with one line."""
 
 from __future__ import annotations
 
@@ -83,15 +84,21 @@ def test_search_where_reads_json_scalars(run: CliRun, open_meta: None) -> None:
 
 @pytest.fixture
 def open_meta(run: CliRun) -> None:
-    """Two memories with meta (the CLI files no meta: through the facade)."""
-    from kredenc.engine import Kredenc
-    from kredenc.testing.embedders import HashEmbedder
+    """Two memories with meta, filed by ``remember --meta`` (read as --where reads)."""
+    one = ("--meta", "team=blue", "--meta", "priority=1", "--meta", "urgent=true")
+    _remember(run, "ledger one", *one)
+    two = ("--meta", "team=blue", "--meta", 'priority="1"', "--meta", "urgent=false")
+    _remember(run, "ledger two", *two, "--meta", "note=null")
 
-    with Kredenc.open(run.home, embedder=HashEmbedder(), durability="none") as kb:
-        kb.remember("ledger one", meta={"team": "blue", "priority": 1, "urgent": True})
-        kb.remember(
-            "ledger two", meta={"team": "blue", "priority": "1", "urgent": False, "note": None}
-        )
+
+def test_remember_meta_is_filed_as_given(run: CliRun) -> None:
+    mid = _remember(run, "ledger three", "--meta", "team=green", "--meta", "priority=2")
+    code, out, err = run("get", mid, "--json")
+    assert code == 0, err
+    assert json.loads(out)["meta"] == {"team": "green", "priority": 2}
+    code, out, err = run("remember", "ledger four", "--meta", "a=[1]")
+    assert code == 2 and out == ""
+    assert "--meta a=[1] must be one value" in err
 
 
 @pytest.mark.parametrize(
@@ -100,7 +107,7 @@ def open_meta(run: CliRun) -> None:
         (["--where", "team"], "--where 'team' is not key=value"),
         (["--where", "=blue"], "--where '=blue' is not key=value"),
         (["--where", "a=1", "--where", "a=2"], "--where names 'a' twice"),
-        (["--where", "a=[1, 2]"], "must be one value, not a JSON list or object"),
+        (["--where", "a=[1, 2]"], "--where a=[1, 2] must be one value, not a JSON list"),
         (["--where", 'a"b=1'], "quote"),
         (["--user-id", ""], "--user-id must be a non-empty name"),
         (["--agent-id", "a\x07b"], "--agent-id must not contain control characters"),

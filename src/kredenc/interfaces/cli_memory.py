@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from kredenc.fields import where_pairs
 from kredenc.interfaces.cli_common import (
     check_arg_text,
     context,
@@ -51,6 +52,13 @@ def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
 @click.option("--user-id", metavar="ID", help="Whose memory it is (inside the namespace).")
 @click.option("--agent-id", metavar="ID", help="The agent that files it.")
 @click.option("--run-id", metavar="ID", help="The run (conversation, job) it comes from.")
+@click.option(
+    "--meta",
+    "metas",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A meta field (a JSON scalar, else text; repeat), as search --where reads it.",
+)
 @json_option
 def remember(
     text: str,
@@ -61,6 +69,7 @@ def remember(
     user_id: str | None,
     agent_id: str | None,
     run_id: str | None,
+    metas: tuple[str, ...],
     **fields: Any,
 ) -> None:
     """File a memory (TEXT, or - to read it from standard input)."""
@@ -70,9 +79,12 @@ def remember(
     values = _drop_none(fields)
     if read_only:
         values["read_only"] = True
+    meta = where_pairs(metas, "--meta") or None
     scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open() as kb:
-        mem = kb.remember(text, kind=kind, drawer=drawer, tags=tag_list, **values, **scope)
+        mem = kb.remember(
+            text, kind=kind, drawer=drawer, tags=tag_list, meta=meta, **values, **scope
+        )
 
     def human() -> None:
         whose = f", {scope_text(mem)}" if scope_text(mem) else ""
