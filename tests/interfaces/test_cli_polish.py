@@ -315,3 +315,12 @@ def test_search_asked_at_reads_the_time_the_query_names(run: Any) -> None:
     assert code == 0 and [h["text"] for h in json.loads(out)["hits"]] == plain[::-1]
     code, _, err = run(*query, "--asked-at", "the other day")
     assert code == 2 and "asked_at" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["search", "graph"])
+def test_a_blank_query_is_a_usage_error(run: Any, command: str) -> None:
+    run("remember", "The user drinks tea.")
+    for blank in ("", "   "):
+        code, out, err = run(command, blank)
+        assert (code, out) == (2, "")
+        assert err == "error: the query is empty (give the words to search for)\n"

@@ -25,10 +25,12 @@ def test_list_memories_text_json_and_paging(run: CliRun) -> None:
     code, out, _ = run("list", "memories", "--limit", "1", "--json")
     data = json.loads(out)
     assert [m["id"] for m in data["memories"]] == [a]
+    assert (data["offset"], data["next_offset"]) == (0, 1)  # the next page's --offset
     code, out, _ = run("list", "memories", "--limit", "1")
     assert "(more may follow: --offset 1)" in out
     code, out, _ = run("list", "memories", "--kind", "task", "--json")
     assert [m["id"] for m in json.loads(out)["memories"]] == [b]
+    assert json.loads(out)["next_offset"] is None  # a page not full: nothing follows
     code, out, _ = run("list", "memories", "--tag", "drink", "--offset", "1")
     assert out.strip() == "no memories"
     code, _, err = run("list", "memories", "--kind", "bogus")
@@ -67,7 +69,7 @@ def test_export_import_round_trip(run: CliRun, tmp_path: Path) -> None:
     other = CliRun(tmp_path / "other", run._capsys)
     code, out, err = other("import", str(dump))
     assert code == 0, err
-    assert out.strip() == "imported 2 records and 0 edges into default, team in 1 batch(es)"
+    assert out.strip() == "imported 2 records and 0 edges into default, team in 1 batch"
     code, again, _ = other("export")
     assert sorted(again.splitlines()) == sorted(lines)
     code, only, _ = other("export", "--namespace", "team")
@@ -113,7 +115,7 @@ def test_import_from_mem0(run: CliRun, tmp_path: Path) -> None:
     src.write_text(json.dumps(data), encoding="utf-8")
     code, out, err = run("-n", "alex", "import", "--from", "mem0", str(src))
     assert code == 0, err
-    assert "imported 1 records" in out
+    assert "imported 1 record " in out
     code, out, _ = run("-n", "alex", "get", "f38b689d-6b24-45b7-bced-17fbb4d8bac7", "--json")
     got = json.loads(out)
     assert got["text"] == "Travelling to Paris" and got["user_id"] == "alex"

@@ -40,8 +40,10 @@ from kredenc.interfaces.cli_common import (
     Context,
     add_global_options,
     check_arg_text,
+    check_query,
     context,
     corrected_line,
+    count_of,
     discard_created_stores,
     json_option,
     memory_json,
@@ -164,7 +166,7 @@ def search(
     """Search memories and documents: each hit shows its legs' ranks and scores, the
     fused and rerank scores, and the edge that brought it when graph expansion did."""
     c = context()
-    query = check_arg_text(query, "query")
+    query = check_query(query)
     page_range = _page_range(pages)
     where = where_pairs(wheres)
     scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
@@ -355,7 +357,7 @@ def ingest(
         def progress(source: str, _report: Any) -> None:
             done = int(bar.tasks[files].completed) + 1
             bar.update(
-                files, advance=1, description=shown(source), count=f"{_count(done, 'file')} done"
+                files, advance=1, description=shown(source), count=f"{count_of(done, 'file')} done"
             )
             bar.update(pages, visible=False)
 
@@ -372,8 +374,8 @@ def ingest(
 
     def human() -> None:
         click.echo(
-            f"{_count(data['documents'], 'document')} filed "
-            f"({_count(data['chunks'], 'chunk')}), "
+            f"{count_of(data['documents'], 'document')} filed "
+            f"({count_of(data['chunks'], 'chunk')}), "
             f"{data['unchanged']} unchanged, {data['replaced']} replaced, "
             f"{len(data['failed'])} failed, {len(data['skipped'])} skipped, in {data['seconds']} s"
         )
@@ -387,7 +389,7 @@ def ingest(
             elif outcome.status == "unchanged":
                 click.echo(f"  unchanged: {outcome.source}")
             else:
-                chunks = _count(outcome.chunks, "chunk")
+                chunks = count_of(outcome.chunks, "chunk")
                 click.echo(f"  {outcome.status}: {outcome.source} ({chunks})")
         for skip in data["skipped"]:
             click.echo(f"  skipped: {skip['source']}: {skip['reason']}")
@@ -397,11 +399,6 @@ def ingest(
     c.emit(data, human)
     if data["failed"] and not data["documents"] and not data["unchanged"]:
         sys.exit(1)
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 document``, ``2 documents``, ``0 chunks``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @cli.command()

@@ -286,11 +286,25 @@ def context() -> Context:
     return obj
 
 
+def count_of(n: int, noun: str) -> str:
+    """``1 document``, ``2 documents``, ``0 chunks``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def check_arg_text(text: str, what: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(f"{what} is not valid UTF-8", f"pass the {what} as UTF-8") from None
+    return text
+
+
+def check_query(text: str) -> str:
+    """A search's QUERY: UTF-8 and not blank (a blank one is a usage error, not 'no
+    hits')."""
+    text = check_arg_text(text, "query")
+    if not text.strip():
+        raise InvalidInput("the query is empty", "give the words to search for")
     return text
 
 

@@ -16,6 +16,7 @@ import click
 from kredenc.fields import where_pairs
 from kredenc.interfaces.cli_common import (
     check_arg_text,
+    check_query,
     context,
     json_option,
     memory_json,
@@ -198,7 +199,7 @@ def graph(
 ) -> None:
     """The context graph of QUERY: ranked records and the typed edges between them."""
     c = context()
-    query = check_arg_text(query, "query")
+    query = check_query(query)
     scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open(read_only=True) as kb:  # a read command never changes the store
         found = kb.context_graph(query, hops=hops, k=k, neighbors_max=neighbors_max, **scope)

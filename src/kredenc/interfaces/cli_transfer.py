@@ -19,6 +19,7 @@ import click
 from kredenc.errors import InvalidInput
 from kredenc.interfaces.cli_common import (
     context,
+    count_of,
     json_option,
     memory_json,
     scope_ids,
@@ -48,6 +49,13 @@ def _day(ts: float) -> str:
 def _more(n: int, limit: int, offset: int) -> None:
     if n == limit:
         click.echo(f"(more may follow: --offset {offset + limit})")
+
+
+def _page(key: str, rows: list[Any], limit: int, offset: int) -> dict[str, Any]:
+    """A page for ``--json``: its rows, its offset, and ``next_offset`` (the --offset of
+    the next page; null when this page was not full, so nothing follows)."""
+    more = len(rows) == limit
+    return {key: rows, "offset": offset, "next_offset": offset + limit if more else None}
 
 
 @click.group("list")
@@ -106,7 +114,7 @@ def list_memories(
             )
         _more(len(found), limit, offset)
 
-    c.emit({"memories": [memory_json(m) for m in found], "offset": offset}, human)
+    c.emit(_page("memories", [memory_json(m) for m in found], limit, offset), human)
 
 
 def _time(value: str | None) -> str | float | None:
@@ -140,12 +148,12 @@ def list_documents(
             click.echo("no documents")
         for d in found:
             click.echo(
-                f"{d.id}  {_day(d.created_at)}  {d.chunks:>4} chunks  {d.loader:<9} "
+                f"{d.id}  {_day(d.created_at)}  {count_of(d.chunks, 'chunk'):>10}  {d.loader:<9} "
                 f"{d.origin}  {short(d.title, 40)}"
             )
         _more(len(found), limit, offset)
 
-    c.emit({"documents": [asdict(d) for d in found], "offset": offset}, human)
+    c.emit(_page("documents", [asdict(d) for d in found], limit, offset), human)
 
 
 @list_group.command("sessions")
@@ -164,7 +172,7 @@ def list_sessions(limit: int, offset: int) -> None:
             click.echo(f"{s.session}  {s.turns} turns  {_day(s.first_at)} .. {_day(s.last_at)}")
         _more(len(found), limit, offset)
 
-    c.emit({"sessions": [asdict(s) for s in found], "offset": offset}, human)
+    c.emit(_page("sessions", [asdict(s) for s in found], limit, offset), human)
 
 
 @click.command("export")
@@ -225,9 +233,10 @@ def import_command(path: str, fmt: str, skip_existing: bool) -> None:
     def human() -> None:
         skipped = f", {report.skipped} skipped (id exists)" if report.skipped else ""
         click.echo(
-            f"imported {report.records} records and {report.edges} edges into "
-            f"{', '.join(report.namespaces) or 'no namespace'} in {report.batches} "
-            f"batch(es){skipped}"
+            f"imported {count_of(report.records, 'record')} and "
+            f"{count_of(report.edges, 'edge')} into "
+            f"{', '.join(report.namespaces) or 'no namespace'} in "
+            f"{report.batches} {'batch' if report.batches == 1 else 'batches'}{skipped}"
         )
 
     c.emit(data, human)
