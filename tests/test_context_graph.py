@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.records import ContextGraph, GraphEdge, GraphNode
+from kredenc.retrieve import context_graph as graphs
 from kredenc.testing.embedders import HashEmbedder
 
 
@@ -68,3 +69,34 @@ def test_prompt_text_never_exceeds_the_budget(texts: list[str], budget: int) -> 
     edges = [GraphEdge(a.id, b.id, "supports") for a, b in pairwise(nodes)]
     text = ContextGraph("q", nodes, edges).to_prompt_text(budget)
     assert len(text) <= budget
+
+
+def test_an_unrelated_document_does_not_flood_the_graph(kb: Kredenc) -> None:
+    """A day-one audit: a 10th seed at cosine 0.06 (a bibliography chunk) pulled in
+    about 40 chunks of its paper through ``part_of`` and ``next``. Records found by
+    meaning alone below the similarity floor are neither nodes nor walked from, and a
+    neighbour reached by a document's structure (``part_of``, ``next``, links) must be
+    similar enough itself; a typed relation between memories brings its record
+    whatever its similarity."""
+    tea = kb.remember("the user drinks green tea every morning")
+    budget = kb.remember("budgets are approved quarterly")
+    kb.relate(tea.id, budget.id, "supports")
+    kb.add_passages(
+        [{"text": "what a long list of references follows here", "doc_id": "paper"}]
+        + [
+            {"text": f"alpha beta gamma delta epsilon zeta eta theta {i}", "doc_id": "paper"}
+            for i in range(30)
+        ]
+    )
+    graph = kb.context_graph("what does the user drink")
+    assert graph.nodes[0].id == tea.id
+    ids = {n.id for n in graph.nodes}
+    assert budget.id in ids  # a typed relation, however dissimilar
+    assert not any(n.type == "chunk" for n in graph.nodes)
+    # Every node by meaning alone clears the floor.
+    dense_only = [n for n in graph.nodes if n.hop == 0 and n.id != tea.id]
+    assert all(n.similarity >= graphs.MIN_SIMILARITY for n in dense_only)
+    # A seed given by id is walked from, and its document's structure with it.
+    chunk = kb.search("references follows", k=1)[0].id
+    near = kb.context_graph("what does the user drink", seed_ids=[chunk], hops=1)
+    assert chunk in {n.id for n in near.nodes}

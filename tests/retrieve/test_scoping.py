@@ -131,8 +131,11 @@ def test_the_context_graph_keeps_seeds_and_neighbours_in_scope(
     alex = kb.context_graph("", seed_ids=[ids["alex_tea"]], hops=1, user_id="u-alex")
     assert names(ids, alex.nodes) == {"alex_tea", "alex_coffee"}
     assert kb.context_graph("", seed_ids=[ids["alex_tea"]], user_id="u-sam").nodes == []
-    where = kb.context_graph("green tea", hops=1, where={"project": "gemini"})
+    where = kb.context_graph("black coffee", hops=1, where={"project": "gemini"})
     assert names(ids, where.nodes) == {"alex_coffee"}
+    # The one record that passes shares nothing with "green tea": not a node by
+    # meaning alone (context_graph.MIN_SIMILARITY).
+    assert kb.context_graph("green tea", hops=1, where={"project": "gemini"}).nodes == []
 
 
 def test_the_scope_stays_inside_the_namespace(scoped: tuple[Kredenc, dict[str, str]]) -> None:

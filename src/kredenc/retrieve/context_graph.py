@@ -1,8 +1,11 @@
 """ContextGraph retrieval: seeds, expansion along relations, blended ranking.
 
-1. Seeds: the given ids, else a dense search; when the best dense similarity is weak
-   the seeds come from hybrid search (words catch what meaning missed).
-2. Expansion: neighbours along typed edges up to ``hops``, at most ``neighbors_max``.
+1. Seeds: the given ids, else a dense search's records of cosine at least
+   :data:`MIN_SIMILARITY`; when the best dense similarity is weak, also those hybrid
+   search finds by words (words catch what meaning missed).
+2. Expansion: neighbours along typed edges up to ``hops``, at most ``neighbors_max``;
+   one reached only by a document's structure (:data:`STRUCTURAL`) must clear
+   :data:`MIN_SIMILARITY` itself.
 3. Ranking: relevance first. ``w_sim · similarity + t · (w_imp · importance + w_rec ·
    recency)`` with the weights normalised to sum to 1 and ``t`` the tie-break scale
    (setting ``rank_tiebreak``, 0.05): with the default weights (0.5 / 0.3 / 0.2) an
@@ -30,6 +33,16 @@ from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.vectors import F32
 
 WEAK_SEED = 0.35  # below this cosine, dense seeds are backed by hybrid search
+#: The least cosine for a record in the graph by meaning alone: a dense seed below it is
+#: neither a node nor walked from (unless words found it too), and a neighbour reached
+#: by a document's structure (:data:`STRUCTURAL`) must reach it itself. The recall
+#: reflex's floor (``recall_min_similarity``'s default), for the same reason: a record
+#: this far from the query is not worth its place. (A day-one audit: a seed at 0.06,
+#: a bibliography chunk, pulled 40 chunks of its paper into the graph.)
+MIN_SIMILARITY = 0.2
+#: The edges ingest files between chunks and documents: they say where a text sits,
+#: not that it is related to the query, unlike a typed relation between memories.
+STRUCTURAL = frozenset({"part_of", "next", "links_to", "mentions"})
 
 
 @dataclass(frozen=True)
@@ -73,7 +86,7 @@ def build(
     query: str,
     *,
     embed_query: Callable[[str], F32],
-    hybrid_seeds: Callable[[str, int], list[int]],
+    hybrid_seeds: Callable[[str, int], list[tuple[int, float]]],
     k: int,
     hops: int,
     neighbors_max: int,
@@ -89,10 +102,12 @@ def build(
         seeds = {r: 1.0 for r in index.rowids_for(ns, list(seed_ids), filters).values()}
     elif qvec is not None:
         dense = index.dense(ns, qvec, k, filters)
-        seeds = dict(dense)
+        seeds = {r: sim for r, sim in dense if sim >= MIN_SIMILARITY}
         if not dense or dense[0][1] < WEAK_SEED:
-            for rowid in hybrid_seeds(query, k):
-                seeds.setdefault(rowid, 0.0)
+            # Found by words (or by meaning above the floor): seeds whatever the cosine,
+            # walked from with their fused score.
+            for rowid, fused in hybrid_seeds(query, k):
+                seeds.setdefault(rowid, fused)
     hop_of: dict[int, int] = dict.fromkeys(seeds, 0)
     via: dict[int, str] = {}
     for e in expand(
@@ -117,6 +132,8 @@ def build(
     for rowid, state in info.items():
         sim = float(vectors[rowid] @ qvec) if qvec is not None and rowid in vectors else 0.0
         sim = max(0.0, sim)
+        if qvec is not None and sim < MIN_SIMILARITY and _structural(via.get(rowid)):
+            continue  # where a text sits is no reason to show it
         touched = max(float(state["created_at"] or 0.0), float(state["last_accessed_at"] or 0.0))
         age_days = max(0.0, (t_now - touched) / 86400.0)
         recency = 0.5 ** (age_days / blend.half_life_days)
@@ -146,3 +163,9 @@ def build(
     ids = [n.id for n in nodes]
     edges = [GraphEdge(a, b, rel, w) for a, b, rel, w in index.edges_among(ns, ids)]
     return ContextGraph(query=query, nodes=nodes, edges=edges)
+
+
+def _structural(via: str | None) -> bool:
+    """Whether a neighbour was reached by an edge of :data:`STRUCTURAL` (``via`` is
+    "<relation> of <id>"; None for a seed)."""
+    return via is not None and via.split(" ", 1)[0] in STRUCTURAL

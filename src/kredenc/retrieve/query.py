@@ -293,7 +293,7 @@ def context_graph(
         **scope_filters(user_id=user_id, agent_id=agent_id, run_id=run_id, tags=tags, where=where),
     )
 
-    def hybrid_seeds(q: str, n: int) -> list[int]:
+    def hybrid_seeds(q: str, n: int) -> list[tuple[int, float]]:
         params = replace(search_params(s, k=n), leg_k=max(n, s.leg_k))
         legs = searching.run_legs(store.index, ns, q, params, filters, store.embed_query)
 
@@ -301,7 +301,12 @@ def context_graph(
             return searching.read_texts(store.index, store.haystack, ns, rowids)
 
         fused = searching.fuse(legs, params, query=q, read=read)
-        return [r for r, _ in fused[:n]]
+        # Found by words, or by meaning above the graph's floor (as recall keeps them).
+        lexical = {r for r, _ in legs.get("lexical", ())}
+        dense = dict(legs.get("dense", ()))
+        floor = graphs.MIN_SIMILARITY
+        kept = [(r, f) for r, f in fused if r in lexical or dense.get(r, 0.0) >= floor]
+        return kept[:n]
 
     graph = graphs.build(
         store.index,
