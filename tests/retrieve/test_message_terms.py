@@ -34,6 +34,22 @@ def test_drops_chat_filler() -> None:
     assert texts("Do you remember what I told you about my sister?") == ["sister"]
 
 
+@pytest.mark.parametrize(
+    "message",
+    ["good morning", "Good morning!", "good night, see you tomorrow", "How are you doing?",
+     "Hi there, nice to meet you", "good evening everyone", "what's up?"],
+)  # fmt: skip
+def test_a_greeting_has_no_content_terms(message: str) -> None:
+    """A day-one audit: "good morning" recalled three records through "morning" (and
+    "good"); a greeting's words are not the thing asked about."""
+    assert texts(message) == []
+
+
+def test_a_greeting_leaves_the_question_after_it() -> None:
+    assert texts("Good morning! What do I drink in the morning?") == ["drink", "morning"]
+    assert texts("Is the night shift good for me?") == ["night", "shift", "good"]
+
+
 def test_plural_and_singular_count_once() -> None:
     assert texts("meetings about the meeting notes") == ["meeting", "note"]
 

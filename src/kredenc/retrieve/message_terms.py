@@ -137,9 +137,21 @@ def stem_hu(word: str) -> str:
     return word
 
 
+#: Greetings and leave-takings as whole phrases: their words ("good", "morning",
+#: "night") are content words elsewhere, so the phrase is dropped, not the words.
+_GREETING = re.compile(
+    r"\b(?:good\s+(?:morning|afternoon|evening|night|day)(?:\s+(?:to\s+you|everyone|all))?"
+    r"|how\s+are\s+(?:you|things)(?:\s+doing)?(?:\s+today)?|how(?:'s|\s+is)\s+it\s+going"
+    r"|what(?:'s|\s+is)\s+up|nice\s+to\s+meet\s+you|see\s+you(?:\s+(?:later|soon|tomorrow))?"
+    r"|(?:hi|hello|hey)\s+there)\b",
+    re.IGNORECASE,
+)
+
+
 def recall_terms(text: str, *, limit: int = MAX_TERMS) -> list[Term]:
-    """At most ``limit`` distinct, lightly stemmed terms of ``text`` (see the module doc)."""
-    words = tokens(text)
+    """At most ``limit`` distinct, lightly stemmed terms of ``text`` (see the module doc);
+    a greeting ("good morning", "how are you") gives none."""
+    words = tokens(_GREETING.sub(" ", text))
     hungarian = reads_hungarian(words)
     stop = _HU_STOP if hungarian else _EN_STOP
     names = {w.lower() for w in _WORD.findall(text) if w[0].isupper()}
