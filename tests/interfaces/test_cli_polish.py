@@ -194,6 +194,8 @@ def test_an_unknown_loader_is_a_usage_error_naming_the_loaders(run: Any) -> None
     assert err.startswith("error: unknown loader 'pfd' (available: ")
     for name in names(LOADERS):
         assert name in err
+    code, out, err = run("list", "documents", "--loader", "pfd")
+    assert (code, out) == (2, "") and err.startswith("error: unknown loader 'pfd' (available: ")
     code, _, err = run("search", "tea", "--loader", "pdf")  # a known one filters
     assert code == 0, err
 

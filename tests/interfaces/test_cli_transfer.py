@@ -123,3 +123,14 @@ def test_import_from_mem0(run: CliRun, tmp_path: Path) -> None:
     src.write_text("[{", encoding="utf-8")
     code, _, err = run("import", "--from", "mem0", str(src))
     assert code == 2 and "is not JSON" in err
+
+
+def test_export_of_a_namespace_the_store_lacks_is_an_error(run: CliRun) -> None:
+    """A mistyped --namespace gave a header and nothing else, exit 0: an empty backup."""
+    _remember(run, "something to export")
+    code, out, err = run("export", "--namespace", "nosuch")
+    assert (code, out) == (1, "")
+    assert err == (
+        "error: no namespace 'nosuch' in this store (none of its records is live there)"
+        " (its namespaces: default)\n"
+    )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kredenc import plugins
 from kredenc.errors import InvalidInput, NotFound
 from kredenc.fields import parse_time
 from kredenc.memory.writes import live_record
@@ -122,6 +123,8 @@ def list_documents(
     """Live documents of ``ns`` in filing order: read by any of ``loaders``, filed
     from an origin matching the glob ``source`` (``*.pdf``, ``docs/*``), in ``drawer``."""
     check_page(limit, offset)
+    for loader in loaders:  # a mistyped loader would match nothing, silently (as search)
+        plugins.get(plugins.LOADERS, loader)
     query = RecordQuery(
         types=("document",), loaders=tuple(loaders), origin_glob=source, drawer=drawer
     )
