@@ -50,9 +50,18 @@ def test_list_documents_sessions_and_get_of_a_chunk(run: CliRun, tmp_path: Path)
     code, out, _ = run("search", "owls night", "--json")
     chunk = json.loads(out)["hits"][0]["id"]
     code, out, _ = run("get", chunk)
+    assert out.startswith(f"{chunk} [chunk] ")  # what it is (it had a memory's "note")
     assert f"from document {entry['id']} (Owls): " in out and "owls.md" in out
     code, out, _ = run("get", chunk, "--json")
     assert json.loads(out)["source_document"]["document"] == entry["id"]
+    # A document shows its title, file, loader and chunks (it showed its id alone).
+    code, out, _ = run("get", entry["id"])
+    assert out.splitlines() == [
+        f"{entry['id']} [document]",
+        f"Owls: {entry['origin']} (markdown, {entry['chunks']} chunk, version 1)",
+    ]
+    code, out, _ = run("get", entry["id"], "--json")
+    assert json.loads(out)["document"] == entry
     code, out, _ = run("list", "sessions")
     assert out.strip() == "no sessions"
 

@@ -410,14 +410,24 @@ def get(record_id: str) -> None:
     with c.open(read_only=True) as kb:
         mem = kb.get(record_id)
         source = kb.provenance(record_id)
+        document = kb.read_document(record_id)[0] if mem.type == "document" else None
     data = memory_json(mem)
     if source is not None:
         data["source_document"] = source
+    if document is not None:
+        data["document"] = asdict(document)
 
     def human() -> None:
-        click.echo(f"{mem.id} [{mem.kind or mem.type}] {mem.text}")
+        # A memory by its kind; a chunk, turn or document by what it is.
+        label = mem.kind if mem.type == "memory" else mem.type
+        click.echo(f"{mem.id} [{label}] {mem.text}".rstrip())
         if scope_text(mem):
             click.echo(scope_text(mem))
+        if document is not None:
+            click.echo(
+                f"{document.title or 'untitled'}: {document.origin} ({document.loader}, "
+                f"{count_of(document.chunks, 'chunk')}, version {document.version})"
+            )
         if source is not None:
             page = f", page {source['page']}" if source["page"] is not None else ""
             click.echo(
