@@ -133,6 +133,11 @@ def test_existing_ids_refused_then_skipped(open_store: OpenStore, tmp_path: Path
         assert report.records == 0 and report.skipped == len(
             [line for line in lines[1:] if '"op":"put"' in line]
         )
+        # The edges the store holds as they are are not filed again (a re-import grew
+        # the log by every edge and reported them as imported).
+        edges = [line for line in lines[1:] if '"op":"edge"' in line]
+        assert edges and (report.edges, report.held_edges) == (0, len(edges))
+        assert kb.haystack.last_seq == before
 
 
 @pytest.mark.parametrize(

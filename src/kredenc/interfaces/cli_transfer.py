@@ -232,6 +232,8 @@ def import_command(path: str, fmt: str, skip_existing: bool) -> None:
 
     def human() -> None:
         skipped = f", {report.skipped} skipped (id exists)" if report.skipped else ""
+        if report.held_edges:
+            skipped += f", {count_of(report.held_edges, 'edge')} already held"
         click.echo(
             f"imported {count_of(report.records, 'record')} and "
             f"{count_of(report.edges, 'edge')} into "

@@ -98,6 +98,7 @@ class ImportReport:
     records: int = 0
     edges: int = 0
     skipped: int = 0
+    held_edges: int = 0  # edges the store already held as they were (not filed again)
     batches: int = 0
     namespaces: list[str] = field(default_factory=list)
     embedding_model: str | None = None
@@ -201,7 +202,8 @@ def import_items(
     """File checked export items (``parse_lines``) into ``store`` in all-or-nothing
     batches; ids kept. An id already in the store (in any namespace, forgotten ones
     included) is refused before anything is written, or skipped with
-    ``skip_existing`` (with the edges that touch only skipped or absent records kept)."""
+    ``skip_existing`` (with the edges that touch only skipped or absent records kept,
+    but not those the store already holds with the same weight: ``held_edges``)."""
     store.check_writable()
     puts = [o for o in items if o["op"] == "put"]
     taken = store.index.taken_ids([o["id"] for o in puts])
@@ -212,10 +214,14 @@ def import_items(
             "import into a new store, or pass --skip-existing to leave those records out",
         )
     report = ImportReport()
+    held = _held_edges(store, items) if taken else set()
     payloads: list[dict[str, Any]] = []
     for obj in items:
         if obj["op"] == "put" and obj["id"] in taken:
             report.skipped += 1
+            continue
+        if obj["op"] == "edge" and _edge_key(obj) in held:
+            report.held_edges += 1
             continue
         payloads.append({k: v for k, v in obj.items() if k not in _LOG_KEYS})
     report.namespaces = sorted({p["ns"] for p in payloads})
@@ -228,6 +234,23 @@ def import_items(
     report.records = sum(1 for p in payloads if p["op"] == "put")
     report.edges = len(payloads) - report.records
     return report
+
+
+def _edge_key(obj: dict[str, Any]) -> tuple[str, str, str, str, float]:
+    return (obj["ns"], obj["src"], obj["dst"], obj["rel"], float(obj.get("weight", 1.0)))
+
+
+def _held_edges(
+    store: Store, items: Sequence[dict[str, Any]]
+) -> set[tuple[str, str, str, str, float]]:
+    """The edges of the items' namespaces that the store holds (an import that skips
+    existing records files again only the edges that would change something)."""
+    spaces = {o["ns"] for o in items if o["op"] == "edge"}
+    return {
+        (ns, src, dst, rel, float(weight))
+        for ns in spaces
+        for src, dst, rel, weight in store.index.edges_of(ns)
+    }
 
 
 def from_mem0(data: Any, ns: str, *, now: float) -> list[dict[str, Any]]:
