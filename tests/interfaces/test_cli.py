@@ -460,6 +460,7 @@ def test_failures_exit_1_with_one_line(
         code, out, err = run_main(["--store", str(home), *args], capsys, monkeypatch)
         assert (code, out) == (1, ""), err
         assert message in one_error_line(err)
+        assert "(it was never filed in this namespace, or was forgotten: " in err  # a hint
     code, _, err = run_main(["--store", str(tmp_path / "none"), "stats"], capsys, monkeypatch)
     assert code == 1 and "no store at" in one_error_line(err)
     assert log_state(home) == before

@@ -139,7 +139,11 @@ def live_record(store: Store, ns: str, record_id: str) -> IndexedRecord:
     check_utf8("record id", record_id)
     found = store.index.lookup(ns, record_id)
     if found is None or found.deleted:
-        raise NotFound(f"no record {record_id!r} in namespace {ns!r}")
+        raise NotFound(
+            f"no record {record_id!r} in namespace {ns!r}",
+            "it was never filed in this namespace, or was forgotten: check the id and"
+            " the namespace ('kredenc list memories' or 'list documents' lists its ids)",
+        )
     return found
 
 
