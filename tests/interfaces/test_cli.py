@@ -270,7 +270,7 @@ def test_ingest_summary_and_a_progress_bar_only_on_a_terminal(tmp_path: Path) ->
     )
     assert piped.returncode == 0, piped.stderr  # one good file: not a failed run
     summary, filed, failure = piped.stdout.splitlines()
-    assert summary.startswith("1 document filed (1 chunk), 0 unchanged, 0 replaced, 1 failed")
+    assert summary.startswith("1 document filed (1 chunk), 0 unchanged, 1 failed")
     assert filed == f"  filed: {good} (1 chunk)"
     assert failure.startswith(f"  failed: {bad}")
     assert "\x1b[" not in piped.stderr and "ingesting" not in piped.stderr

@@ -273,9 +273,7 @@ def test_ingest_lists_each_file_once_and_counts_in_the_singular(
     code, out, err = run("ingest", str(good), str(bad))
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith(
-        "1 document filed (1 chunk), 0 unchanged, 0 replaced, 1 failed, 0 skipped"
-    )
+    assert lines[0].startswith("1 document filed (1 chunk), 0 unchanged, 1 failed, 0 skipped")
     assert lines[1] == f"  filed: {good} (1 chunk)"
     assert lines[2].startswith(f"  failed: {bad}: ")
     assert len(lines) == 3
@@ -285,17 +283,24 @@ def test_ingest_lists_each_file_once_and_counts_in_the_singular(
     good.write_text("The kestrel nests on the new water tower.\n", encoding="utf-8")
     other = tmp_path / "other.md"
     other.write_text("# Other\n\nHeron.\n\nEgret.\n", encoding="utf-8")
+    code, out, _ = run("ingest", str(good), str(other))
+    assert out.startswith(
+        "2 documents filed (2 chunks; 1 of them a new version of a file filed before),"
+        " 0 unchanged, 0 failed"
+    )
+    good.write_text("The kestrel nests on the old water tower.\n", encoding="utf-8")
+    other.write_text("# Other\n\nHeron and egret.\n", encoding="utf-8")
     code, out, _ = run("ingest", str(good), str(other), "--json")
     assert json.loads(out)["files"] == [
         {"source": str(good), "status": "replaced", "chunks": 1},
-        {"source": str(other), "status": "filed", "chunks": 1},
+        {"source": str(other), "status": "replaced", "chunks": 1},
     ]
     code, out, _ = run("ingest", str(good))
     assert out.splitlines() == [
         out.splitlines()[0],
         f"  unchanged: {good}",
     ]
-    assert out.startswith("0 documents filed (0 chunks), 1 unchanged, 0 replaced, 0 failed")
+    assert out.startswith("0 documents filed (0 chunks), 1 unchanged, 0 failed")
 
 
 def test_search_asked_at_reads_the_time_the_query_names(run: Any) -> None:

@@ -373,10 +373,13 @@ def ingest(
     data = report.to_json()
 
     def human() -> None:
+        # A replaced file is one of the documents filed (its new version), said so.
+        replaced = data["replaced"]
+        versions = f"; {replaced} of them a new version of a file filed before" if replaced else ""
         click.echo(
             f"{count_of(data['documents'], 'document')} filed "
-            f"({count_of(data['chunks'], 'chunk')}), "
-            f"{data['unchanged']} unchanged, {data['replaced']} replaced, "
+            f"({count_of(data['chunks'], 'chunk')}{versions}), "
+            f"{data['unchanged']} unchanged, "
             f"{len(data['failed'])} failed, {len(data['skipped'])} skipped, in {data['seconds']} s"
         )
         for outcome in report.files:
