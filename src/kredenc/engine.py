@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from importlib import import_module
@@ -40,6 +41,10 @@ def make_default_embedder(settings: Settings) -> Embedder:
 
     return plugins.build(plugins.EMBEDDERS, settings.embed_provider, settings, Embedder)
 
+
+#: Seconds ``close`` waits for the warm-up at open to end (a model load in flight; the
+#: warm-up's index reads stop at the close): the thread holds the store until it ends.
+WARM_UP_JOIN = 30.0
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -92,6 +97,8 @@ class Kredenc:
     """An open store seen through one namespace. Use :meth:`open`; close it (or use
     ``with``) when done. :meth:`scoped` gives a view for another namespace."""
 
+    _warming: threading.Thread | None  # the owner's warm-up at open (close waits for it)
+
     def __init__(
         self, settings: Settings, embedder: Embedder, *, namespace: str, read_only: bool = False
     ) -> None:
@@ -102,7 +109,7 @@ class Kredenc:
             # queues behind its loading within its time budget), not words only.
             from kredenc.recall.reflex import warm_in_background
 
-            warm_in_background(self.store, gate=self.store.gate)
+            self._warming = warm_in_background(self.store, gate=self.store.gate)
 
     def _attach(self, store: Store, embedder: Embedder, namespace: str, *, owner: bool) -> None:
         self.store = store
@@ -118,6 +125,7 @@ class Kredenc:
         self._loop_services: tuple[Any, Any, Any] | None = None  # (llm, cache, tracer)
         self._loop_owner: Kredenc | None = None  # a scoped() view uses its handle's
         self._ask_filer: Any = None  # the owner's recall.filing.TurnFiler, made at first ask
+        self._warming = None
 
     # -- opening and closing --------------------------------------------------
     @classmethod
@@ -168,6 +176,10 @@ class Kredenc:
             if self._ask_filer is not None:
                 self._ask_filer.close()  # the asks' turns filed before the store closes
             self.store.close()
+            if self._warming is not None:
+                # Its index reads stop at the close (StoreClosed); a model load in
+                # flight is waited for, so nothing keeps the closed store alive after.
+                self._warming.join(WARM_UP_JOIN)
 
     @property
     def index(self) -> Index:

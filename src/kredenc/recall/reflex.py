@@ -270,7 +270,9 @@ def warm_in_background(
         except StoreClosed:
             return  # closed before the warm-up was done: nothing left to warm
         except Exception as exc:  # noqa: BLE001 - a background warm-up must never break the host
-            log.warning("recall warm-up failed: %s: %s", type(exc).__name__, exc)
+            # The text, not the exception: a kept log record must not keep its frames
+            # (and the store) alive.
+            log.warning("recall warm-up failed: %s: %s", type(exc).__name__, str(exc))
         else:
             log.debug("recall warm-up done in %.2f s", time.perf_counter() - started)
 
