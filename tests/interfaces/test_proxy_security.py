@@ -263,3 +263,31 @@ def test_a_proxy_beyond_loopback_refuses_everyone_once_every_key_is_revoked(
             assert ok.status_code == 200
             ring.revoke("only")
             assert client.get("/v1/models").status_code == 401
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/../../admin/secret?x=1",
+        "/v1/%2e%2e/%2e%2e/admin",
+        "/v1/..%2f..%2fadmin",
+        "/v1/models/../../../admin",
+        "/v1/./models",
+    ],
+)
+def test_a_passed_through_path_never_leaves_the_upstreams_v1_base(setup: Setup, path: str) -> None:
+    """A day-one audit: ``GET /v1/../../admin/secret`` reached the upstream's
+    ``/admin/secret``, percent-encoded dots too. A path with a dot segment is refused
+    in the error shape before anything is sent."""
+    import http.client
+    import json
+
+    host, port = setup.base_url.removeprefix("http://").split("/")[0].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.request("GET", path, headers={"Authorization": f"Bearer {setup.key_a}"})
+    reply = conn.getresponse()
+    body = json.loads(reply.read())
+    conn.close()
+    assert reply.status == 400
+    assert body["error"]["code"] == "bad_path" and body["error"]["hint"]
+    assert setup.upstream.requests == []

@@ -404,7 +404,17 @@ def proxy_parts(
         )
 
     async def passthrough(request: Request) -> Response:
-        return await relay(request, "/" + request.path_params["path"])
+        path = "/" + request.path_params["path"]  # percent-decoded by the router
+        if any(part in (".", "..") for part in path.replace("\\", "/").split("/")):
+            # The upstream URL joins it to its /v1 base, and a dot segment would walk
+            # out of it ("/v1/../../admin" reached the upstream's /admin).
+            return error_response(
+                400,
+                "bad_path",
+                "the path has a '.' or '..' segment",
+                "name a route under /v1/ without dot segments, e.g. /v1/models",
+            )
+        return await relay(request, path)
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     return ProxyParts(
