@@ -16,10 +16,11 @@ from typing import Any
 
 import click
 
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, NotFound
 from kredenc.interfaces.cli_common import (
     context,
     count_of,
+    is_remote,
     json_option,
     memory_json,
     scope_ids,
@@ -193,6 +194,17 @@ def export_command(namespaces: tuple[str, ...]) -> None:
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
     try:
         with c.open(read_only=True) as kb:
+            if chosen and not is_remote(kb):
+                # The store's owner: a mistyped namespace is named, not an empty backup.
+                # (A server's tenant gets the header alone: it may not learn the others.)
+                known = kb.index.namespaces()
+                missing = [ns for ns in chosen if ns not in known]
+                if missing:
+                    raise NotFound(
+                        f"no namespace {missing[0]!r} in this store (none of its records"
+                        " is live there)",
+                        f"its namespaces: {', '.join(known) or 'none'}",
+                    )
             kb.export(out, chosen)
         out.flush()
     finally:

@@ -82,6 +82,19 @@ def test_an_export_holds_the_callers_namespace_only(source: Site) -> None:
     assert "CANARY-BOB" in source.b.get("/export").text
 
 
+def test_a_tenant_with_nothing_filed_exports_the_header_and_learns_no_namespace(
+    fresh: Site,
+) -> None:
+    """A day-one audit: a tenant whose namespace held nothing got a 404 whose hint listed
+    the store's namespaces. It gets the header alone, naming only its own."""
+    fresh.kb.scoped("bob").remember("CANARY-BOB: Bob's vault code is 4711.")
+    response = fresh.a.get("/export")
+    assert response.status_code == 200
+    assert _lines(response) == [_lines(response)[0]]
+    assert _lines(response)[0]["namespaces"] == ["alice"]
+    assert "bob" not in response.text
+
+
 def test_export_then_import_into_a_fresh_store_round_trips(source: Site, fresh: Site) -> None:
     exported = source.a.get("/export").content
     response = fresh.a.post("/import", content=exported, headers=NDJSON)
