@@ -39,6 +39,29 @@ def test_health_needs_no_key_when_the_store_holds_keys(
     assert_error_shape(httpx.get(served.url + "/health/x"), 401)
 
 
+def test_health_is_not_rate_limited(
+    start_server: Callable[..., Any], assert_error_shape: ErrorCheck
+) -> None:
+    """A day-one audit: a health probe sharing the caller's bucket got 429 once the
+    client had spent it. /health answers whatever the rate; the routes still count."""
+    served = start_server(server_rate_per_minute=3)
+    with httpx.Client(base_url=served.url) as anon:
+        codes = [anon.get("/stats").status_code for _ in range(5)]
+        assert codes[:3] == [200, 200, 200] and codes[3:] == [429, 429]
+        assert [anon.get("/health").status_code for _ in range(5)] == [200] * 5
+        assert_error_shape(anon.get("/stats"), 429, "rate_limited")
+
+
+def test_no_page_loads_scripts_from_the_internet(client: httpx.Client) -> None:
+    """FastAPI's /docs and /redoc load Swagger UI and ReDoc from a CDN (blank offline):
+    not served; the OpenAPI document is."""
+    assert client.get("/openapi.json").json()["info"]["title"] == "kredenc"
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        response = client.get(path)
+        assert response.status_code == 404
+        assert "cdn" not in response.text.lower()
+
+
 def test_stats_count_the_namespace(client: httpx.Client) -> None:
     stats = client.get("/stats").json()
     assert stats["records"] >= 1 and stats["namespace"] == "default"

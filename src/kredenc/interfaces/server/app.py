@@ -76,6 +76,10 @@ def create_app(
         description="A local-first memory and retrieval engine for LLM agents.",
         lifespan=lifespan,
         responses=errors.COMMON_ERRORS,
+        # FastAPI's /docs and /redoc pages load their scripts from a CDN: offline they
+        # are blank, and nothing here may reach the internet. /openapi.json stays.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.kredenc = state
     errors.install(app)

@@ -1,7 +1,7 @@
 """Per-request limits the guard does not check.
 
 * :class:`Limiter` (ASGI middleware, after the guard): a token bucket per caller of
-  ``rate_per_minute`` requests (429 ``rate_limited`` with ``Retry-After`` seconds once
+  ``rate_per_minute`` requests (``/health`` aside) (429 ``rate_limited`` with ``Retry-After`` seconds once
   spent); a body sent without a declared length (chunked) is counted as it is read and
   refused with 413 once it passes ``max_body_bytes`` (a declared one the guard refused
   before reading).
@@ -83,6 +83,10 @@ def caller_of(scope: Scope, headers: Headers) -> str:
     return f"addr:{client[0] if client else ''}"
 
 
+#: The path a health probe asks (never rate-limited).
+HEALTH = "/health"
+
+
 class Limiter:
     """The rate per caller and the size of streamed bodies (see the module)."""
 
@@ -97,7 +101,9 @@ class Limiter:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        if self.buckets is not None:
+        # A health probe is not a caller's request: it never spends (nor is refused by)
+        # the bucket of the client it shares an address or key with.
+        if self.buckets is not None and scope.get("path") != HEALTH:
             wait = self.buckets.take(caller_of(scope, headers))
             if wait > 0:
                 seconds = max(1, math.ceil(wait))
