@@ -1,10 +1,10 @@
 """Per-request limits the guard does not check.
 
 * :class:`Limiter` (ASGI middleware, after the guard): a token bucket per caller of
-  ``rate_per_minute`` requests (``/health`` aside) (429 ``rate_limited`` with ``Retry-After`` seconds once
-  spent); a body sent without a declared length (chunked) is counted as it is read and
-  refused with 413 once it passes ``max_body_bytes`` (a declared one the guard refused
-  before reading).
+  ``rate_per_minute`` requests, ``/health`` aside (429 ``rate_limited`` with
+  ``Retry-After`` seconds once spent); a body sent without a declared length
+  (chunked) is counted as it is read and refused with 413 once it passes
+  ``max_body_bytes`` (a declared one the guard refused before reading).
 * :func:`check_request`: what one request may ask (``k``, query length, hops,
   neighbours per node), 422 ``invalid_input`` beyond the ``server_*`` settings. The
   limits are settings, not constants, so they are checked here rather than in the
