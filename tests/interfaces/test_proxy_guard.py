@@ -220,3 +220,20 @@ OPEN = frozenset({"/", "/health", "/static/"})
 
 async def _no_app(scope: object, receive: object, send: object) -> None:
     raise AssertionError("not called")
+
+
+def test_a_route_the_proxy_lacks_answers_in_the_error_shape(
+    proxy: str, upstream: LoopbackServer
+) -> None:
+    """A day-one audit: ``GET /health`` on the proxy answered a plain-text 'Not Found'."""
+    root = proxy.removesuffix("/v1")
+    for method, path, status, code in (
+        ("GET", "/health", 404, "not_found"),
+        ("GET", "/stats", 404, "not_found"),
+        ("OPTIONS", "/v1/models", 405, "method_not_allowed"),
+    ):
+        response = httpx.request(method, root + path)
+        assert response.status_code == status, path
+        error = response.json()["error"]
+        assert error["code"] == code and error["message"] and error["hint"], path
+    assert upstream.requests == []

@@ -98,6 +98,7 @@ try:
     import uvicorn
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
+    from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -482,6 +483,26 @@ def create_app(
         routes=list(parts.routes),
         middleware=[Middleware(Guard, gate=gate)],
         lifespan=lifespan,
+        exception_handlers={StarletteHTTPException: _refused},
+    )
+
+
+async def _refused(_request: Request, exc: Exception) -> Response:
+    """A route or method the proxy lacks, in the one error shape (Starlette answers
+    plain text otherwise)."""
+    status = exc.status_code if isinstance(exc, StarletteHTTPException) else 404
+    if status == 405:
+        return error_response(
+            405,
+            "method_not_allowed",
+            "this route does not take that method",
+            "POST /v1/chat/completions; the upstream's other /v1 routes pass through",
+        )
+    return error_response(
+        status,
+        "not_found",
+        "no such route on this proxy",
+        "it serves /v1/... only (kredenc serve has /health, /stats and the REST routes)",
     )
 
 

@@ -101,7 +101,7 @@ def install(app: FastAPI) -> None:
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
         message = f"{where}: {first.get('msg', 'invalid value')}"
         return error_response(
-            422, "invalid_request", message[:300], "see the API reference at /docs"
+            422, "invalid_request", message[:300], "the request bodies are in /openapi.json"
         )
 
     @app.exception_handler(StarletteHTTPException)
@@ -109,7 +109,7 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         detail = exc.detail if isinstance(exc.detail, str) else "request refused"
-        hint = _HTTP_HINTS.get(exc.status_code, "see the API reference at /docs")
+        hint = _HTTP_HINTS.get(exc.status_code, "the routes are in /openapi.json")
         return error_response(exc.status_code, code, detail, hint, exc.headers)
 
     @app.exception_handler(Exception)
