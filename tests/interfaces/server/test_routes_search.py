@@ -109,6 +109,22 @@ def test_recall_appends_memories(client: httpx.Client) -> None:
     assert fixed.json()["corrections"] == {"petrl": "petrel"}
 
 
+def test_a_bad_recall_request_is_refused_not_skipped(
+    client: httpx.Client, assert_error_shape: ErrorCheck
+) -> None:
+    """A day-one audit: mode "zzz" answered 200 with the reason in ``skipped``, and a
+    session id with a NUL was taken (X-Kredenc-Session refuses control characters)."""
+    messages = [{"role": "user", "content": "What is the name of my sloop Petrel?"}]
+    for body in (
+        {"messages": messages, "session_id": "r1", "mode": "zzz"},
+        {"messages": messages, "session_id": "a\u0000b"},
+        {"messages": messages, "session_id": "a\nb"},
+    ):
+        assert_error_shape(client.post("/recall", json=body), 422)
+    ok = client.post("/recall", json={"messages": messages, "session_id": "r3", "mode": "lexical"})
+    assert ok.status_code == 200 and ok.json()["error"] is None
+
+
 def test_a_reranker_is_not_the_clients_choice(
     client: httpx.Client, assert_error_shape: ErrorCheck
 ) -> None:

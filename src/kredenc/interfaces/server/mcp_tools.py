@@ -241,10 +241,17 @@ def build_server(host: ToolHost) -> KredencMCP:
             list[Message], Field(min_length=1, description="The conversation so far, oldest first.")
         ],
         session_id: Annotated[
-            str, Field(min_length=1, max_length=200, description="The conversation's id.")
+            str,
+            Field(
+                min_length=1,
+                max_length=200,
+                pattern=r"^[^\x00-\x1f\x7f]+$",
+                description="The conversation's id (no control characters).",
+            ),
         ],
         mode: Annotated[
-            str | None, Field(description="The recall mode (default: settings).")
+            Literal["hybrid", "lexical", "dense"] | None,
+            Field(description="The recall mode (default: settings)."),
         ] = None,
         dry_run: Annotated[
             bool | None, Field(description="Find memories without filing the turns.")

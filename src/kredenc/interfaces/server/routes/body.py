@@ -15,5 +15,8 @@ class Body(BaseModel):
 
 #: A user, agent or run id inside the caller's namespace (checked again by the facade).
 ScopeId = Annotated[str | None, Field(min_length=1, max_length=200)]
+#: A conversation's id: 1-200 characters, no control characters (as the proxy's
+#: ``X-Kredenc-Session`` header).
+SessionId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 #: Exact matches on top-level ``meta`` keys, scalar values (``fields.validate_where``).
 Where = Annotated[dict[str, Any] | None, Field(description="meta key: value, all of them")]

@@ -4,13 +4,13 @@ result's ``skipped`` says why)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import Field
 
 from kredenc.interfaces.server.deps import KB
-from kredenc.interfaces.server.routes.body import Body, ScopeId
+from kredenc.interfaces.server.routes.body import Body, ScopeId, SessionId
 from kredenc.recall.result import RecallResult
 
 router = APIRouter(tags=["recall"])
@@ -18,10 +18,10 @@ router = APIRouter(tags=["recall"])
 
 class RecallRequest(Body):
     messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
-    session_id: str = Field(min_length=1, max_length=200)
+    session_id: SessionId
     budget: dict[str, Any] | None = None
     dry_run: bool | None = None
-    mode: str | None = None
+    mode: Literal["hybrid", "lexical", "dense"] | None = None
     user_id: ScopeId = None
     agent_id: ScopeId = None
     run_id: ScopeId = None
