@@ -155,6 +155,16 @@ def test_no_keys_means_loopback_only(tmp_path: Path) -> None:
     assert proc.returncode == 2
     (line,) = proc.stderr.splitlines()
     assert "loopback only" in line
+    # The hint works as written: on a store not made yet, it says to make it first
+    # ('keys add' alone failed with "no store at").
+    store = tmp_path / "s"
+    assert f"'kredenc --store {store} init', then 'kredenc --store {store} keys add" in line
+    for step in (["init"], ["keys", "add", "--namespace", "team"]):
+        done = subprocess.run(
+            [sys.executable, "-c", ENTRY, "--store", str(store), *step],
+            check=False, capture_output=True, text=True, env=_env(), timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 
 from kredenc.errors import InvalidInput, KredencError
 from kredenc.interfaces.auth import KeyRing, bearer_token
+from kredenc.storage import layout
 
 try:
     from starlette.datastructures import Headers
@@ -62,9 +64,12 @@ def check_bind(host: str, keys: KeyRing) -> None:
     if is_loopback(host) or keys.active():
         return
     shown = host or "all addresses"
+    where = shlex.quote(str(keys.home))
+    first = "" if layout.is_store(keys.home) else f"'kredenc --store {where} init', then "
     raise InvalidInput(
         f"the store has no API keys, so this server listens on loopback only, not on {shown}",
-        "add a key with 'kredenc keys add --namespace NAME', or use --host 127.0.0.1",
+        f"add a key with {first}'kredenc --store {where} keys add --namespace NAME', or use"
+        " --host 127.0.0.1",
     )
 
 
@@ -151,7 +156,8 @@ class Gate:
                 401,
                 "unauthorized",
                 "a valid kredenc API key is required (Authorization: Bearer <key>)",
-                "pass a key made with 'kredenc keys add --namespace NAME' as the client's api_key",
+                "pass a key made with 'kredenc keys add --namespace NAME' (the kredenc CLI:"
+                " --api-key or KREDENC_API_KEY; an SDK: its api_key)",
                 headers={"WWW-Authenticate": 'Bearer realm="kredenc"'},
             )
         declared = headers.get("content-length")
