@@ -195,6 +195,7 @@ def test_an_upload_name_never_reaches_the_file_system(site: Site) -> None:
     assert job["report"]["files"][0]["source"] == "evil.md"
     assert not (site.kb.home.parent / "etc").exists()
     assert list((site.kb.home / "uploads").iterdir()) == []
+    assert (site.kb.home / "uploads").stat().st_mode & 0o777 == 0o700  # as the store's
 
 
 @pytest.mark.parametrize(

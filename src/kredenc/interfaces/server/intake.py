@@ -17,6 +17,7 @@ Every source a client names is hostile until checked here, before a job is queue
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
@@ -144,13 +145,15 @@ def save_uploads(home: Path, files: Sequence[tuple[str | None, BinaryIO]]) -> In
             raise InvalidInput(f"two uploads are named {name!r}", "send each file once")
         seen.add(name)
     folder = home / UPLOADS
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)  # private to its owner, as the store's folders (whatever the umask)
     out = Intake()
     try:
         for (name, suffix), data in checked:
             path = (folder / f"{secrets.token_hex(16)}{suffix}").resolve()
             out.cleanup.append(path)
-            with path.open("xb") as saved:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as saved:
                 shutil.copyfileobj(data, saved, 1024 * 1024)
             out.inputs.append(str(path))
             out.sources.append(name)
