@@ -156,3 +156,20 @@ def test_rate_limit_is_429_with_retry_after(
     detail = assert_error_shape(refused, 429, "rate_limited")
     assert int(refused.headers["retry-after"]) >= 1
     assert "server_rate_per_minute" in detail["hint"]
+
+
+def test_a_body_that_is_not_json_is_415_not_a_misleading_422(
+    client: httpx.Client, assert_error_shape: Any
+) -> None:
+    """A day-one audit: POST /memories with a JSON text sent as text/plain (or a form,
+    or no type) answered 422 "Input should be a valid dictionary"."""
+    for headers in (
+        {"Content-Type": "text/plain"},
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        {},
+    ):
+        response = client.post("/memories", content=b'{"text": "x"}', headers=headers)
+        error = assert_error_shape(response, 415, "unsupported_media_type")
+        assert "application/json" in error["hint"]
+    ok = client.post("/memories", json={"text": "sent as JSON"})
+    assert ok.status_code in (200, 201)

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from kredenc import errors as e
-from kredenc.interfaces.guard import error_response
+from kredenc.interfaces.guard import error_response, is_json, media_type
 
 log = logging.getLogger("kredenc.server")
 
@@ -95,9 +95,21 @@ def install(app: FastAPI) -> None:
         return kredenc_error(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def on_validation(_request: Request, exc: Exception) -> JSONResponse:
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0] if exc.errors() else {}
+        media = media_type(request.headers)
+        if tuple(first.get("loc", ())) == ("body",) and not (
+            is_json(media) or media == "multipart/form-data"
+        ):
+            # The body was not read as JSON at all (a text/plain or form POST): say so,
+            # rather than that "the input should be a valid dictionary".
+            return error_response(
+                415,
+                "unsupported_media_type",
+                f"this route takes a JSON body, not {media or 'one without a Content-Type'}",
+                "send it with Content-Type: application/json",
+            )
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
         message = f"{where}: {first.get('msg', 'invalid value')}"
         return error_response(
