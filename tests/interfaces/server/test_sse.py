@@ -47,6 +47,41 @@ def test_a_stream_runs_to_its_end_unless_closing_is_set() -> None:
     assert time.monotonic() - started < 2.0
 
 
+def test_a_client_that_leaves_mid_stream_closes_it_cleanly() -> None:
+    """A day-one audit: leaving a streamed /ask early logged "aclose(): asynchronous
+    generator is already running" as a fault. Cancelling the consumer while it waits
+    for the next event (what the server does when the client goes) closes the source
+    once, without an error."""
+    closed: list[str] = []
+
+    async def source() -> AsyncIterator[bytes]:
+        try:
+            yield b"first"
+            await asyncio.sleep(30)  # the ask still working
+            yield b"never"
+        finally:
+            closed.append("source")
+
+    async def leave() -> list[bytes]:
+        got: list[bytes] = []
+        cut = sse.until_closing(source(), threading.Event(), last=b"end")
+
+        async def consume() -> None:
+            async for item in cut:
+                got.append(item)
+
+        reader = asyncio.ensure_future(consume())
+        await asyncio.sleep(0.2)  # the first event is out; the next is awaited
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+        await cut.aclose()
+        return got
+
+    assert asyncio.run(leave()) == [b"first"]
+    assert closed == ["source"]
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[ServerThread, str]]:
     with Kredenc.open(tmp_path / "store", embedder=HashEmbedder(), durability="none") as kb:

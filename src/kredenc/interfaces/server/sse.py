@@ -32,6 +32,7 @@ async def until_closing(
     stream. The server sets ``closing`` as it shuts down: it waits for every open
     response to finish, so a stream waiting on its next event would hold it open."""
     source = aiter(events)
+    following: asyncio.Future[bytes] | None = None
     try:
         while not closing.is_set():
             following = asyncio.ensure_future(anext(source))
@@ -52,6 +53,13 @@ async def until_closing(
         if last is not None:
             yield last
     finally:
+        # A client that left cancels this generator while the wait for the next event
+        # still runs the source: stop that wait first, or closing the source raises
+        # "aclose(): asynchronous generator is already running".
+        if following is not None and not following.done():
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await following
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             await aclose()
