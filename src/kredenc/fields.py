@@ -298,7 +298,10 @@ def validate_meta(meta: object) -> dict[str, Any]:
 
 def _check_json(value: object, depth: int) -> None:
     if depth > MAX_META_DEPTH:
-        raise InvalidInput(f"meta is nested deeper than {MAX_META_DEPTH} levels")
+        raise InvalidInput(
+            f"meta is nested deeper than {MAX_META_DEPTH} levels",
+            "flatten it: keep meta to a few levels of keys and values",
+        )
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):

@@ -84,7 +84,10 @@ def memory_history(
     check_page(limit, offset)
     places = store.index.history_of(ns, record_id)
     if not places:
-        raise NotFound(f"no memory {record_id!r} in namespace {ns!r}")
+        raise NotFound(
+            f"no memory {record_id!r} in namespace {ns!r}",
+            "only memories have a history; check the id and the namespace",
+        )
     payloads = [(seq, store.haystack.read(address)) for seq, address in places]
     forgotten = any(
         p.get("op") in ("tombstone", PURGED_OP) and p.get("id") == record_id for _, p in payloads

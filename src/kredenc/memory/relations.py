@@ -27,9 +27,13 @@ def check_relation(rel: str, weight: float, *, structural: bool = False) -> floa
     if rel not in allowed:
         raise InvalidInput(f"unknown relation {rel!r}", f"use one of {', '.join(RELATIONS)}")
     if isinstance(weight, bool) or not isinstance(weight, int | float) or math.isnan(weight):
-        raise InvalidInput(f"weight must be a number in [0, 1], not {weight!r}")
+        raise InvalidInput(
+            f"weight must be a number in [0, 1], not {weight!r}", "e.g. 0.5; 1 is the default"
+        )
     if not 0.0 <= float(weight) <= 1.0:
-        raise InvalidInput(f"weight must be between 0 and 1, not {weight}")
+        raise InvalidInput(
+            f"weight must be between 0 and 1, not {weight}", "e.g. 0.5; 1 is the default"
+        )
     return float(weight)
 
 

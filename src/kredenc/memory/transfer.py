@@ -205,7 +205,8 @@ def import_items(
         first = sorted(taken)[0]
         raise InvalidInput(
             f"{len(taken)} record id(s) already exist in the store (e.g. {first!r})",
-            "import into a new store, or pass --skip-existing to leave those records out",
+            "import into a new store, or leave those records out (the CLI's"
+            " --skip-existing; REST ?skip_existing=true; skip_existing=True in Python)",
         )
     report = ImportReport()
     held = _held_edges(store, items) if taken else set()

@@ -262,7 +262,9 @@ def relate(
     store.check_writable()
     weight = check_relation(rel, weight)
     if src == dst:
-        raise InvalidInput("a record cannot be related to itself")
+        raise InvalidInput(
+            "a record cannot be related to itself", "relate it to another record's id"
+        )
     for rid in (src, dst):
         live_record(store, ns, rid)
     payloads = edge_payloads(ns, src, dst, rel, weight, store.now(), remove=remove)

@@ -168,7 +168,9 @@ def search(
         plugins.get(plugins.LOADERS, loader)
     after, before = parse_time(since, "since"), parse_time(until, "until")
     if after is not None and before is not None and after >= before:
-        raise InvalidInput("since must be earlier than until")
+        raise InvalidInput(
+            "since must be earlier than until", "swap them, or leave one out for an open end"
+        )
     if pages is not None and not (
         len(pages) == 2 and all(type(p) is int for p in pages) and 1 <= pages[0] <= pages[1]
     ):
