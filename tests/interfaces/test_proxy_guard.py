@@ -179,7 +179,7 @@ def test_without_keys_the_proxy_does_not_bind_beyond_loopback(
 ) -> None:
     with pytest.raises(InvalidInput) as refused:
         ProxyServer(kb, ProxyConfig(upstream.base_url), host=host)
-    assert "kredenc keys add" in str(refused.value)
+    assert "keys add --namespace NAME" in str(refused.value)
 
 
 def test_the_cli_refuses_to_bind_beyond_loopback_without_keys(tmp_path: object) -> None:
@@ -204,7 +204,7 @@ def test_the_cli_refuses_to_bind_beyond_loopback_without_keys(tmp_path: object) 
             )
     assert code.value.code == 2
     line = err.getvalue().decode()
-    assert line.count("\n") == 1 and line.startswith("error:") and "kredenc keys add" in line
+    assert line.count("\n") == 1 and line.startswith("error:") and "keys add --namespace NAME" in line
 
 
 def test_the_root_as_an_open_path_opens_the_root_only() -> None:
