@@ -204,7 +204,8 @@ def test_the_cli_refuses_to_bind_beyond_loopback_without_keys(tmp_path: object) 
             )
     assert code.value.code == 2
     line = err.getvalue().decode()
-    assert line.count("\n") == 1 and line.startswith("error:") and "keys add --namespace NAME" in line
+    assert line.count("\n") == 1 and line.startswith("error:")
+    assert "keys add --namespace NAME" in line
 
 
 def test_the_root_as_an_open_path_opens_the_root_only() -> None:
