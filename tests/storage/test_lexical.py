@@ -280,3 +280,26 @@ def test_the_term_counts_catch_up_with_new_cards_or_are_read_again(tmp_path: Any
         }
     finally:
         kb.close()
+
+
+def test_word_stems_are_kept_so_a_repeated_word_is_not_stemmed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A misspelt word's ~400 candidates come back with the word, turn after turn: the
+    stemmer runs once for them (it took ~0.7 ms a time), with the same terms."""
+    vocabulary = Vocabulary()
+    words = ["running", "jumped", "harbours", "qzx", "running"]
+    first = vocabulary.word_stems(words)
+    assert first == ["run", "jump", "harbour", "qzx", "run"]
+    passes: list[int] = []
+    stemmer = vocabulary._stemmer
+
+    def counted() -> sqlite3.Connection:
+        passes.append(1)
+        return stemmer()
+
+    monkeypatch.setattr(vocabulary, "_stemmer", counted)
+    assert vocabulary.word_stems(words) == first  # all kept: no pass
+    assert vocabulary.word_stems(["jumped", "beaches"]) == ["jump", "beach"]
+    assert len(passes) == 1  # only "beaches" was stemmed
+    assert vocabulary.word_stems([]) == []
