@@ -68,7 +68,7 @@ def test_chunk_record_has_provenance(client: httpx.Client) -> None:
         ("/search", {"q": "x" * 101}, "at most 100"),
         ("/search", {"q": "x", "hops": 3}, "hops must be at most 2"),
         ("/context_graph", {"query": "x", "k": 21}, "k must be at most 20"),
-        ("/context_graph", {"query": "x", "max_hops": 3}, "hops must be at most 2"),
+        ("/context_graph", {"query": "x", "max_hops": 3}, "max_hops must be at most 2"),
         ("/context_graph", {"query": "x", "neighbors_max": 51}, "neighbors_max"),
         ("/context_graph", {"query": "x" * 101}, "at most 100"),
     ],

@@ -92,7 +92,7 @@ def inside_roots(roots: Sequence[Path], paths: Sequence[str]) -> Intake:
                 "path_not_allowed",
                 f"path {raw[:100]!r} is outside the folders this server ingests from",
                 "give a path inside one of the server's folders (symlinks out of them "
-                "are refused), or upload the file",
+                "are refused), or upload the file (REST: POST /ingest as multipart)",
             )
         if not resolved.exists():
             raise InvalidInput(f"path {raw[:100]!r}: no such file or folder", "check the path")

@@ -142,10 +142,11 @@ def check_request(
     hops: int | None = None,
     fanout: int | None = None,
     what: str = "query",
+    hops_name: str = "hops",
 ) -> None:
     """Refuse (InvalidInput, 422) what is beyond the server's limits: ``k`` results,
-    ``text`` (the query or question, named ``what``) in characters, graph ``hops``,
-    ``fanout`` neighbours per node."""
+    ``text`` (the query or question, named ``what``) in characters, graph ``hops``
+    (the parameter ``hops_name``), ``fanout`` neighbours per node."""
     if k is not None and k > limits.max_k:
         raise InvalidInput(
             f"k must be at most {limits.max_k} on this server, not {k}",
@@ -159,7 +160,7 @@ def check_request(
         )
     if hops is not None and hops > limits.max_hops:
         raise InvalidInput(
-            f"hops must be at most {limits.max_hops} on this server, not {hops}",
+            f"{hops_name} must be at most {limits.max_hops} on this server, not {hops}",
             "ask for fewer hops (the server_max_hops setting)",
         )
     if fanout is not None and fanout > limits.max_fanout:

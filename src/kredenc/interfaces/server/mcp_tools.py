@@ -431,7 +431,9 @@ def build_server(host: ToolHost) -> KredencMCP:
         ] = None,
     ) -> dict[str, Any]:
         """The memories around a query and how they relate: nodes and typed edges."""
-        check_request(limits, k=k, text=query, hops=max_hops, fanout=neighbors_max)
+        check_request(
+            limits, k=k, text=query, hops=max_hops, fanout=neighbors_max, hops_name="max_hops"
+        )
         graph = host.view(ctx).context_graph(
             query,
             hops=max_hops,

@@ -145,7 +145,9 @@ def context_graph(
 ) -> ContextGraph:
     """The memories around a query (or the seed records given), expanded along their
     relations: nodes ranked by similarity, importance and recency, and typed edges."""
-    check_request(state.limits, k=k, text=query, hops=max_hops, fanout=neighbors_max)
+    check_request(
+        state.limits, k=k, text=query, hops=max_hops, fanout=neighbors_max, hops_name="max_hops"
+    )
     seeds = [s.strip() for s in (seed_ids or "").split(",") if s.strip()] or None
     return kb.context_graph(
         query, hops=max_hops, neighbors_max=neighbors_max, seed_ids=seeds, k=k,
