@@ -106,3 +106,22 @@ def test_one_long_document_does_not_use_up_the_legs(tmp_path: Path) -> None:
             hits = kb.search("attention heads", k=5, mode=mode, per_document=True)
             assert len(hits) == 5, mode
             assert len({h.doc_id for h in hits}) == 5, mode
+
+
+def test_the_feedback_pass_fuses_documents_too(tmp_path: Path) -> None:
+    """With pseudo-relevance feedback the legs are searched again and fused again: the
+    second fusion puts each document under one chunk as the first does."""
+    with Kredenc.open(
+        tmp_path / "s", embedder=TableEmbedder(), durability="none", feedback="both"
+    ) as kb:
+        kb.add_passages(
+            [
+                {"text": "We trained with a warmup of 4000 steps.", "doc_id": "attention"},
+                {"text": "The adam optimizer, adam with beta2 0.98.", "doc_id": "attention"},
+                {"text": "SGD with momentum beat the adam optimizer here.", "doc_id": "other"},
+            ]
+        )
+        docs = kb.search(QUERY, k=10, per_document=True)
+        assert sorted(h.doc_id for h in docs) == ["attention", "other"]
+        attention = next(h for h in docs if h.doc_id == "attention")
+        assert set(attention.legs) == {"lexical", "dense"}

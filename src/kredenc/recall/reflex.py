@@ -81,7 +81,14 @@ from kredenc.recall.result import RecallItem, RecallResult
 from kredenc.recall.snippet import snippet
 from kredenc.records import LegScore
 from kredenc.retrieve.message_terms import recall_terms
-from kredenc.retrieve.search import Legs, SearchParams, fuse, hit_from_payload, run_legs
+from kredenc.retrieve.search import (
+    Legs,
+    SearchParams,
+    fuse,
+    hit_from_payload,
+    run_legs,
+    similar_enough,
+)
 from kredenc.retrieve.terms import STOPWORDS_EN, tokens
 from kredenc.retrieve.when import first_then, since
 from kredenc.storage.index.filters import Filters, scope_filters
@@ -556,15 +563,8 @@ def _fused(
         fused = list(only)  # one leg is the ranking, with its own scores
     else:
         fused = fuse(ranked, plan.params)
-    lexical = {r for r, _ in ranked.get("lexical", ())}
-    dense = dict(ranked.get("dense", ()))
     # A record found by meaning alone must be similar enough to be worth the tokens.
-    floored = [
-        (r, score)
-        for r, score in fused
-        if r in lexical or (r in dense and dense[r] >= plan.min_similarity)
-    ]
-    return fused, floored
+    return fused, similar_enough(fused, ranked, plan.min_similarity)
 
 
 def _pick(

@@ -304,11 +304,7 @@ def context_graph(
 
         fused = searching.fuse(legs, params, query=q, read=read)
         # Found by words, or by meaning above the graph's floor (as recall keeps them).
-        lexical = {r for r, _ in legs.get("lexical", ())}
-        dense = dict(legs.get("dense", ()))
-        floor = graphs.MIN_SIMILARITY
-        kept = [(r, f) for r, f in fused if r in lexical or dense.get(r, 0.0) >= floor]
-        return kept[:n]
+        return searching.similar_enough(fused, legs, graphs.MIN_SIMILARITY)[:n]
 
     graph = graphs.build(
         store.index,

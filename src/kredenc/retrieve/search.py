@@ -471,13 +471,11 @@ def search(
     def read(rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
         return read_texts(index, haystack, ns, rowids)
 
-    if params.per_document and params.mode == "hybrid":
-        _one_chunk_per_document(index, ns, query, legs, params, read)
-    fused = _ranking(query, legs, params, read)
+    fused = _ranking(index, ns, query, legs, params, read)
     if params.feedback.mode != "none" and fused:
         with span("search.feedback", mode=params.feedback.mode):
             _feedback(index, ns, query, params, filters, legs, fused, read, leg_depth, embed_query)
-        fused = _ranking(query, legs, params, read)
+        fused = _ranking(index, ns, query, legs, params, read)
     via: dict[int, str] = {}
     if params.hops > 0:
         seeds = fused[: params.k]
@@ -555,10 +553,18 @@ def _one_chunk_per_document(
 
 
 def _ranking(
-    query: str, legs: Legs, params: SearchParams, read: learned.TextReader
+    index: Index,
+    ns: str,
+    query: str,
+    legs: Legs,
+    params: SearchParams,
+    read: learned.TextReader,
 ) -> list[tuple[int, float]]:
-    """The fused ranking in hybrid mode, the one leg's own otherwise."""
+    """The fused ranking in hybrid mode (with ``per_document``, of documents: each
+    leg's entries put under one chunk first), the one leg's own otherwise."""
     if params.mode == "hybrid":
+        if params.per_document:
+            _one_chunk_per_document(index, ns, query, legs, params, read)
         return fuse(legs, params, query=query, read=read)
     ((_, only),) = legs.items()
     return [(r, s) for r, s in only]
@@ -634,6 +640,24 @@ def _score_relevance(
     probabilities = relevance(features(query, hits, vector, vectors))
     for hit, p in zip(hits, probabilities, strict=True):
         hit.relevance = round(p, 4)
+
+
+def similar_enough(
+    fused: Sequence[tuple[int, float]],
+    legs: Mapping[str, list[tuple[int, float]]],
+    min_similarity: float,
+) -> list[tuple[int, float]]:
+    """``fused`` less what was found by meaning alone with a cosine below
+    ``min_similarity``: a record the lexical leg found stays whatever its cosine. One
+    rule for the recall reflex (``recall_min_similarity``) and the context graph's
+    seeds."""
+    lexical = {r for r, _ in legs.get("lexical", ())}
+    dense = dict(legs.get("dense", ()))
+    return [
+        (r, score)
+        for r, score in fused
+        if r in lexical or (r in dense and dense[r] >= min_similarity)
+    ]
 
 
 def fuse(
