@@ -16,6 +16,7 @@ PUBLIC = [
     "Answer",
     "AsyncKredenc",
     "Budget",
+    "CannotListen",
     "ChunkVerdict",
     "Citation",
     "Client",

@@ -16,6 +16,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kredenc.errors import (
+    CannotListen,
     CorruptLog,
     DeadlineExceeded,
     FetchRefused,
@@ -49,6 +50,7 @@ __all__ = [
     "Answer",
     "AsyncKredenc",
     "Budget",
+    "CannotListen",
     "ChunkVerdict",
     "Citation",
     "Client",

@@ -29,6 +29,12 @@ class KredencError(Exception):
         return {"code": self.code, "message": self.message, "hint": self.hint}
 
 
+class CannotListen(KredencError):
+    """A server could not bind its address (the port is taken, or not ours to take)."""
+
+    code = "cannot_listen"
+
+
 class InvalidInput(KredencError):
     """The caller passed something kredenc cannot accept (nothing was written)."""
 

@@ -281,3 +281,20 @@ def test_an_unknown_job_in_scheduler_intervals_is_one_line(home: Path) -> None:
     assert "defrag" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) <= 2, done.stderr
     assert not home.exists() or not (home / "server.json").exists()
+
+
+def test_a_busy_port_has_its_own_error_code_in_json(tmp_path: Path) -> None:
+    """A script reading ``--json`` tells a busy port from any other failure."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-c", ENTRY, "--json", "--store", str(tmp_path / "s"), "serve",
+             "--port", str(port)],
+            check=False, capture_output=True, text=True, env=_env(), timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    error = json.loads(proc.stderr or proc.stdout)["error"]
+    assert error["code"] == "cannot_listen", error
+    assert str(port) in error["message"] and "--port" in error["hint"]

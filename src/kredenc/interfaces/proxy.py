@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from kredenc.errors import InvalidInput, KredencError, MissingExtra
+from kredenc.errors import CannotListen, InvalidInput, MissingExtra
 from kredenc.interfaces.auth import KEY_PREFIX, KeyRing, bearer_token
 from kredenc.interfaces.guard import (
     TENANT_KEY,
@@ -642,7 +642,7 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise KredencError(
+        raise CannotListen(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}",
             "stop what uses that port, or pass another --port",
         ) from None
