@@ -10,12 +10,14 @@ from kredenc.checks import check_scope_id
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.fields import (
+    MAX_PAGE,
     MAX_TAG_FILTERS,
     MAX_TIME,
     MAX_WHERE_KEY_CHARS,
     MAX_WHERE_KEYS,
     MIN_TIME,
     SCOPE_IDS,
+    parse_pages,
     parse_time,
     validate_fields,
     validate_meta,
@@ -140,6 +142,36 @@ def test_valid_times_at_the_edges_of_the_calendar() -> None:
     assert parse_time(MAX_TIME, "t") == MAX_TIME
     with pytest.raises(InvalidInput):
         parse_time(MAX_TIME + 1, "t")
+
+
+def test_unix_seconds_as_text_are_a_time_as_the_docs_say() -> None:
+    """ "ISO 8601 or Unix seconds": a query string or a JSON string carries the number
+    as text, and "1700000000" was refused as "not a time"."""
+    assert parse_time("1700000000", "t") == 1_700_000_000.0
+    assert parse_time(" 1700000000.5 ", "t") == 1_700_000_000.5
+    for bad in ("nan", "inf", "1e300"):
+        with pytest.raises(InvalidInput):
+            parse_time(bad, "t")
+
+
+@pytest.mark.parametrize(
+    ("value", "pages"),
+    [("7", (7, 7)), (" 3-9 ", (3, 9)), ((2, 4), (2, 4)), (None, None), ("", None)],
+)
+def test_page_ranges(value: object, pages: tuple[int, int] | None) -> None:
+    assert parse_pages(value) == pages
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["9-2", "two", "0", "-3", "1-", f"1-{MAX_PAGE + 1}", "1-99999999999999999999999", (1, 2, 3),
+     (True, 2), 5, "1-2-3"],
+)  # fmt: skip
+def test_a_page_range_out_of_bounds_is_one_clear_error(value: object) -> None:
+    """A page number past SQLite's integers crashed the search with OverflowError."""
+    with pytest.raises(InvalidInput, match=r"--pages .* is not a page range") as err:
+        parse_pages(value, "--pages")
+    assert len(str(err.value)) < 200 and "e.g." in err.value.hint
 
 
 # -- user_id / agent_id / run_id, and the tag and meta filters ------------------------

@@ -23,6 +23,7 @@ in SQL.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -60,6 +61,10 @@ DEFAULTS: dict[str, Any] = {
 MIN_TIME = datetime(1, 1, 1, tzinfo=UTC).timestamp()
 MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 #: How deep ``meta`` may nest, and how large it may be as JSON (UTF-8 bytes).
+#: The highest page number a page filter takes: more than any document has, and far
+#: inside SQL's integers (a larger one crashed the search with OverflowError).
+MAX_PAGE = 1_000_000_000
+
 MAX_META_DEPTH = 32
 MAX_META_BYTES = 256 * 1024
 #: How many ``meta`` keys a ``where`` filter may name, and how many tags a tag filter
@@ -95,6 +100,10 @@ def parse_time(value: object, what: str) -> float | None:
         dt = value if value.tzinfo else value.replace(tzinfo=UTC)
         return dt.timestamp()
     if isinstance(value, str):
+        try:  # Unix seconds sent as text (a query string, a JSON string)
+            return parse_time(float(value), what)
+        except ValueError:
+            pass
         try:
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
@@ -103,6 +112,30 @@ def parse_time(value: object, what: str) -> float | None:
             ) from None
         return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
     raise InvalidInput(f"{what} must be a time, not {type(value).__name__}")
+
+
+def parse_pages(value: object, what: str = "pages") -> tuple[int, int] | None:
+    """A page range: ``"7"`` → (7, 7), ``"3-9"`` → (3, 9), a (first, last) pair as it
+    is; None or blank → None. ``what`` names it in the error (``--pages``, ``pages``)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    bounds: tuple[object, ...] = ()
+    if isinstance(value, str):
+        first, dash, last = value.strip().partition("-")
+        with contextlib.suppress(ValueError):
+            bounds = (int(first), int(last if dash else first))
+    elif isinstance(value, tuple | list):
+        bounds = tuple(value)
+    if not (
+        len(bounds) == 2
+        and all(type(b) is int for b in bounds)
+        and 1 <= bounds[0] <= bounds[1] <= MAX_PAGE  # type: ignore[operator]
+    ):
+        raise InvalidInput(
+            f"{what} {_shown(value)} is not a page range",
+            f"use N or N-M with 1 <= N <= M <= {MAX_PAGE:,}, e.g. 3-9",
+        )
+    return bounds  # type: ignore[return-value]
 
 
 def _score(name: str, value: object, strict: bool) -> float:

@@ -245,6 +245,7 @@ def test_search_filters_hops_and_provenance(seeded: dict[str, Any], tmp_path: Pa
     for args, message in (
         (["--pages", "9-2"], "is not a page range"),
         (["--pages", "two"], "is not a page range"),
+        (["--pages", "1-99999999999999999999999"], "is not a page range"),
         (["--since", "2030-01-01", "--until", "2029-01-01"], "since must be earlier than until"),
         (["--since", "last week"], "is not a time"),
     ):

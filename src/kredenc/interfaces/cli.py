@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from kredenc.errors import InvalidInput, KredencError
-from kredenc.fields import where_pairs
+from kredenc.fields import parse_pages, where_pairs
 from kredenc.interfaces import (
     cli_ask,
     cli_eval,
@@ -167,7 +167,7 @@ def search(
     fused and rerank scores, and the edge that brought it when graph expansion did."""
     c = context()
     query = check_query(query)
-    page_range = _page_range(pages)
+    page_range = parse_pages(pages, "--pages")
     where = where_pairs(wheres)
     scope = scope_ids(user_id=user_id, agent_id=agent_id, run_id=run_id)
     with c.open(read_only=True) as kb:  # a read command never changes the store
@@ -216,22 +216,6 @@ def search(
             click.echo(f"      {_provenance(h, importance.get(h.id))}")
 
     c.emit(data, human)
-
-
-def _page_range(text: str | None) -> tuple[int, int] | None:
-    """``"7"`` → (7, 7), ``"3-9"`` → (3, 9); anything else is refused."""
-    if text is None:
-        return None
-    first, _, last = text.strip().partition("-")
-    try:
-        pages = (int(first), int(last or first))
-    except ValueError:
-        raise InvalidInput(
-            f"--pages {text!r} is not a page range", "use N or N-M, e.g. --pages 3-9"
-        ) from None
-    if not 1 <= pages[0] <= pages[1]:
-        raise InvalidInput(f"--pages {text!r} is not a page range", "use 1 <= N <= M")
-    return pages
 
 
 def _provenance(hit: Any, importance: float | None = None) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from kredenc.interfaces.cli_common import context
+from kredenc.interfaces.cli_common import context, store_home
 
 
 @click.command("mcp")
@@ -26,9 +26,13 @@ def mcp_command() -> None:
 
     from kredenc.interfaces.server.mcp_tools import ToolHost, build_server, limits_of
     from kredenc.recall.reflex import warm_in_background
+    from kredenc.storage import layout
 
     c = context()
+    new = not c.url and not layout.is_store(store_home(c))
     with c.open() as kb:
+        if new:  # the client's log shows it: a mistyped --store is a blank memory
+            click.echo(f"kredenc mcp: created a new, empty store at {kb.home}", err=True)
         # A long-lived process: the first recall should find the query model loaded.
         warm_in_background(kb.store, gate=kb.store.gate)
         roots = tuple(Path(r).expanduser().resolve() for r in kb.settings.server_roots)

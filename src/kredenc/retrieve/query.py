@@ -17,7 +17,7 @@ from kredenc import plugins
 from kredenc.checks import check_name
 from kredenc.config import Settings
 from kredenc.errors import InvalidInput
-from kredenc.fields import parse_time
+from kredenc.fields import parse_pages, parse_time
 from kredenc.providers.rerank import Reranker, make_reranker
 from kredenc.records import ContextGraph, Hit, Hits
 from kredenc.retrieve import context_graph as graphs
@@ -171,10 +171,7 @@ def search(
         raise InvalidInput(
             "since must be earlier than until", "swap them, or leave one out for an open end"
         )
-    if pages is not None and not (
-        len(pages) == 2 and all(type(p) is int for p in pages) and 1 <= pages[0] <= pages[1]
-    ):
-        raise InvalidInput(f"pages must be (first, last), 1 <= first <= last, not {pages!r}")
+    pages = parse_pages(pages)
     filters = Filters(
         drawer=drawer,
         kinds=tuple(kinds),

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -592,3 +594,125 @@ def test_stdio_without_the_extra_is_one_line_and_no_store(tmp_path: Path) -> Non
         " (pip install 'kredenc[server]')"
     ]
     assert not store.exists()
+
+
+# -- arguments ---------------------------------------------------------------------------
+def test_arguments_are_read_as_the_schema_says_and_refused_otherwise(tmp_path: Path) -> None:
+    """Times in Unix seconds (a number, or as text), a page number past SQL's integers
+    refused as bad input (it crashed the search), a boolean or a string refused where
+    the schema says number (true became importance 1.0, "0.9" 0.9, where REST refuses
+    both), and an unknown tool refused in the one error shape."""
+    from kredenc.interfaces.server.mcp_tools import ToolHost, build_server
+    from kredenc.interfaces.server.state import Limits
+
+    kb = Kredenc.open(tmp_path / "store", embedder=HashEmbedder(), durability="none")
+    host = ToolHost(view=lambda _ctx: kb, limits=Limits(100, 4000, 3, 200, 0, 0), roots=())
+    kb.remember("The kestrel nests on the water tower")
+
+    async def go() -> None:
+        async with Client(build_server(host), mode="legacy") as client:
+            for since in (1_700_000_000, "1700000000", "2023-11-14T22:13:20Z"):
+                hits = data(await client.call_tool("search", {"query": "kestrel", "since": since}))
+                assert len(hits["hits"]) == 1, since
+            huge = {"query": "kestrel", "pages": "1-99999999999999999999999"}
+            error = refusal(await client.call_tool("search", huge))
+            assert error["code"] == "invalid_input" and "page range" in error["message"]
+            for importance in (True, "high", "0.5"):  # the schema's number, as REST reads it
+                args = {"text": "t", "importance": importance}
+                error = refusal(await client.call_tool("remember", args))
+                assert error["code"] == "invalid_request" and "importance" in error["message"]
+            kept = data(await client.call_tool("remember", {"text": "u", "importance": 1}))
+            assert kept["importance"] == 1.0
+            error = refusal(await client.call_tool("search", {"query": "kestrel", "k": True}))
+            assert error["code"] == "invalid_request" and "k" in error["message"]
+            unknown = refusal(await client.call_tool("nope", {}))
+            assert unknown["code"] == "not_found" and "'nope'" in unknown["message"]
+            assert "tools/list" in unknown["hint"]
+
+    try:
+        run(go)
+    finally:
+        kb.close()
+
+
+def test_stdio_answers_a_line_that_is_not_a_message_and_goes_on(tmp_path: Path) -> None:
+    """JSON-RPC 2.0: a line that is not JSON is a parse error (-32700) and JSON that is
+    not a request an invalid request (-32600), with the request's id where one can be
+    read, else null. The SDK dropped them without a word, and a client waited for an
+    answer that never came."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ENTRY, "mcp", "--store", str(tmp_path / "store")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=_env(tmp_path),
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+
+    def ask(line: str) -> dict[str, Any]:
+        assert proc.stdin is not None
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        answer: dict[str, Any] = json.loads(lines.get(timeout=60))
+        return answer
+
+    deep: dict[str, Any] = {}
+    for _ in range(300):
+        deep = {"a": deep}
+    try:
+        assert "result" in ask(json.dumps(_initialize()))
+        proc.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        for line, code, rid in (
+            ("this is not json", -32700, None),
+            ('{"jsonrpc": "2.0", "id": 7, "method": ', -32700, None),
+            ('{"hello": "world"}', -32600, None),
+            ("[1, 2]", -32600, None),
+            ("null", -32600, None),
+            ('{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', -32600, None),
+            ('{"jsonrpc": "1.0", "id": 3, "method": "ping"}', -32600, 3),
+            ('{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": [1, 2]}', -32600, 4),
+            (json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+                "name": "remember", "arguments": {"text": "d", "meta": deep}}}), -32600, 5),
+        ):  # fmt: skip
+            error = ask(line)
+            assert error["id"] == rid and error["error"]["code"] == code, (line, error)
+            assert "\n" not in error["error"]["message"] and len(error["error"]["message"]) < 300
+        listed = ask(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
+        assert [t["name"] for t in listed["result"]["tools"]] == list(TOOL_NAMES)
+    finally:
+        proc.stdin.close()
+        code = proc.wait(timeout=60)
+        stderr = proc.stderr.read() if proc.stderr else ""
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert code == 0 and "Traceback" not in stderr, stderr
+
+
+def test_stdio_answers_what_it_was_asked_before_the_input_ended(tmp_path: Path) -> None:
+    """A client that writes its requests and closes its end gets every answer: at the
+    end of the input the SDK dropped the answers still being worked on (the memory was
+    filed, its id never sent)."""
+    init = json.dumps(_initialize())
+    ready = '{"jsonrpc": "2.0", "method": "notifications/initialized"}'
+    calls = [
+        json.dumps({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call", "params": {
+            "name": "remember", "arguments": {"text": f"memory number {i} of the batch"}}})
+        for i in range(3)
+    ]  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY, "mcp", "--store", str(tmp_path / "store")],
+        input="\n".join([init, ready, *calls]) + "\n",
+        capture_output=True, text=True, env=_env(tmp_path), timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert set(answers) == {1, 10, 11, 12}, proc.stdout
+    assert all(not answers[i]["result"]["isError"] for i in (10, 11, 12))
+    # a new store is said to be new (a mistyped --store in a client's config), once
+    assert f"created a new, empty store at {tmp_path / 'store'}" in proc.stderr
+    again = subprocess.run(
+        [sys.executable, "-c", ENTRY, "mcp", "--store", str(tmp_path / "store")],
+        input="", capture_output=True, text=True, env=_env(tmp_path), timeout=120, check=False,
+    )  # fmt: skip
+    assert again.returncode == 0 and "new, empty store" not in again.stderr

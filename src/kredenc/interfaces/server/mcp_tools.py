@@ -35,6 +35,7 @@ from kredenc import __version__
 from kredenc.config import Settings
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, KredencError, MissingExtra
+from kredenc.fields import parse_pages
 from kredenc.ingest.pipeline import IngestReport
 from kredenc.interfaces.server import intake
 from kredenc.interfaces.server.limits import check_request, served_reranker
@@ -49,6 +50,9 @@ try:
     from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 except ImportError as exc:  # without the server extra: one line that says how to get it
     raise MissingExtra("kredenc mcp", "server") from exc
+
+# (after the SDK import above: without the extra, that one line and not this import)
+from kredenc.interfaces.server.mcp_stdio import serve_stdio
 
 log = logging.getLogger("kredenc.mcp")
 
@@ -130,7 +134,11 @@ def _as_tool_error(fn: Callable[P, dict[str, Any]]) -> Callable[P, Any]:
 
 class KredencMCP(MCPServer[Any]):
     """The SDK's server, with arguments that fail the schema answered like any other
-    bad input: one line naming the field, without echoing the value sent."""
+    bad input: one line naming the field, without echoing the value sent; over stdio,
+    every line answered (:mod:`.mcp_stdio`)."""
+
+    async def run_stdio_async(self) -> None:
+        await serve_stdio(self._lowlevel_server)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -140,6 +148,10 @@ class KredencMCP(MCPServer[Any]):
         except ToolError as exc:
             cause = exc.__cause__
             if not isinstance(cause, ValidationError):
+                if name not in {tool.name for tool in await self.list_tools()}:
+                    return error_result(
+                        "not_found", f"no tool named {name[:60]!r}", "tools/list names the tools"
+                    )
                 raise
             errors = cause.errors()
             where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
@@ -160,20 +172,6 @@ def _at_most(value: int, limit: int, what: str) -> int:
     return value
 
 
-def _pages(text: str | None) -> tuple[int, int] | None:
-    """``"7"`` → (7, 7), ``"3-9"`` → (3, 9)."""
-    if text is None:
-        return None
-    first, _, last = text.strip().partition("-")
-    try:
-        pages = (int(first), int(last or first))
-    except ValueError:
-        pages = (0, 0)
-    if not 1 <= pages[0] <= pages[1]:
-        raise InvalidInput(f"pages {text[:40]!r} is not a page range", "use N or N-M, e.g. 3-9")
-    return pages
-
-
 class Message(BaseModel):
     role: Annotated[str, Field(description="Who spoke: user, assistant or system.")]
     content: Annotated[str, Field(description="What was said.")]
@@ -185,8 +183,10 @@ ERASE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_
 FETCH = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 
 Id = Annotated[str, Field(min_length=1, max_length=200, description="A record id.")]
-Score = Annotated[float | None, Field(ge=0.0, le=1.0)]
-Time = Annotated[str | None, Field(description="A time: ISO 8601 or Unix seconds.")]
+# Numbers and flags are strict: a boolean is not importance 1.0 nor k=1 (a client's JSON
+# inside a string, "0.5", is still read: the SDK parses such strings first).
+Score = Annotated[float | None, Field(ge=0.0, le=1.0, strict=True)]
+Time = Annotated[str | float | None, Field(description="A time: ISO 8601 or Unix seconds.")]
 
 
 def build_server(host: ToolHost) -> KredencMCP:
@@ -254,7 +254,7 @@ def build_server(host: ToolHost) -> KredencMCP:
             Field(description="The recall mode (default: settings)."),
         ] = None,
         dry_run: Annotated[
-            bool | None, Field(description="Find memories without filing the turns.")
+            bool | None, Field(strict=True, description="Find memories without filing the turns.")
         ] = None,
     ) -> dict[str, Any]:
         """Recall what the store holds for a conversation: the messages with one system
@@ -268,13 +268,15 @@ def build_server(host: ToolHost) -> KredencMCP:
     def search(
         ctx: Context,
         query: Annotated[str, Field(description="What to look for, in words.")],
-        k: Annotated[int, Field(ge=1, description="How many hits.")] = 10,
+        k: Annotated[int, Field(strict=True, ge=1, description="How many hits.")] = 10,
         mode: Literal["hybrid", "lexical", "dense"] = "hybrid",
         kinds: Annotated[
             list[str] | None, Field(description="Only records of these kinds.")
         ] = None,
         drawer: Annotated[str | None, Field(description="Only this drawer.")] = None,
-        hops: Annotated[int, Field(ge=0, description="Graph hops from the best hits.")] = 0,
+        hops: Annotated[
+            int, Field(strict=True, ge=0, description="Graph hops from the best hits.")
+        ] = 0,
         rerank: Annotated[str | None, Field(description="A reranker (default: settings).")] = None,
         loaders: Annotated[
             list[str] | None, Field(description="Only chunks from these loaders.")
@@ -285,20 +287,24 @@ def build_server(host: ToolHost) -> KredencMCP:
         pages: Annotated[
             str | None, Field(description="Only chunks on these pages: N or N-M.")
         ] = None,
-        per_document: Annotated[bool, Field(description="One hit per document.")] = False,
+        per_document: Annotated[
+            bool, Field(strict=True, description="One hit per document.")
+        ] = False,
         since: Time = None,
         until: Time = None,
-        include_deprecated: bool = False,
+        include_deprecated: Annotated[bool, Field(strict=True)] = False,
         min_score: Annotated[
             float | None,
             Field(
+                strict=True,
                 ge=0.0,
                 le=1.0,
                 description="Drop hits whose relevance (a calibrated probability) is below.",
             ),
         ] = None,
         iterative: Annotated[
-            bool, Field(description="Multi-hop: hops are rounds searching the hits' names.")
+            bool,
+            Field(strict=True, description="Multi-hop: hops are rounds searching the hits' names."),
         ] = False,
         asked_at: Time = None,
     ) -> dict[str, Any]:
@@ -317,7 +323,7 @@ def build_server(host: ToolHost) -> KredencMCP:
             rerank=served_reranker(view, rerank),
             loaders=loaders or (),
             source=source,
-            pages=_pages(pages),
+            pages=parse_pages(pages),
             per_document=per_document,
             since=since,
             until=until,
@@ -336,7 +342,9 @@ def build_server(host: ToolHost) -> KredencMCP:
             str | None,
             Field(max_length=200, description="A conversation to continue and file into."),
         ] = None,
-        k: Annotated[int | None, Field(ge=1, description="Chunks to retrieve.")] = None,
+        k: Annotated[
+            int | None, Field(strict=True, ge=1, description="Chunks to retrieve.")
+        ] = None,
         agent: Annotated[str, Field(description="The agent that answers.")] = "answer",
     ) -> dict[str, Any]:
         """Answer a question from the store's documents and memories: the text with [n]
@@ -351,8 +359,8 @@ def build_server(host: ToolHost) -> KredencMCP:
         src: Id,
         dst: Id,
         rel: Annotated[str, Field(description="supports, contradicts, depends_on, …")],
-        weight: Annotated[float, Field(description="The edge's weight.")] = 1.0,
-        remove: Annotated[bool, Field(description="Remove the edge instead.")] = False,
+        weight: Annotated[float, Field(strict=True, description="The edge's weight.")] = 1.0,
+        remove: Annotated[bool, Field(strict=True, description="Remove the edge instead.")] = False,
     ) -> dict[str, Any]:
         """Relate two records with a typed edge (or remove it)."""
         host.view(ctx).relate(src, dst, rel, weight=weight, remove=remove)
@@ -389,8 +397,10 @@ def build_server(host: ToolHost) -> KredencMCP:
     def history(
         ctx: Context,
         id: Id,
-        limit: Annotated[int, Field(ge=1, le=1000, description="Entries at most.")] = 100,
-        offset: Annotated[int, Field(ge=0, description="Entries skipped.")] = 0,
+        limit: Annotated[
+            int, Field(strict=True, ge=1, le=1000, description="Entries at most.")
+        ] = 100,
+        offset: Annotated[int, Field(strict=True, ge=0, description="Entries skipped.")] = 0,
     ) -> dict[str, Any]:
         """A memory's history, oldest first: created, score and status edits (old to new,
         with the reason), relations added and removed, forgotten."""
@@ -421,13 +431,14 @@ def build_server(host: ToolHost) -> KredencMCP:
     def context_graph(
         ctx: Context,
         query: Annotated[str, Field(description="What the graph is about.")],
-        max_hops: Annotated[int, Field(ge=0, description="Hops from the seeds.")] = 2,
+        max_hops: Annotated[int, Field(strict=True, ge=0, description="Hops from the seeds.")] = 2,
         seed_ids: Annotated[
             list[str] | None, Field(description="Start from these records.")
         ] = None,
-        k: Annotated[int, Field(ge=1, description="Seeds found by the query.")] = 10,
+        k: Annotated[int, Field(strict=True, ge=1, description="Seeds found by the query.")] = 10,
         neighbors_max: Annotated[
-            int | None, Field(ge=0, description="Most neighbours per node (default 40).")
+            int | None,
+            Field(strict=True, ge=0, description="Most neighbours per node (default 40)."),
         ] = None,
     ) -> dict[str, Any]:
         """The memories around a query and how they relate: nodes and typed edges."""

@@ -13,7 +13,6 @@ from typing import Annotated, Any, Generic, TypeVar
 from fastapi import Query
 from pydantic import BaseModel
 
-from kredenc.errors import InvalidInput
 from kredenc.fields import where_pairs
 from kredenc.memory.listing import MAX_LIMIT
 
@@ -56,28 +55,7 @@ def page(fetch: Callable[[int, int], list[T]], limit: int, offset: int) -> Page[
     )
 
 
-def time_value(value: str | None) -> float | str | None:
-    """A time from a query string: Unix seconds when it is a number, else the ISO 8601
-    text (the facade parses and checks both)."""
-    if value is None or not value.strip():
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return value
-
-
-def pages_value(value: str | None) -> tuple[int, int] | None:
-    """``3-5`` (or ``4``) as the (first, last) pages a search keeps."""
-    if value is None or not value.strip():
-        return None
-    first, _, last = value.strip().partition("-")
-    try:
-        bounds = (int(first), int(last or first))
-    except ValueError:
-        raise InvalidInput(
-            f"pages must be FIRST-LAST or one page number, not {value[:40]!r}", "e.g. pages=3-5"
-        ) from None
-    if not 1 <= bounds[0] <= bounds[1] <= MAX_OFFSET:
-        raise InvalidInput(f"pages must be 1 <= first <= last, not {value[:40]!r}", "e.g. 3-5")
-    return bounds
+def time_value(value: str | None) -> str | None:
+    """A time from a query string, blank as none: Unix seconds or ISO 8601 text, which
+    the facade parses and checks (``fields.parse_time``)."""
+    return value if value is not None and value.strip() else None

@@ -14,13 +14,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from kredenc.fields import parse_pages
 from kredenc.interfaces.server.deps import KB, State
 from kredenc.interfaces.server.limits import check_request, served_reranker
 from kredenc.interfaces.server.routes.body import Body, ScopeId, Where
 from kredenc.interfaces.server.routes.paging import (
     ScopeQuery,
     WhereQuery,
-    pages_value,
     time_value,
     where_value,
 )
@@ -78,7 +78,7 @@ def _search(kb: KB, state: State, r: SearchRequest) -> SearchResult:
     hits = kb.search(
         r.query, k=r.k, mode=r.mode, kinds=r.kind, drawer=r.drawer or None, hops=r.hops,
         rerank=served_reranker(kb, r.rerank), loaders=r.loader, source=r.source or None,
-        pages=pages_value(r.pages), per_document=r.per_document, since=time_value(r.since),
+        pages=parse_pages(r.pages), per_document=r.per_document, since=time_value(r.since),
         until=time_value(r.until), include_deprecated=r.include_deprecated,
         user_id=r.user_id, agent_id=r.agent_id, run_id=r.run_id, tags=r.tags, where=r.where,
         min_score=r.min_score, iterative=r.iterative, asked_at=time_value(r.asked_at),
