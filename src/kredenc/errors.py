@@ -6,6 +6,15 @@ vendor errors are translated into it at the adapter that meets them.
 
 from __future__ import annotations
 
+#: The longest message an error carries (longer ones are cut, with "…").
+MAX_MESSAGE_CHARS = 500
+
+
+def shown(value: object, width: int = 40) -> str:
+    """``repr`` of a user's value for a message: one line, at most ``width`` characters."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
 
 class KredencError(Exception):
     """Base of every error kredenc raises on purpose.
@@ -18,6 +27,10 @@ class KredencError(Exception):
     exit_code = 1
 
     def __init__(self, message: str, hint: str = "") -> None:
+        # A message may quote what was sent (a kind, a relation): whatever its length,
+        # an error stays one short line, and a client's value is not sent back whole.
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[: MAX_MESSAGE_CHARS - 1] + "…"
         super().__init__(message)
         self.message = message
         self.hint = hint

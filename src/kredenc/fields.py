@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, shown
 from kredenc.records import MEMORY_KINDS, STATUSES
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def parse_time(value: object, what: str) -> float | None:
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             raise InvalidInput(
-                f"{what} {value!r} is not a time", "use ISO 8601, e.g. 2026-11-30T14:00:00Z"
+                f"{what} {shown(value)} is not a time", "use ISO 8601, e.g. 2026-11-30T14:00:00Z"
             ) from None
         return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
     raise InvalidInput(f"{what} must be a time, not {type(value).__name__}")
@@ -132,7 +132,7 @@ def parse_pages(value: object, what: str = "pages") -> tuple[int, int] | None:
         and 1 <= bounds[0] <= bounds[1] <= MAX_PAGE  # type: ignore[operator]
     ):
         raise InvalidInput(
-            f"{what} {_shown(value)} is not a page range",
+            f"{what} {shown(value)} is not a page range",
             f"use N or N-M with 1 <= N <= M <= {MAX_PAGE:,}, e.g. 3-9",
         )
     return bounds  # type: ignore[return-value]
@@ -141,7 +141,7 @@ def parse_pages(value: object, what: str = "pages") -> tuple[int, int] | None:
 def _score(name: str, value: object, strict: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         if strict:
-            raise InvalidInput(f"{name} must be a number in [0, 1], not {_shown(value)}")
+            raise InvalidInput(f"{name} must be a number in [0, 1], not {shown(value)}")
         read = None if isinstance(value, bool) else _number(value)
         if read is None:
             log.warning("memory field %s=%r is not a number; using %s", name, value, 0.5)
@@ -170,7 +170,7 @@ def _enum(name: str, value: object, strict: bool) -> str | None:
     if isinstance(value, str) and value.strip().lower() in allowed:
         return value.strip().lower()
     if strict:
-        raise InvalidInput(f"unknown {name} {value!r}", f"use one of {', '.join(allowed)}")
+        raise InvalidInput(f"unknown {name} {shown(value)}", f"use one of {', '.join(allowed)}")
     fallback = DEFAULTS[name] if name != "task_status" else "pending"
     log.warning("memory field %s=%r is unknown; using %r", name, value, fallback)
     return str(fallback)
@@ -230,7 +230,7 @@ def validate_tags(tags: object) -> list[str]:
             raise InvalidInput("tags must be valid UTF-8") from None
         if any(unicodedata.category(c) == "Cc" for c in tag):
             raise InvalidInput(
-                f"tags must not hold control characters, not {_shown(tag)}",
+                f"tags must not hold control characters, not {shown(tag)}",
                 "use printable words, e.g. --tags birds,city",
             )
         seen.setdefault(tag.strip(), None)
@@ -277,12 +277,12 @@ def validate_where(where: object) -> tuple[tuple[str, WhereValue], ...]:
         if not isinstance(key, str) or not key.strip() or len(key) > MAX_WHERE_KEY_CHARS:
             raise InvalidInput(
                 f"where keys must be non-empty names of at most {MAX_WHERE_KEY_CHARS}"
-                f" characters, not {_shown(key)}"
+                f" characters, not {shown(key)}"
             )
         _check_utf8("where key", key)
         if '"' in key or any(unicodedata.category(c) == "Cc" for c in key):
             raise InvalidInput(
-                f"where key {_shown(key)} holds a quote or a control character",
+                f"where key {shown(key)} holds a quote or a control character",
                 "name a top-level meta key in printable characters",
             )
         if type(value) is int and not -(2**63) <= value < 2**63:
@@ -360,12 +360,6 @@ def _number(value: object) -> float | None:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-
-
-def _shown(value: object, width: int = 40) -> str:
-    """``repr`` of a user's value for a message: one line, at most ``width`` characters."""
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def where_pairs(pairs: Sequence[str], option: str = "--where") -> dict[str, Any]:

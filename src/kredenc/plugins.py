@@ -40,7 +40,7 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
-from kredenc.errors import InvalidInput, KredencError, ProviderError
+from kredenc.errors import InvalidInput, KredencError, ProviderError, shown
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def get(group: str, name: str) -> Plugin:
     plugin = plugins.get(name)
     if plugin is None:
         raise InvalidInput(
-            f"unknown {GROUPS[group]} {name!r}",
+            f"unknown {GROUPS[group]} {shown(name)}",
             f"available: {', '.join(plugins) or 'none'}; a package adds one through the "
             f"{group!r} entry point group",
         )

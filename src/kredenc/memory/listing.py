@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kredenc import plugins
-from kredenc.errors import InvalidInput, NotFound
+from kredenc.errors import InvalidInput, NotFound, shown
 from kredenc.fields import parse_time
 from kredenc.memory.writes import live_record
 from kredenc.records import MEMORY_KINDS, STATUSES, GraphEdge, Memory
@@ -60,7 +60,7 @@ def check_page(limit: int, offset: int) -> None:
 def _choices(what: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
     for value in values:
         if value not in allowed:
-            raise InvalidInput(f"unknown {what} {value!r}", f"use one of {', '.join(allowed)}")
+            raise InvalidInput(f"unknown {what} {shown(value)}", f"use one of {', '.join(allowed)}")
     return tuple(values)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, shown
 
 RELATIONS = (
     "supports",
@@ -25,7 +25,7 @@ ALL_RELATIONS = RELATIONS + STRUCTURAL
 def check_relation(rel: str, weight: float, *, structural: bool = False) -> float:
     allowed = ALL_RELATIONS if structural else RELATIONS
     if rel not in allowed:
-        raise InvalidInput(f"unknown relation {rel!r}", f"use one of {', '.join(RELATIONS)}")
+        raise InvalidInput(f"unknown relation {shown(rel)}", f"use one of {', '.join(RELATIONS)}")
     if isinstance(weight, bool) or not isinstance(weight, int | float) or math.isnan(weight):
         raise InvalidInput(
             f"weight must be a number in [0, 1], not {weight!r}", "e.g. 0.5; 1 is the default"

@@ -72,7 +72,7 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
-from kredenc.errors import CorruptLog, InvalidInput, KredencError, StoreClosed
+from kredenc.errors import CorruptLog, InvalidInput, KredencError, StoreClosed, shown
 from kredenc.recall.budget import Budget, budget_from
 from kredenc.recall.conversation import SESSIONS, newest_user_text
 from kredenc.recall.deps import RecallStore
@@ -152,7 +152,9 @@ def _plan(
 
     chosen_mode = str(mode if mode is not None else s.recall_mode)
     if chosen_mode not in MODES:
-        raise InvalidInput(f"unknown recall mode {chosen_mode!r}", f"use one of {', '.join(MODES)}")
+        raise InvalidInput(
+            f"unknown recall mode {shown(chosen_mode)}", f"use one of {', '.join(MODES)}"
+        )
     ms = float(time_budget_ms if time_budget_ms is not None else s.recall_time_budget_ms)
     if not ms > 0:
         raise InvalidInput(f"the recall time budget must be positive, not {ms} ms")

@@ -196,3 +196,18 @@ def test_bodies_take_the_documented_types_only(
     client: httpx.Client, assert_error_shape: ErrorCheck, body: dict[str, Any]
 ) -> None:
     assert_error_shape(client.post("/memories", json=body), 422, "invalid_request")
+
+
+def test_an_error_does_not_send_back_a_huge_value(client: httpx.Client) -> None:
+    """A 100,000-character kind or relation came back whole in the error (twice over
+    MCP): an error is one short line whatever was sent."""
+    for path, body in (
+        ("/memories", {"text": "t", "kind": "k" * 100_000}),
+        ("/memories?kind=" + "k" * 5_000, None),
+    ):
+        r = client.post(path, json=body) if body else client.get(path)
+        assert r.status_code == 422, r.text
+        assert len(r.content) < 1_500, len(r.content)
+    a, b = file(client, "first"), file(client, "second")
+    r = client.post("/relationships", json={"src": a["id"], "dst": b["id"], "rel": "r" * 50_000})
+    assert r.status_code == 422 and len(r.content) < 1_500, len(r.content)
