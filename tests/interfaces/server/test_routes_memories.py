@@ -211,3 +211,15 @@ def test_an_error_does_not_send_back_a_huge_value(client: httpx.Client) -> None:
     a, b = file(client, "first"), file(client, "second")
     r = client.post("/relationships", json={"src": a["id"], "dst": b["id"], "rel": "r" * 50_000})
     assert r.status_code == 422 and len(r.content) < 1_500, len(r.content)
+
+
+def test_a_field_the_route_does_not_take_is_refused_not_ignored(client: httpx.Client) -> None:
+    """A mistyped field ("imprtance") was ignored: the memory was filed with the default
+    importance and the caller never knew. Now it is refused, naming the field, and
+    nothing is filed."""
+    before = client.get("/memories", params={"limit": 9999}).json()["items"]
+    r = client.post("/memories", json={"text": "typo test", "imprtance": 0.9})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_request" and "imprtance" in error["message"]
+    assert client.get("/memories", params={"limit": 9999}).json()["items"] == before

@@ -1,6 +1,7 @@
 """The base of every request body: JSON values of the types the OpenAPI document
 says (strict: ``false`` is not a number, ``"1"`` not a whole number, ``1`` not
-true), fields the document does not name ignored (a newer client may send more)."""
+true), and a field the document does not name refused (a mistyped field, ignored,
+would leave the caller believing it applied)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
 
 #: A user, agent or run id inside the caller's namespace (checked again by the facade).
