@@ -273,6 +273,18 @@ def test_a_non_http_url_is_refused() -> None:
         Client("127.0.0.1:8765")
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["http://[::1", "http://127.0.0.1:99999", "http://127.0.0.1:port", "http://", "https:///x"],
+)
+def test_a_url_that_does_not_parse_is_bad_input_not_an_internal_error(url: str) -> None:
+    """'http://[::1' was an internal error (httpx's InvalidURL), port 99999 a refused
+    connection: both are a mistyped --url."""
+    with pytest.raises(InvalidInput, match="is not a server URL") as caught:
+        Client(url)
+    assert "e.g. http://127.0.0.1:8765" in caught.value.hint
+
+
 def test_error_codes_map_to_the_exception_tree() -> None:
     locked = error_from_body(503, {"error": {"code": "store_locked", "message": "m", "hint": "h"}})
     assert type(locked) is StoreLocked

@@ -118,6 +118,16 @@ class Client:
             raise errors.InvalidInput(
                 f"server URL {url!r} is not an http(s) URL", "pass e.g. http://127.0.0.1:8765"
             )
+        try:
+            parsed = httpx.URL(url)
+            fine = bool(parsed.host) and (parsed.port is None or 0 < parsed.port < 65536)
+        except (httpx.InvalidURL, ValueError):
+            fine = False
+        if not fine:
+            raise errors.InvalidInput(
+                f"{errors.shown(url, 80)} is not a server URL (a host, and a port 1-65535)",
+                "pass e.g. http://127.0.0.1:8765",
+            )
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(
