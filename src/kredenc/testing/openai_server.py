@@ -260,18 +260,20 @@ def _handler_class(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
+                self.wfile.flush()
+                # The parts go to the socket itself: a client that left leaves nothing
+                # in the buffer for the handler's own flush to fail on.
                 for i, part in enumerate(reply.parts):
                     if i and reply.pause:
                         time.sleep(reply.pause)
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-                    self.wfile.flush()
+                    self.connection.sendall(b"%x\r\n%s\r\n" % (len(part), part))
                 if reply.hang_up:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)  # no end of the body
-                    return
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
+                else:
+                    self.connection.sendall(b"0\r\n\r\n")
             except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
                 log.debug("client went away during the streamed reply to %s", self.path)
 
         def log_message(self, format: str, *args: Any) -> None:
