@@ -109,6 +109,23 @@ def test_stats_over_url(served: Served, capsys: pytest.CaptureFixture[str]) -> N
     assert remote["drawers"] == local["drawers"]
 
 
+def test_stats_over_url_with_a_key_prints_the_namespaces_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tenant's /stats names no folder and no log size: the human form prints what
+    it has."""
+    from kredenc.interfaces.auth import KeyRing
+
+    with Kredenc.open(tmp_path / "store", embedder=HashEmbedder(), durability="none") as kb:
+        key, _ = KeyRing(kb.home).add("alpha")
+        kb.scoped("alpha").remember("Alpha keeps the notes", kind="fact")
+        with ServerThread(kb) as url:
+            code, out, err = run(capsys, "--url", url, "--api-key", key, "stats")
+    assert (code, err) == (0, "")
+    assert out.startswith("namespace alpha  model ") and str(tmp_path) not in out
+    assert "memories" in out and "log:" not in out
+
+
 def test_ask_over_url_answers_and_files_the_session(
     served: Served, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -27,6 +27,7 @@ from kredenc.errors import InvalidInput
 from kredenc.interfaces.proxy import ProxyConfig, running
 from kredenc.testing.chat_server import (
     chat_route,
+    chunk,
     models_route,
     sent_messages,
     sse_body,
@@ -107,6 +108,104 @@ def test_streaming_passes_chunks_through_in_order(
     assert received == sse_body(pieces)  # byte for byte, in order
     assert sent_messages(upstream.requests[-1])[-1]["role"] == "system"
     assert wait_for_turns(kb, "p2", 2) == [("assistant", REPLY), ("user", QUESTION)]
+
+
+#: The opening of a streamed reply that never ends: role, then two pieces of text.
+CUT_SHORT = [chunk({"role": "assistant", "content": ""}), chunk({"content": "You like "})]
+CUT_SHORT.append(chunk({"content": "jasmine"}))
+
+
+def wait_for_history(kb: Kredenc, session: str, n: int) -> list[tuple[str, str]]:
+    """The session's filed turns, (role, text) oldest first, once ``n`` are there."""
+    deadline = time.monotonic() + 10
+    while True:
+        got = [(m["role"], m["content"]) for m in kb.session_history(session)]
+        if len(got) >= n or time.monotonic() > deadline:
+            return got
+        time.sleep(0.02)
+
+
+def test_a_reply_cut_short_by_the_upstream_ends_with_an_error_and_is_not_filed(
+    kb: Kredenc, upstream: LoopbackServer, proxy: str
+) -> None:
+    """The upstream streams slowly, then drops the connection: the client gets what
+    came, then an error event in the proxy's shape; only the user's turn is filed."""
+    reply = Reply.stream(CUT_SHORT, pause=0.1, hang_up=True)
+    upstream.route("POST", "/v1/chat/completions", lambda r: reply)
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    with httpx.stream(
+        "POST", proxy + "/chat/completions", json=body, headers={"X-Kredenc-Session": "p-cut"}
+    ) as response:
+        assert response.status_code == 200
+        received = b"".join(response.iter_raw())
+    assert received.startswith(b"".join(CUT_SHORT))
+    last = received[len(b"".join(CUT_SHORT)) :]
+    assert last.startswith(b"data: ") and last.endswith(b"\n\n")
+    error = json.loads(last[len(b"data: ") :])
+    assert list(error) == ["error"] and list(error["error"]) == ["code", "message", "hint"]
+    assert error["error"]["code"] == "upstream_cut_off"
+    assert wait_for_history(kb, "p-cut", 2) == [("user", QUESTION)]
+
+
+def test_the_openai_sdk_raises_on_a_cut_short_stream(upstream: LoopbackServer, proxy: str) -> None:
+    openai = pytest.importorskip("openai")
+    reply = Reply.stream(CUT_SHORT, hang_up=True)
+    upstream.route("POST", "/v1/chat/completions", lambda r: reply)
+    with openai.OpenAI(base_url=proxy, api_key="k", max_retries=0) as client:
+        stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        with pytest.raises(openai.APIError, match="broke off"):
+            for _ in stream:
+                pass
+
+
+def test_a_stream_that_ends_without_its_finish_is_not_filed_whole(
+    kb: Kredenc, upstream: LoopbackServer, proxy: str
+) -> None:
+    """A body that ends cleanly but before a finish_reason or [DONE] is cut short too."""
+    reply = Reply.stream(CUT_SHORT)
+    upstream.route("POST", "/v1/chat/completions", lambda r: reply)
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    with httpx.stream(
+        "POST", proxy + "/chat/completions", json=body, headers={"X-Kredenc-Session": "p-end"}
+    ) as response:
+        received = b"".join(response.iter_raw())
+    assert b'"upstream_cut_off"' in received[len(b"".join(CUT_SHORT)) :]
+    assert wait_for_history(kb, "p-end", 2) == [("user", QUESTION)]
+
+
+def test_a_reply_the_client_walks_away_from_is_not_filed_whole(
+    kb: Kredenc, upstream: LoopbackServer, proxy: str
+) -> None:
+    """The client disconnects mid-stream (curl --max-time): only the user's turn is filed."""
+    pieces = [chunk({"content": f"word{i} "}) for i in range(30)]
+    reply = Reply.stream([*CUT_SHORT, *pieces, chunk({}, finish="stop")], pause=0.1)
+    upstream.route("POST", "/v1/chat/completions", lambda r: reply)
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    with httpx.stream(
+        "POST", proxy + "/chat/completions", json=body, headers={"X-Kredenc-Session": "p-left"}
+    ) as response:
+        seen = b""
+        for part in response.iter_raw():
+            seen += part
+            if b"jasmine" in seen:
+                break  # leaves mid-answer: the connection is closed
+    assert wait_for_history(kb, "p-left", 2) == [("user", QUESTION)]
+
+
+def test_a_reply_that_finishes_without_done_is_filed(
+    kb: Kredenc, upstream: LoopbackServer, proxy: str
+) -> None:
+    """A finish_reason ends the answer, with or without the [DONE] after it."""
+    reply = Reply.stream([*CUT_SHORT, chunk({}, finish="stop")])
+    upstream.route("POST", "/v1/chat/completions", lambda r: reply)
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
+    with httpx.stream(
+        "POST", proxy + "/chat/completions", json=body, headers={"X-Kredenc-Session": "p-fin"}
+    ) as response:
+        received = b"".join(response.iter_raw())
+    assert received == b"".join([*CUT_SHORT, chunk({}, finish="stop")])
+    filed = wait_for_history(kb, "p-fin", 2)
+    assert filed == [("user", QUESTION), ("assistant", "You like jasmine")]
 
 
 def test_openai_sdk_through_the_proxy(kb: Kredenc, upstream: LoopbackServer, proxy: str) -> None:

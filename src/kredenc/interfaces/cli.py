@@ -445,8 +445,11 @@ def stats() -> None:
         data = kb.stats()
 
     def human() -> None:
-        click.echo(f"store {data['store']}  namespace {data['namespace']}  model {data['model']}")
-        click.echo(f"log: {data['log_records']} records, {data['log_bytes']} bytes")
+        # A server's tenant with a key is not shown the store's folder and log (REST /stats).
+        where = f"store {data['store']}  " if "store" in data else ""
+        click.echo(f"{where}namespace {data['namespace']}  model {data['model']}")
+        if "log_records" in data:
+            click.echo(f"log: {data['log_records']} records, {data['log_bytes']} bytes")
         for d in data["drawers"]:
             click.echo(f"  {d['drawer']:<20} {d['type']:<10} {d['records']}")
 

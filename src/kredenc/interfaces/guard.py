@@ -83,7 +83,8 @@ def host_name(value: str) -> str:
     return name.rstrip(".")
 
 
-def media_type(headers: Headers) -> str:
+def media_type(headers: Mapping[str, str]) -> str:
+    """The media type of a ``Content-Type`` (parameters gone, lower case), or ''."""
     return headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 

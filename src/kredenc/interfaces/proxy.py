@@ -8,7 +8,10 @@ llama.cpp or vLLM server's ``…/v1``). The proxy:
 * ``POST /v1/chat/completions``: recalls (one system message appended at the tail),
   forwards the request, and returns the upstream's answer as it comes, streamed
   (server-sent events, chunk for chunk, in order) or not. After the answer has been
-  sent, the call's user message(s) and the reply are filed as ``turn`` records.
+  sent, the call's user message(s) and the reply are filed as ``turn`` records; a
+  streamed reply only when its stream ended properly (a ``finish_reason`` or
+  ``[DONE]``): one cut short, by the client leaving or the upstream breaking off, is
+  not filed, and one the upstream cut short ends with an error event in the shape below.
 * every other ``/v1/…`` route (``/v1/models`` among them) is passed through as is.
 * an upstream that cannot be reached answers 502, one that times out 504, with the
   JSON error body ``{"error": {"code", "message", "hint"}}``; the upstream's own
@@ -357,14 +360,23 @@ def proxy_parts(
         filer = filer_for(view)
         if body.get("stream") and ok:
             reply = _SseText()
+            events = media_type(sent.headers) == "text/event-stream"
 
             async def chunks() -> AsyncIterator[bytes]:
+                tail = b"\n\n"
+                broke: httpx.HTTPError | None = None
                 try:
                     async for chunk in sent.aiter_raw():
                         reply.feed(chunk)
+                        tail = (tail + chunk)[-2:]
                         yield chunk
+                except httpx.HTTPError as exc:
+                    broke = exc
                 finally:
                     await sent.aclose()
+                if events and not reply.finished:
+                    # Cut short: the client hears it, and the part is not filed as a turn.
+                    yield (b"" if tail == b"\n\n" else b"\n\n") + _cut_off(broke)
 
             return StreamingResponse(
                 chunks(),
@@ -572,12 +584,34 @@ def _reply_text(data: bytes) -> str | None:
     return None
 
 
+def _cut_off(exc: httpx.HTTPError | None) -> bytes:
+    """The event that ends a streamed answer the upstream cut short (``exc``: how its
+    stream broke; ``None``: it ended before a ``finish_reason`` or ``[DONE]``), in the
+    one error shape, as a ``data:`` event (the OpenAI SDK raises ``APIError`` on it)."""
+    if isinstance(exc, httpx.TimeoutException):
+        code, how = "upstream_timeout", f"went quiet for too long ({type(exc).__name__})"
+    elif exc is not None:
+        code, how = "upstream_cut_off", f"broke off: {exc or type(exc).__name__}"
+    else:
+        code, how = "upstream_cut_off", "ended before a finish_reason or [DONE]"
+    error = {
+        "code": code,
+        "message": f"the upstream's streamed answer {how}",
+        "hint": "the answer is incomplete and was not filed; check the upstream server "
+        "and ask again",
+    }
+    return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+
+
 class _SseText:
-    """Collects the first choice's ``delta.content`` from a chat completion SSE stream."""
+    """Collects the first choice's ``delta.content`` from a chat completion SSE stream,
+    and whether the stream ended properly (:attr:`finished`: a ``finish_reason`` on the
+    first choice, or ``data: [DONE]``)."""
 
     def __init__(self) -> None:
         self._buffer = b""
         self._parts: list[str] = []
+        self.finished = False
 
     def feed(self, chunk: bytes) -> None:
         self._buffer += chunk
@@ -588,21 +622,29 @@ class _SseText:
     def _line(self, line: bytes) -> None:
         if not line.startswith(b"data:"):
             return
-        event = _json_object(line[5:].strip())
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            self.finished = True
+            return
+        event = _json_object(data)
         if event is None:
-            return  # "[DONE]" or a partial/foreign event
+            return  # a partial or foreign event
         for choice in event.get("choices") or []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 delta = choice.get("delta") or {}
                 content = delta.get("content") if isinstance(delta, dict) else None
                 if isinstance(content, str):
                     self._parts.append(content)
+                if choice.get("finish_reason"):
+                    self.finished = True
 
-    def text(self) -> str:
+    def text(self) -> str | None:
+        """The reply to file: its text, or ``None`` when the stream was cut short (the
+        client left, or the upstream broke off): a part is never filed as the answer."""
         if self._buffer.strip():
             self._line(self._buffer.strip())
             self._buffer = b""
-        return "".join(self._parts)
+        return "".join(self._parts) if self.finished else None
 
 
 def server_stack() -> tuple[str, str]:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -43,13 +44,20 @@ class Request:
 
 @dataclass(frozen=True)
 class Reply:
-    """What a route answers. ``delay`` (seconds) is slept before answering."""
+    """What a route answers. ``delay`` (seconds) is slept before answering.
+
+    A streamed reply (:meth:`stream`) is sent in ``parts``, one chunk of a chunked
+    body each, ``pause`` seconds apart; with ``hang_up`` the connection is then
+    dropped without the body's end, as an upstream that dies mid-answer does."""
 
     status: int = 200
     body: bytes = b""
     content_type: str = "application/json"
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    parts: tuple[bytes, ...] = ()
+    pause: float = 0.0
+    hang_up: bool = False
 
     @classmethod
     def json(cls, obj: Any, status: int = 200, delay: float = 0.0) -> Reply:
@@ -78,6 +86,19 @@ class Reply:
     ) -> Reply:
         data = body.encode() if isinstance(body, str) else body
         return cls(status, data, content_type, delay=delay)
+
+    @classmethod
+    def stream(
+        cls,
+        parts: Sequence[bytes],
+        *,
+        pause: float = 0.0,
+        hang_up: bool = False,
+        content_type: str = "text/event-stream",
+    ) -> Reply:
+        """A 200 sent as ``parts`` (chunked, ``pause`` seconds apart); ``hang_up``:
+        drop the connection after the last part instead of ending the body."""
+        return cls(content_type=content_type, parts=tuple(parts), pause=pause, hang_up=hang_up)
 
 
 Route = Callable[[Request], Reply]
@@ -216,6 +237,9 @@ def _handler_class(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
             reply = server._dispatch(Request(self.command, self.path, headers, body))
             if reply.delay:
                 time.sleep(reply.delay)
+            if reply.parts:
+                self._stream(reply)
+                return
             try:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.content_type)
@@ -227,6 +251,30 @@ def _handler_class(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 log.debug("client went away before the reply to %s", self.path)
+
+        def _stream(self, reply: Reply) -> None:
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", reply.content_type)
+                self.send_header("Transfer-Encoding", "chunked")
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.flush()
+                # The parts go to the socket itself: a client that left leaves nothing
+                # in the buffer for the handler's own flush to fail on.
+                for i, part in enumerate(reply.parts):
+                    if i and reply.pause:
+                        time.sleep(reply.pause)
+                    self.connection.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+                if reply.hang_up:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)  # no end of the body
+                else:
+                    self.connection.sendall(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+                log.debug("client went away during the streamed reply to %s", self.path)
 
         def log_message(self, format: str, *args: Any) -> None:
             if log.isEnabledFor(logging.DEBUG):

@@ -96,11 +96,18 @@ def test_validation_is_422(client: httpx.Client, assert_error_shape: ErrorCheck)
     assert "text" in detail["message"]
 
 
-def test_not_json_is_422(client: httpx.Client, assert_error_shape: ErrorCheck) -> None:
-    response = client.post(
-        "/memories", content=b"{not json", headers={"Content-Type": "application/json"}
-    )
-    assert_error_shape(response, 422, "invalid_request")
+@pytest.mark.parametrize("body", [b"{not json", b"not json", b'{"text": "x"'])
+def test_not_json_is_400_in_one_clear_line(
+    client: httpx.Client, assert_error_shape: ErrorCheck, body: bytes
+) -> None:
+    """A day-one audit: a body that is not JSON answered 422 "0: JSON decode error" (the
+    parser's position left over as a field name). It is a malformed body, like one
+    too deep to parse: 400, saying so and where."""
+    response = client.post("/memories", content=body, headers={"Content-Type": "application/json"})
+    detail = assert_error_shape(response, 400, "bad_request")
+    assert detail["message"].startswith("the body is not valid JSON: ")
+    assert "position" in detail["message"] and "\n" not in detail["message"]
+    assert "JSON" in detail["hint"]
 
 
 def test_json_too_deep_to_parse_is_400(
@@ -110,6 +117,42 @@ def test_json_too_deep_to_parse_is_400(
     body = '{"text": "x", "tags": ' + "[" * depth + "]" * depth + "}"
     response = client.post("/memories", content=body, headers={"Content-Type": "application/json"})
     assert_error_shape(response, 400, "bad_request")
+
+
+def test_not_json_to_ingest_is_400_too(
+    client: httpx.Client, assert_error_shape: ErrorCheck
+) -> None:
+    """POST /ingest parses its JSON itself: the same answer, naming line and column."""
+    response = client.post(
+        "/ingest", content=b"not json", headers={"Content-Type": "application/json"}
+    )
+    detail = assert_error_shape(response, 400, "bad_request")
+    assert detail["message"].startswith("the body is not valid JSON: ")
+    assert "at line 1 column" in detail["message"]
+
+
+def test_a_broken_multipart_upload_is_400_with_an_upload_hint(
+    client: httpx.Client, assert_error_shape: ErrorCheck
+) -> None:
+    """A day-one audit: a multipart body that cannot be parsed was told to "send the
+    body as JSON no deeper than a few hundred levels"."""
+    response = client.post(
+        "/ingest",
+        content=b"garbage",
+        headers={"Content-Type": "multipart/form-data; boundary=zzz"},
+    )
+    detail = assert_error_shape(response, 400, "bad_request")
+    assert detail["message"].startswith("the multipart body cannot be read")
+    assert "deep" not in detail["hint"] and "levels" not in detail["hint"]
+    assert "multipart/form-data" in detail["hint"] and "'files'" in detail["hint"]
+
+
+def test_json_too_deep_keeps_its_depth_hint(
+    client: httpx.Client, assert_error_shape: ErrorCheck
+) -> None:
+    body = '{"text": "x", "tags": ' + "[" * 1500 + "]" * 1500 + "}"
+    response = client.post("/memories", content=body, headers={"Content-Type": "application/json"})
+    assert "deep" in assert_error_shape(response, 400, "bad_request")["hint"]
 
 
 def test_invalid_input_is_422(client: httpx.Client, assert_error_shape: ErrorCheck) -> None:

@@ -259,21 +259,36 @@ def test_an_error_shows_the_servers_message_and_hint(browser: Any, served: Serve
 
 
 def test_the_user_filter_asks_the_server_for_that_users_memories(tab: Tab, served: Served) -> None:
+    """The User column shows the memory's user_id, the field the filter sends: a day-one
+    audit found it showing meta.user, else the source, which the filter cannot match."""
     with served.client() as api:
         ids = {}
         for user in ("kea", "tui"):
             made = api.post("/memories", json={"text": f"{user} keeps bees", "user_id": user})
             assert made.status_code == 201, made.text
             ids[user] = made.json()["id"]
+        made = api.post("/memories", json={"text": "ruru keeps bees", "meta": {"user": "kea"}})
+        assert made.status_code == 201, made.text
+        ids["meta"] = made.json()["id"]  # no user_id: meta.user is not whose it is
     try:
         page = tab.page
         page.goto(f"{served.url}/#memories")
         page.locator(f"#mem-rows tr[data-id='{ids['tui']}']").wait_for()
+        user_column = 6  # kind, text, status, imp., conf., tags, user, filed
+        assert page.locator("table.memories thead th").nth(user_column).text_content() == "user"
+
+        def user_shown(rid: str) -> str:
+            cell = page.locator(f"#mem-rows tr[data-id='{rid}'] td").nth(user_column)
+            return str(cell.text_content())
+
+        assert [user_shown(ids[k]) for k in ("kea", "tui", "meta")] == ["kea", "tui", ""]
         page.fill("#f-user", "kea")
         page.locator("#mem-filter button[type=submit]").click()
         page.locator(f"#mem-rows tr[data-id='{ids['tui']}']").wait_for(state="detached")
         rows = page.locator("#mem-rows tr[data-id]")
-        assert [rows.nth(i).get_attribute("data-id") for i in range(rows.count())] == [ids["kea"]]
+        shown = [rows.nth(i).get_attribute("data-id") for i in range(rows.count())]
+        assert shown == [ids["kea"]]  # what the column showed as "kea", and only that
+        assert user_shown(ids["kea"]) == "kea"
     finally:  # the module's store is shared: the tour must not find these
         with served.client() as api:
             for rid in ids.values():

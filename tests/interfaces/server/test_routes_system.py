@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -62,9 +63,38 @@ def test_no_page_loads_scripts_from_the_internet(client: httpx.Client) -> None:
         assert "cdn" not in response.text.lower()
 
 
-def test_stats_count_the_namespace(client: httpx.Client) -> None:
+def test_stats_count_the_namespace(served: Any, client: httpx.Client) -> None:
     stats = client.get("/stats").json()
     assert stats["records"] >= 1 and stats["namespace"] == "default"
+    # No keys (loopback, one user): the whole store's figures, its folder too.
+    assert stats["store"] == str(served.home) and stats["log_records"] >= 1
+
+
+def test_a_tenants_stats_show_its_namespace_only(start_server: Callable[..., Any]) -> None:
+    """A day-one audit: /stats served to a keyed tenant was the whole store's: the
+    server's folder and the log's records and bytes, which grow with every tenant's
+    writes. A tenant sees its namespace's figures and no path of the server."""
+    served = start_server()
+    keys = KeyRing(served.kb.home)
+    alpha, _ = keys.add("alpha")
+    beta, _ = keys.add("beta")
+    with served.client(alpha) as a, served.client(beta) as b:
+        assert a.post("/memories", json={"text": "alpha's own memory"}).status_code == 201
+        before = a.get("/stats")
+        for i in range(3):
+            made = b.post("/memories", json={"text": f"beta writes a memory, take {i}"})
+            assert made.status_code == 201
+        after = a.get("/stats")
+        theirs = b.get("/stats").json()
+    assert before.status_code == after.status_code == 200
+    assert before.json() == after.json()  # B's writes do not show in A's figures
+    stats = after.json()
+    assert stats["namespace"] == "alpha" and stats["records"] == 1
+    assert theirs["namespace"] == "beta" and theirs["records"] == 3
+    home = str(served.home)
+    for shown in (after.text, json.dumps(theirs)):
+        assert home not in shown and home.replace("/", "\\/") not in shown
+    assert not {"store", "log_records", "log_bytes"} & set(stats)
 
 
 def test_check_on_the_live_store_is_sound(client: httpx.Client) -> None:

@@ -10,6 +10,7 @@ with a message that names nothing inside the process.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -84,6 +85,29 @@ _HTTP_HINTS = {
     400: "send the body as JSON no deeper than a few hundred levels",
     413: "send less, or raise the proxy_max_body_bytes setting",
 }
+#: The hint of a multipart body that cannot be parsed (POST /ingest's uploads).
+_UPLOAD_HINT = (
+    "upload each file as a multipart/form-data field named 'files' "
+    '(curl -F files=@report.pdf), or send {"paths"} or {"urls"} as JSON'
+)
+
+
+def _not_json(error: Mapping[str, Any]) -> JSONResponse:
+    """A body that is not JSON at all: malformed, like one too deep to parse (400), in
+    one line that says where (FastAPI's ``loc`` holds the position, pydantic's message
+    the line and column)."""
+    loc = tuple(error.get("loc", ()))
+    ctx = error.get("ctx")
+    why = str(ctx.get("error") if isinstance(ctx, Mapping) else "") or "cannot be parsed"
+    if len(loc) == 2 and isinstance(loc[1], int):
+        why = f"{why} at position {loc[1]}"
+    return error_response(
+        400,
+        "bad_request",
+        f"the body is not valid JSON: {why}"[:300],
+        "send one JSON object with Content-Type: application/json (the bodies are in "
+        "/openapi.json)",
+    )
 
 
 def install(app: FastAPI) -> None:
@@ -110,6 +134,8 @@ def install(app: FastAPI) -> None:
                 f"this route takes a JSON body, not {media or 'one without a Content-Type'}",
                 "send it with Content-Type: application/json",
             )
+        if first.get("type") == "json_invalid":
+            return _not_json(first)
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
         message = f"{where}: {first.get('msg', 'invalid value')}"
         return error_response(
@@ -117,11 +143,14 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def on_http(_request: Request, exc: Exception) -> JSONResponse:
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         detail = exc.detail if isinstance(exc.detail, str) else "request refused"
         hint = _HTTP_HINTS.get(exc.status_code, "the routes are in /openapi.json")
+        if exc.status_code == 400 and media_type(request.headers) == "multipart/form-data":
+            # The uploads could not be parsed (Starlette's form parser refused them).
+            detail, hint = f"the multipart body cannot be read: {detail}", _UPLOAD_HINT
         return error_response(exc.status_code, code, detail, hint, exc.headers)
 
     @app.exception_handler(Exception)

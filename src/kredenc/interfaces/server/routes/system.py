@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from kredenc import __version__
-from kredenc.interfaces.server.deps import KB, State
+from kredenc.interfaces.server.deps import KB, State, TenantDep
 from kredenc.interfaces.server.routes.body import Body
 from kredenc.memory.scheduler import JOBS, job_intervals
 
@@ -54,10 +54,21 @@ def health() -> Health:
     return Health(status="ok", version=__version__)
 
 
+#: What ``/stats`` keeps from a caller with a key: the server's folder, and the log's
+#: records and bytes, which every tenant's writes make grow.
+STORE_WIDE = ("store", "log_records", "log_bytes")
+
+
 @router.get("/stats")
-def stats(kb: KB) -> dict[str, Any]:
-    """The caller's namespace: counts, sizes, model."""
-    return kb.stats()
+def stats(kb: KB, tenant: TenantDep) -> dict[str, Any]:
+    """The caller's namespace: records per drawer and type, edges, model. Without keys
+    (loopback, one user) also the store's folder and its log's size; a caller with a
+    key sees its namespace's figures only (docs/server.md, Auth and tenants)."""
+    found = kb.stats()
+    if tenant.keyed:
+        for name in STORE_WIDE:
+            found.pop(name, None)
+    return found
 
 
 @router.get("/check", response_model=CheckReport)

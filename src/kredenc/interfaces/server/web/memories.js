@@ -47,10 +47,9 @@ function query() {
   };
 }
 
-/** Whose memory it is: its user_id, else meta.user when the writer gave one, else its source. */
+/** Whose memory it is: its user_id (empty when none), the field the User filter sends. */
 export function userOf(m) {
-  const meta = m.meta || {};
-  return String(m.user_id || meta.user || meta.user_id || m.source || "");
+  return String(m.user_id || "");
 }
 
 async function browse() {
