@@ -10,7 +10,9 @@ or async ``AsyncOpenAI``, or any client shaped like them) and returns the client
   user message calls for, as an envelope of data (:mod:`kredenc.recall.render`);
 * after it, the call's user message(s) and the model's reply are filed as ``turn``
   records. With ``stream=True`` the chunks pass through untouched, as they arrive;
-  the reply is filed when the stream ends or is closed.
+  the reply is filed when the stream ends, and only when it ended properly (a
+  ``finish_reason``, or the SDK's end of the stream): one closed before that is not
+  the answer and is not filed as one (the user's message(s) are), as in the proxy.
 
 Neither step can break the call: recall returns the messages unchanged on any failure,
 and a failed filing is a WARNING. The async client runs both steps in a worker thread
@@ -55,6 +57,21 @@ class _Call:
     turns: list[dict[str, str]]
     parts: list[str] = field(default_factory=list)
     filed: bool = False
+    finished: bool = False  # the stream ended properly: its reply is the answer
+
+    def read(self, chunk: Any) -> None:
+        """One streamed chunk: its first choice's text, and whether it finishes."""
+        for choice in message_field(chunk, "choices") or []:
+            if message_field(choice, "index") in (0, None):
+                content = message_field(message_field(choice, "delta"), "content")
+                self.parts.append(content if isinstance(content, str) else "")
+                if message_field(choice, "finish_reason"):
+                    self.finished = True
+                return
+
+    def reply(self) -> str | None:
+        """What to file as the reply: None for a stream closed before it finished."""
+        return "".join(self.parts) if self.finished else None
 
 
 class _Reflex:
@@ -171,16 +188,9 @@ def _reply_text(response: Any) -> str | None:
     return None
 
 
-def _delta_text(chunk: Any) -> str:
-    for choice in message_field(chunk, "choices") or []:
-        if message_field(choice, "index") in (0, None):
-            content = message_field(message_field(choice, "delta"), "content")
-            return content if isinstance(content, str) else ""
-    return ""
-
-
 class _FilingStream:
-    """The SDK's stream, chunk for chunk; files the reply when it ends or is closed."""
+    """The SDK's stream, chunk for chunk; files the call when it ends or is closed (the
+    reply only when the stream finished)."""
 
     def __init__(self, stream: Any, reflex: _Reflex, call: _Call) -> None:
         self._stream = stream
@@ -197,9 +207,10 @@ class _FilingStream:
         try:
             chunk = next(self._iter)
         except StopIteration:
+            self._call.finished = True
             self._finish()
             raise
-        self._call.parts.append(_delta_text(chunk))
+        self._call.read(chunk)
         return chunk
 
     def __enter__(self) -> _FilingStream:
@@ -215,14 +226,15 @@ class _FilingStream:
             self._finish()
 
     def _finish(self) -> None:
-        self._reflex.after(self._call, "".join(self._call.parts))
+        self._reflex.after(self._call, self._call.reply())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
 class _AsyncFilingStream:
-    """The async SDK stream, chunk for chunk; files the reply when it ends or is closed."""
+    """The async SDK stream, chunk for chunk; files the call when it ends or is closed
+    (the reply only when the stream finished)."""
 
     def __init__(self, stream: Any, reflex: _Reflex, call: _Call) -> None:
         self._stream = stream
@@ -239,9 +251,10 @@ class _AsyncFilingStream:
         try:
             chunk = await self._iter.__anext__()
         except StopAsyncIteration:
+            self._call.finished = True
             await self._finish()
             raise
-        self._call.parts.append(_delta_text(chunk))
+        self._call.read(chunk)
         return chunk
 
     async def __aenter__(self) -> _AsyncFilingStream:
@@ -258,7 +271,7 @@ class _AsyncFilingStream:
 
     async def _finish(self) -> None:
         if not self._call.filed:
-            await asyncio.to_thread(self._reflex.after, self._call, "".join(self._call.parts))
+            await asyncio.to_thread(self._reflex.after, self._call, self._call.reply())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
