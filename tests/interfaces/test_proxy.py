@@ -147,6 +147,22 @@ def test_a_reply_cut_short_by_the_upstream_ends_with_an_error_and_is_not_filed(
     assert wait_for_history(kb, "p-cut", 2) == [("user", QUESTION)]
 
 
+def test_a_whole_reply_cut_short_by_the_upstream_is_a_502_and_is_not_filed(
+    kb: Kredenc, upstream: LoopbackServer, proxy: str
+) -> None:
+    """Not streamed: the upstream sends half its JSON body and drops the connection. The
+    proxy's read of it raised out of the route (a bare 500); now it is the proxy's error,
+    in its shape, and only the user's turn is filed."""
+    half = [b'{"id": "c1", "object": "chat.completion", "choices": [{"index": 0, ']
+    reply = Reply.stream(half, hang_up=True, content_type="application/json")
+    upstream.route("POST", "/v1/chat/completions", lambda r: reply)
+    body = {"model": "m", "messages": MESSAGES}
+    r = httpx.post(proxy + "/chat/completions", json=body, headers={"X-Kredenc-Session": "p-half"})
+    assert r.status_code == 502, r.text
+    assert r.json()["error"]["code"] == "upstream_cut_off"
+    assert wait_for_history(kb, "p-half", 1) == [("user", QUESTION)]
+
+
 def test_the_openai_sdk_raises_on_a_cut_short_stream(upstream: LoopbackServer, proxy: str) -> None:
     openai = pytest.importorskip("openai")
     reply = Reply.stream(CUT_SHORT, hang_up=True)

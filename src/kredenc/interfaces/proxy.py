@@ -384,8 +384,17 @@ def proxy_parts(
                 headers=headers,
                 background=_filing(filer, session or "", turns, reply.text),
             )
-        data = await sent.aread()
-        await sent.aclose()
+        try:
+            data = await sent.aread()
+        except httpx.HTTPError as exc:  # the upstream broke off mid-body: no answer
+            code, message, hint = _cut_off_error(exc)
+            refused = error_response(
+                504 if code == "upstream_timeout" else 502, code, message, hint
+            )
+            refused.background = _filing(filer, session or "", turns, lambda: None)
+            return refused
+        finally:
+            await sent.aclose()
         task = _filing(filer, session or "", turns, partial(_reply_text, data)) if ok else None
         return Response(data, sent.status_code, headers=headers, background=task)
 
@@ -584,22 +593,24 @@ def _reply_text(data: bytes) -> str | None:
     return None
 
 
-def _cut_off(exc: httpx.HTTPError | None) -> bytes:
-    """The event that ends a streamed answer the upstream cut short (``exc``: how its
-    stream broke; ``None``: it ended before a ``finish_reason`` or ``[DONE]``), in the
-    one error shape, as a ``data:`` event (the OpenAI SDK raises ``APIError`` on it)."""
+def _cut_off_error(exc: httpx.HTTPError | None, what: str = "answer") -> tuple[str, str, str]:
+    """(code, message, hint) of an answer the upstream cut short (``exc``: how it broke;
+    ``None``: a stream that ended before a ``finish_reason`` or ``[DONE]``)."""
     if isinstance(exc, httpx.TimeoutException):
         code, how = "upstream_timeout", f"went quiet for too long ({type(exc).__name__})"
     elif exc is not None:
         code, how = "upstream_cut_off", f"broke off: {exc or type(exc).__name__}"
     else:
         code, how = "upstream_cut_off", "ended before a finish_reason or [DONE]"
-    error = {
-        "code": code,
-        "message": f"the upstream's streamed answer {how}",
-        "hint": "the answer is incomplete and was not filed; check the upstream server "
-        "and ask again",
-    }
+    hint = "the answer is incomplete and was not filed; check the upstream server and ask again"
+    return code, f"the upstream's {what} {how}", hint
+
+
+def _cut_off(exc: httpx.HTTPError | None) -> bytes:
+    """The event that ends a streamed answer the upstream cut short, in the one error
+    shape, as a ``data:`` event (the OpenAI SDK raises ``APIError`` on it)."""
+    code, message, hint = _cut_off_error(exc, "streamed answer")
+    error = {"code": code, "message": message, "hint": hint}
     return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
 
 
