@@ -224,3 +224,88 @@ def test_spelling_is_on_with_either_backend_unless_turned_off(tmp_path: Path) ->
     )
     assert not search_params(off).spelling
     assert not _plan(_Store(off), None, None, None, None).params.spelling  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "expected"),
+    [
+        ("KREDENC_FETCH_ALLOW_HOSTS", "wiki.internal", "a JSON list, e.g. '[\"wiki.internal\"]'"),
+        ("KREDENC_RECALL_TYPES", "memory,turn", 'a JSON list, e.g. \'["memory", "turn"]\''),
+        ("KREDENC_SCHEDULER_INTERVALS", "garbage", "a JSON object, e.g. '{\"episodes\": 300}'"),
+    ],
+)
+def test_list_and_dict_settings_in_plain_text_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: str, value: str, expected: str
+) -> None:
+    """A list or dict setting in the environment is JSON; plain text is a usage error
+    naming the setting, its variable and the form it takes (not pydantic's
+    SettingsError, which the CLI shows as an internal error)."""
+    monkeypatch.setenv(env, value)
+    key = env.removeprefix("KREDENC_").lower()
+    for opening in (
+        lambda: load_settings(tmp_path),
+        lambda: Kredenc.open(tmp_path / "s", embedder=HashEmbedder()),
+    ):
+        with pytest.raises(InvalidInput) as info:
+            opening()
+        assert info.value.message == f"invalid setting {key} ({env}): expected {expected}"
+        assert "\n" not in str(info.value)
+    assert not (tmp_path / "s").exists()
+    monkeypatch.setenv(env, '["wiki.internal"]' if "INTERVALS" not in env else '{"decay": 60}')
+    load_settings(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "key"),
+    [
+        ("KREDENC_LOCK_TTL_S", "inf", "lock_ttl_s"),
+        ("KREDENC_SCHEDULER_THROTTLE_S", "inf", "scheduler_throttle_s"),
+        ("KREDENC_FETCH_TIMEOUT_S", "Infinity", "fetch_timeout_s"),
+        ("KREDENC_FEEDBACK_ALPHA", "nan", "feedback_alpha"),
+        ("KREDENC_SCHEDULER_INTERVALS", '{"decay": 1e400}', "scheduler_intervals.decay"),
+        ("KREDENC_SCHEDULER_INTERVALS", '{"decay": Infinity}', "scheduler_intervals.decay"),
+    ],
+)
+def test_float_settings_are_finite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: str, value: str, key: str
+) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(InvalidInput, match=rf"^invalid setting {key}: .*finite"):
+        load_settings(tmp_path)
+
+
+def test_float_settings_are_finite_in_toml_and_arguments(tmp_path: Path) -> None:
+    write_toml(tmp_path, "lock_ttl_s = inf\n")
+    with pytest.raises(InvalidInput, match=r"^invalid setting lock_ttl_s: .*finite"):
+        load_settings(tmp_path)
+    write_toml(tmp_path, "[scheduler_intervals]\ndecay = nan\n")
+    with pytest.raises(InvalidInput, match=r"^invalid setting scheduler_intervals.decay: .*finite"):
+        load_settings(tmp_path)
+    (tmp_path / "kredenc.toml").unlink()
+    with pytest.raises(InvalidInput, match=r"^invalid setting llm_timeout_s: .*finite"):
+        load_settings(tmp_path, llm_timeout_s=float("inf"))
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("lock_ttl_s", 1e12),  # Redis's PX and the renewal thread's wait overflow
+        ("scheduler_throttle_s", 1e12),  # past threading.TIMEOUT_MAX
+        ("fetch_timeout_s", 1e300),
+        ("ingest_timeout_s", 1e300),
+        ("llm_timeout_s", 1e300),
+        ("web_search_timeout_s", 1e300),
+    ],
+)
+def test_seconds_settings_have_a_ceiling(tmp_path: Path, setting: str, value: float) -> None:
+    """A finite but absurd number of seconds overflows a clock or a socket far from the
+    setting: each time setting has a ceiling (a day for a TTL, a throttle, a timeout)."""
+    with pytest.raises(InvalidInput, match=rf"^invalid setting {setting}: .*less than or equal"):
+        load_settings(tmp_path, **{setting: value})
+    load_settings(tmp_path, **{setting: 86_400})
+
+
+def test_scheduler_intervals_have_a_ceiling(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"^invalid setting scheduler_intervals: .*decay"):
+        load_settings(tmp_path, scheduler_intervals={"decay": 1e12})
+    load_settings(tmp_path, scheduler_intervals={"decay": 365 * 86_400})

@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kredenc.interfaces.terminal import escape, json_text
 
 CANARY = "canary-7d3c"
@@ -124,3 +126,23 @@ def test_fetch_refusal_hint_names_real_settings(run: Any) -> None:
     named = set(re.findall(r"\b(fetch_[a-z_]+)", error))
     assert named and named <= set(Settings.model_fields), error
     assert "allow_hosts for" not in error
+
+
+# -- a bad setting in the environment is a usage error, not an internal one ---------
+
+
+def test_bad_settings_in_the_environment_are_one_line_exit_2(
+    run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for env, value in (
+        ("KREDENC_FETCH_ALLOW_HOSTS", "wiki.internal"),
+        ("KREDENC_SCHEDULER_INTERVALS", "garbage"),
+        ("KREDENC_LOCK_TTL_S", "inf"),
+    ):
+        with monkeypatch.context() as m:
+            m.setenv(env, value)
+            code, out, err = run("stats")
+        assert code == 2, err
+        assert out == "" and len(err.splitlines()) == 1, err
+        assert err.startswith("error: invalid setting ") and "internal error" not in err
+        assert env.removeprefix("KREDENC_").lower() in err
