@@ -309,3 +309,53 @@ def test_scheduler_intervals_have_a_ceiling(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match=r"^invalid setting scheduler_intervals: .*decay"):
         load_settings(tmp_path, scheduler_intervals={"decay": 1e12})
     load_settings(tmp_path, scheduler_intervals={"decay": 365 * 86_400})
+
+
+REDIS_URL_SETTINGS = ("redis_url", "opcache_redis_url", "jobs_redis_url")
+
+
+@pytest.mark.parametrize("setting", REDIS_URL_SETTINGS)
+@pytest.mark.parametrize(
+    ("url", "what"),
+    [
+        ("redis://127.0.0.1:notaport/0", "port"),
+        ("redis://:hunter2@127.0.0.1:99999/0", "port"),
+        ("redis://127.0.0.1:0/0", "port"),
+        ("redis://alice:hunter2/0", "port"),  # the @ forgotten: the password is the "port"
+        ("redis://127.0.0.1:6379/abc", "database"),
+        ("redis://:hunter2@127.0.0.1:6379/-1", "database"),
+        ("redis://127.0.0.1:6379/0?db=x", "database"),
+        ("redis:///", "host"),
+        ("rediss://:hunter2@:6379/0", "host"),
+        ("unix://", "socket"),
+    ],
+)
+def test_a_redis_url_that_does_not_parse_is_one_line_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, url: str, what: str
+) -> None:
+    """Checked when the settings load, not at the first use (an internal ValueError
+    from redis-py then, a silent db 0 for /abc, 'waiting for jobs on redis:///:6379')."""
+    monkeypatch.setenv(f"KREDENC_{setting.upper()}", url)
+    with pytest.raises(InvalidInput, match=rf"^invalid setting {setting}: ") as info:
+        load_settings(tmp_path)
+    shown = str(info.value)
+    assert what in info.value.message and "\n" not in shown
+    assert "hunter2" not in shown and "alice" not in shown and "Value error" not in shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/0",
+        "redis://127.0.0.1",
+        "redis://127.0.0.1/",
+        "rediss://alice:hunter2@cache.internal:6380/15",
+        "redis://[::1]:6379/2",
+        "redis://127.0.0.1:6379/?db=3",
+        "unix:///run/redis/redis.sock",
+        "unix:///run/redis/redis.sock?db=1",
+    ],
+)
+def test_redis_urls_that_parse_are_accepted(tmp_path: Path, url: str) -> None:
+    for setting in REDIS_URL_SETTINGS:
+        assert getattr(load_settings(tmp_path, **{setting: url}), setting).get_secret_value() == url

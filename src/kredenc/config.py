@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_origin
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import (
     Field,
@@ -694,6 +696,12 @@ class Settings(BaseSettings):
                 f"{info.field_name} must start with redis://, rediss:// or unix:// "
                 f"(it has {scheme}); empty turns it off"
             )
+        problem = redis_url_problem(url) if url else None
+        if problem:
+            raise ValueError(
+                f"not a Redis URL: {problem} (e.g. "
+                "redis://127.0.0.1:6379/0, or unix:///run/redis/redis.sock?db=0)"
+            )
         return value
 
     @model_validator(mode="after")
@@ -772,6 +780,33 @@ class _EnvSource(EnvSettingsSource):
             ) from None
 
 
+def redis_url_problem(url: str) -> str | None:
+    """What is wrong with the Redis URL ``url`` (already ``redis://``, ``rediss://`` or
+    ``unix://``), or None: what redis-py would refuse at the first use (a port that is
+    not a number), or read as something else (``/abc``: database 0; no host: localhost).
+    The message never quotes the URL (a secret: in ``redis://user:password/0`` the
+    password stands where the port goes)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port  # None when the URL names none (6379)
+    except ValueError:  # not a number, or past 65535
+        port = 0
+    if port == 0:
+        return "its port is not a number from 1 to 65535"
+    databases = parse_qs(parts.query).get("db", [])
+    if parts.scheme == "unix":
+        if not parts.path:
+            return "it names no socket path"
+    else:
+        if not parts.hostname:
+            return "it names no host"
+        if parts.path.strip("/"):
+            databases.append(parts.path.strip("/"))
+    if any(not re.fullmatch(r"[0-9]+", db) for db in databases):
+        return "its database is not a number (0, 1, ...)"
+    return None
+
+
 def resolve_home(store: str | Path | None) -> Path:
     """The store directory: the argument, else ``KREDENC_HOME``, else ``./.kredenc``."""
     if store is not None and str(store) != "":
@@ -810,7 +845,8 @@ def load_settings(store: str | Path | None = None, **overrides: Any) -> Settings
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
+        message = first["msg"].removeprefix("Value error, ")  # pydantic's, for a ValueError
         raise InvalidInput(
-            f"invalid setting {where}: {first['msg']}",
+            f"invalid setting {where}: {message}",
             f"check {home / CONFIG_FILE} and KREDENC_* variables",
         ) from None

@@ -134,15 +134,19 @@ def test_fetch_refusal_hint_names_real_settings(run: Any) -> None:
 def test_bad_settings_in_the_environment_are_one_line_exit_2(
     run: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for env, value in (
-        ("KREDENC_FETCH_ALLOW_HOSTS", "wiki.internal"),
-        ("KREDENC_SCHEDULER_INTERVALS", "garbage"),
-        ("KREDENC_LOCK_TTL_S", "inf"),
+    assert run("init")[0] == 0
+    for env, value, command in (
+        ("KREDENC_FETCH_ALLOW_HOSTS", "wiki.internal", "stats"),
+        ("KREDENC_SCHEDULER_INTERVALS", "garbage", "stats"),
+        ("KREDENC_LOCK_TTL_S", "inf", "rebuild"),
+        ("KREDENC_REDIS_URL", "redis://:hunter2@127.0.0.1:notaport/0", "rebuild"),
+        ("KREDENC_OPCACHE_REDIS_URL", "redis://127.0.0.1:6379/abc", "stats"),
+        ("KREDENC_JOBS_REDIS_URL", "redis:///", "worker"),
     ):
         with monkeypatch.context() as m:
             m.setenv(env, value)
-            code, out, err = run("stats")
+            code, out, err = run(command)
         assert code == 2, err
         assert out == "" and len(err.splitlines()) == 1, err
         assert err.startswith("error: invalid setting ") and "internal error" not in err
-        assert env.removeprefix("KREDENC_").lower() in err
+        assert env.removeprefix("KREDENC_").lower() in err and "hunter2" not in err
