@@ -482,3 +482,45 @@ def test_an_unknown_job_in_the_workers_schedule_is_one_line(tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     assert "defrag" in done.stderr and "Traceback" not in done.stderr
     assert len([line for line in done.stderr.splitlines() if line.startswith("error")]) == 1
+
+
+@pytest.mark.timeout(180)
+def test_a_client_ingest_no_worker_takes_is_announced_then_given_up_with_its_id(
+    store: Kredenc,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``kredenc --url URL ingest`` against a server queueing to RQ with no worker: the
+    job's event stream says nothing while it waits, so the client used to wait in
+    silence. It says once that the job waits for a worker, then gives up after its
+    bound naming 'kredenc worker' and the job, which stays queued on the server."""
+    import logging
+    import re
+
+    from kredenc import client as client_module
+    from kredenc.client import Client
+    from kredenc.errors import DeadlineExceeded
+
+    monkeypatch.setattr(client_module, "QUEUED_NOTICE_S", 0.5)
+    note = tmp_path / "kestrels.md"
+    note.write_text("# Kestrels\n\nThe kestrel nests on the old water tower.\n")
+    config = ServerConfig(mcp=False, web=False, rate_per_minute=0)
+    with (
+        ServerThread(store, config) as url,
+        Client(url, queued_timeout_s=3) as client,
+        caplog.at_level(logging.WARNING, logger="kredenc.client"),
+    ):
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded) as caught:
+            client.ingest([note])
+        assert 3 <= time.monotonic() - started < 30
+        said = str(caught.value)
+        assert "still queued after 3 s" in said and "kredenc worker" in said
+        found = re.search(r"job_[0-9a-f]+", said)
+        assert found, said
+        with httpx.Client(base_url=url, timeout=10) as c:
+            assert c.get(f"/ingest/jobs/{found.group()}").json()["state"] == "queued"
+    notices = [r.getMessage() for r in caplog.records if r.name == "kredenc.client"]
+    assert len(notices) == 1 and found.group() in notices[0], notices
+    assert "kredenc worker" in notices[0]
