@@ -491,8 +491,11 @@ class Settings(BaseSettings):
     jobs_redis_prefix: str = Field(
         "kredenc:jobs:",
         pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
-        description="Prefix of the jobs' Redis keys and name of their RQ queue: separates "
-        "deployments sharing one Redis (servers and workers of one store use the same).",
+        description="Prefix of the jobs' Redis keys (records, events, uploads) and name of "
+        "their RQ queue (servers and workers of one store use the same): deployments on one "
+        "Redis with different prefixes never take each other's jobs, but RQ's own keys "
+        "(rq:job:*, rq:queue:<prefix>, rq:queues, rq:worker:*) sit outside it "
+        "(docs/workers.md).",
     )
     jobs_retries: int = Field(
         3,
