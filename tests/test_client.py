@@ -207,6 +207,68 @@ def test_ingest_names_a_missing_file_without_sending_it(
     assert len(report.failed) == 1 and "nope.md" in report.failed[0][1]
 
 
+@pytest.mark.timeout(60)
+def test_a_job_no_one_takes_is_announced_once_then_given_up_naming_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that queues to RQ with no worker running leaves the job queued: the
+    client says so once, after a few seconds, and gives up after its bound with one
+    line naming 'kredenc worker' and the job's id (it waited silently, forever).
+    tests/interfaces/server/test_rq_jobs.py does the same against a real server."""
+    import logging
+
+    import httpx
+
+    from kredenc import client as client_module
+
+    monkeypatch.setattr(client_module, "QUEUED_NOTICE_S", 0.3)
+    monkeypatch.setattr(client_module, "POLL_S", 0.05)
+    job = {"id": "job_0f", "state": "queued", "sources": ["kestrels.md"], "progress": {},
+           "report": None, "error": None, "created_at": 0.0, "finished_at": None}  # fmt: skip
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(f"{request.method} {request.url.path}")
+        if request.method == "POST":
+            return httpx.Response(202, json={"job": job})
+        if request.url.path.endswith("/events"):  # a stream that ends: no events yet
+            return httpx.Response(200, text="", headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, json=job)
+
+    note = tmp_path / "kestrels.md"
+    note.write_text(NOTE, encoding="utf-8")
+    transport = httpx.MockTransport(handler)
+    with (
+        Client("http://kredenc.test", transport=transport, queued_timeout_s=1.5) as client,
+        caplog.at_level(logging.WARNING, logger="kredenc.client"),
+        pytest.raises(KredencError) as caught,
+    ):
+        client.ingest([note])
+    assert caught.value.exit_code == 1 and caught.value.code == "deadline_exceeded"
+    said = str(caught.value)
+    assert "job_0f" in said and "still queued" in said and "kredenc worker" in said
+    assert "\n" not in said
+    notices = [r.getMessage() for r in caplog.records if r.name == "kredenc.client"]
+    assert len(notices) == 1, notices
+    assert "job_0f" in notices[0] and "queued" in notices[0] and "kredenc worker" in notices[0]
+    assert asked.count("GET /ingest/jobs/job_0f") >= 3  # it kept looking while it waited
+
+
+def test_a_queued_job_that_starts_is_followed_to_its_end(
+    served: tuple[Kredenc, Client], tmp_path: Path
+) -> None:
+    """The thread queue's jobs start at once: no notice, the report as before."""
+    kb, _client = served
+    note = tmp_path / "herons.md"
+    note.write_text("# Herons\n\nHerons fish at dawn by the weir.\n", encoding="utf-8")
+    with Client(_client.url, queued_timeout_s=30) as client:
+        report = client.ingest([note])
+    assert report.documents == 1
+    client_docs = [d for d in kb.list_documents() if d.origin.endswith("herons.md")]
+    assert len(client_docs) == 1
+    kb.delete_document(client_docs[0].id)
+
+
 def test_stats_check_and_jobs(served: tuple[Kredenc, Client]) -> None:
     kb, client = served
     assert client.stats()["namespace"] == kb.stats()["namespace"]

@@ -224,3 +224,138 @@ def test_spelling_is_on_with_either_backend_unless_turned_off(tmp_path: Path) ->
     )
     assert not search_params(off).spelling
     assert not _plan(_Store(off), None, None, None, None).params.spelling  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "expected"),
+    [
+        ("KREDENC_FETCH_ALLOW_HOSTS", "wiki.internal", "a JSON list, e.g. '[\"wiki.internal\"]'"),
+        ("KREDENC_RECALL_TYPES", "memory,turn", 'a JSON list, e.g. \'["memory", "turn"]\''),
+        ("KREDENC_SCHEDULER_INTERVALS", "garbage", "a JSON object, e.g. '{\"episodes\": 300}'"),
+    ],
+)
+def test_list_and_dict_settings_in_plain_text_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: str, value: str, expected: str
+) -> None:
+    """A list or dict setting in the environment is JSON; plain text is a usage error
+    naming the setting, its variable and the form it takes (not pydantic's
+    SettingsError, which the CLI shows as an internal error)."""
+    monkeypatch.setenv(env, value)
+    key = env.removeprefix("KREDENC_").lower()
+    for opening in (
+        lambda: load_settings(tmp_path),
+        lambda: Kredenc.open(tmp_path / "s", embedder=HashEmbedder()),
+    ):
+        with pytest.raises(InvalidInput) as info:
+            opening()
+        assert info.value.message == f"invalid setting {key} ({env}): expected {expected}"
+        assert "\n" not in str(info.value)
+    assert not (tmp_path / "s").exists()
+    monkeypatch.setenv(env, '["wiki.internal"]' if "INTERVALS" not in env else '{"decay": 60}')
+    load_settings(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "key"),
+    [
+        ("KREDENC_LOCK_TTL_S", "inf", "lock_ttl_s"),
+        ("KREDENC_SCHEDULER_THROTTLE_S", "inf", "scheduler_throttle_s"),
+        ("KREDENC_FETCH_TIMEOUT_S", "Infinity", "fetch_timeout_s"),
+        ("KREDENC_FEEDBACK_ALPHA", "nan", "feedback_alpha"),
+        ("KREDENC_SCHEDULER_INTERVALS", '{"decay": 1e400}', "scheduler_intervals.decay"),
+        ("KREDENC_SCHEDULER_INTERVALS", '{"decay": Infinity}', "scheduler_intervals.decay"),
+    ],
+)
+def test_float_settings_are_finite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: str, value: str, key: str
+) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(InvalidInput, match=rf"^invalid setting {key}: .*finite"):
+        load_settings(tmp_path)
+
+
+def test_float_settings_are_finite_in_toml_and_arguments(tmp_path: Path) -> None:
+    write_toml(tmp_path, "lock_ttl_s = inf\n")
+    with pytest.raises(InvalidInput, match=r"^invalid setting lock_ttl_s: .*finite"):
+        load_settings(tmp_path)
+    write_toml(tmp_path, "[scheduler_intervals]\ndecay = nan\n")
+    with pytest.raises(InvalidInput, match=r"^invalid setting scheduler_intervals.decay: .*finite"):
+        load_settings(tmp_path)
+    (tmp_path / "kredenc.toml").unlink()
+    with pytest.raises(InvalidInput, match=r"^invalid setting llm_timeout_s: .*finite"):
+        load_settings(tmp_path, llm_timeout_s=float("inf"))
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("lock_ttl_s", 1e12),  # Redis's PX and the renewal thread's wait overflow
+        ("scheduler_throttle_s", 1e12),  # past threading.TIMEOUT_MAX
+        ("fetch_timeout_s", 1e300),
+        ("ingest_timeout_s", 1e300),
+        ("llm_timeout_s", 1e300),
+        ("web_search_timeout_s", 1e300),
+    ],
+)
+def test_seconds_settings_have_a_ceiling(tmp_path: Path, setting: str, value: float) -> None:
+    """A finite but absurd number of seconds overflows a clock or a socket far from the
+    setting: each time setting has a ceiling (a day for a TTL, a throttle, a timeout)."""
+    with pytest.raises(InvalidInput, match=rf"^invalid setting {setting}: .*less than or equal"):
+        load_settings(tmp_path, **{setting: value})
+    load_settings(tmp_path, **{setting: 86_400})
+
+
+def test_scheduler_intervals_have_a_ceiling(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"^invalid setting scheduler_intervals: .*decay"):
+        load_settings(tmp_path, scheduler_intervals={"decay": 1e12})
+    load_settings(tmp_path, scheduler_intervals={"decay": 365 * 86_400})
+
+
+REDIS_URL_SETTINGS = ("redis_url", "opcache_redis_url", "jobs_redis_url")
+
+
+@pytest.mark.parametrize("setting", REDIS_URL_SETTINGS)
+@pytest.mark.parametrize(
+    ("url", "what"),
+    [
+        ("redis://127.0.0.1:notaport/0", "port"),
+        ("redis://:hunter2@127.0.0.1:99999/0", "port"),
+        ("redis://127.0.0.1:0/0", "port"),
+        ("redis://alice:hunter2/0", "port"),  # the @ forgotten: the password is the "port"
+        ("redis://127.0.0.1:6379/abc", "database"),
+        ("redis://:hunter2@127.0.0.1:6379/-1", "database"),
+        ("redis://127.0.0.1:6379/0?db=x", "database"),
+        ("redis:///", "host"),
+        ("rediss://:hunter2@:6379/0", "host"),
+        ("unix://", "socket"),
+    ],
+)
+def test_a_redis_url_that_does_not_parse_is_one_line_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, url: str, what: str
+) -> None:
+    """Checked when the settings load, not at the first use (an internal ValueError
+    from redis-py then, a silent db 0 for /abc, 'waiting for jobs on redis:///:6379')."""
+    monkeypatch.setenv(f"KREDENC_{setting.upper()}", url)
+    with pytest.raises(InvalidInput, match=rf"^invalid setting {setting}: ") as info:
+        load_settings(tmp_path)
+    shown = str(info.value)
+    assert what in info.value.message and "\n" not in shown
+    assert "hunter2" not in shown and "alice" not in shown and "Value error" not in shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/0",
+        "redis://127.0.0.1",
+        "redis://127.0.0.1/",
+        "rediss://alice:hunter2@cache.internal:6380/15",
+        "redis://[::1]:6379/2",
+        "redis://127.0.0.1:6379/?db=3",
+        "unix:///run/redis/redis.sock",
+        "unix:///run/redis/redis.sock?db=1",
+    ],
+)
+def test_redis_urls_that_parse_are_accepted(tmp_path: Path, url: str) -> None:
+    for setting in REDIS_URL_SETTINGS:
+        assert getattr(load_settings(tmp_path, **{setting: url}), setting).get_secret_value() == url

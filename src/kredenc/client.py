@@ -12,6 +12,7 @@ client. Routes: the REST table of docs/server.md.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -39,6 +40,17 @@ T = TypeVar("T")
 
 #: Seconds between polls of an ingest job when its event stream breaks off.
 POLL_S = 0.5
+#: While a job is queued, the client looks at it after 0.1 s, then twice as long each
+#: time up to this (a job the server's thread starts at once costs no wait; one left
+#: queued for minutes costs a request every few seconds, well inside the rate limit).
+QUEUED_POLL_MAX_S = 3.0
+#: Seconds a job may wait for a worker before the client says so, once (a log WARNING,
+#: which the CLI prints on stderr).
+QUEUED_NOTICE_S = 5.0
+#: How long :meth:`Client.ingest` waits for a worker to take a queued job by default.
+QUEUED_TIMEOUT_S = 600.0
+
+log = logging.getLogger("kredenc.client")
 
 
 #: The fields ``POST /memories`` and ``PATCH /memories/{id}`` take beside the text and
@@ -103,8 +115,10 @@ def error_from_body(status: int, body: Any) -> errors.KredencError:
 class Client:
     """The facade over a running server: ``Client("http://127.0.0.1:8765", api_key)``.
 
-    Use it as a context manager or :meth:`close` it. ``transport`` (an
-    ``httpx.BaseTransport``) replaces the network, for tests."""
+    Use it as a context manager or :meth:`close` it. ``queued_timeout_s`` bounds how
+    long :meth:`ingest` waits for a queued job to be taken (by the server's thread, or
+    with ``jobs_queue = "rq"`` by a ``kredenc worker``), not how long it may then run.
+    ``transport`` (an ``httpx.BaseTransport``) replaces the network, for tests."""
 
     def __init__(
         self,
@@ -112,6 +126,7 @@ class Client:
         api_key: str | None = None,
         *,
         timeout: float = 60.0,
+        queued_timeout_s: float = QUEUED_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
@@ -128,7 +143,13 @@ class Client:
                 f"{errors.shown(url, 80)} is not a server URL (a host, and a port 1-65535)",
                 "pass e.g. http://127.0.0.1:8765",
             )
+        if not 0 < queued_timeout_s < float("inf"):
+            raise errors.InvalidInput(
+                f"queued_timeout_s must be a positive number of seconds, not {queued_timeout_s!r}",
+                f"e.g. {QUEUED_TIMEOUT_S:.0f}",
+            )
         self.url = url.rstrip("/")
+        self.queued_timeout_s = queued_timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(
             base_url=self.url, headers=headers, timeout=timeout, transport=transport
@@ -534,6 +555,8 @@ class Client:
             return names.get(source, source)
 
         path = f"/ingest/jobs/{_seg(str(job['id']))}"
+        if job.get("state") == "queued":
+            job = self._until_taken(str(job["id"]), path)
         final: Any = job if job.get("state") in ("done", "failed") else None
         if final is None:
             with self._stream("GET", path + "/events") as events:
@@ -556,6 +579,8 @@ class Client:
             while final.get("state") not in ("done", "failed"):
                 time.sleep(POLL_S)
                 final = self._json("GET", path)
+                if final.get("state") == "queued":  # queued again for a retry
+                    final = self._until_taken(str(job["id"]), path)
         if final.get("state") == "failed" or final.get("report") is None:
             raise error_from_body(422, {"error": final.get("error") or {}})
         report = from_wire(IngestReport, final["report"])
@@ -564,6 +589,37 @@ class Client:
         report.skipped = [(local(src), why) for src, why in report.skipped]
         report.doc_ids = {local(src): doc for src, doc in report.doc_ids.items()}
         return report
+
+    def _until_taken(self, job_id: str, path: str) -> Mapping[str, Any]:
+        """The job's record once it is no longer queued. Its event stream says nothing
+        while it waits, so the record is asked instead: after
+        :data:`QUEUED_NOTICE_S`, one WARNING that it waits for a worker; after
+        ``queued_timeout_s``, :class:`~kredenc.errors.DeadlineExceeded` with its id
+        (the job stays queued on the server)."""
+        start = time.monotonic()
+        pause, told = 0.1, False
+        while True:
+            record: Mapping[str, Any] = self._json("GET", path)
+            if record.get("state") != "queued":
+                return record
+            waited = time.monotonic() - start
+            if waited >= self.queued_timeout_s:
+                raise errors.DeadlineExceeded(
+                    f"ingest job {job_id} is still queued after {self.queued_timeout_s:g} s: "
+                    "no worker has taken it",
+                    "is a 'kredenc worker' running for this server's store (jobs_queue = "
+                    f"'rq')? The job stays queued: see it later at GET /ingest/jobs/{job_id}",
+                )
+            if not told and waited >= QUEUED_NOTICE_S:
+                log.warning(
+                    "ingest job %s is queued and no worker has taken it yet (a server with "
+                    "jobs_queue = 'rq' needs a running 'kredenc worker'); waiting up to %g s",
+                    job_id,
+                    self.queued_timeout_s,
+                )
+                told = True
+            time.sleep(min(pause, max(0.0, self.queued_timeout_s - waited)))
+            pause = min(pause * 2, QUEUED_POLL_MAX_S)
 
     # -- the store ---------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

@@ -7,10 +7,13 @@ reads the environment.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import (
     Field,
@@ -20,10 +23,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -32,12 +38,18 @@ from kredenc.errors import InvalidInput
 
 DEFAULT_HOME = Path(".kredenc")
 CONFIG_FILE = "kredenc.toml"
+# Ceilings of the time settings: a finite but absurd number of seconds overflows a clock,
+# a socket or Redis's PX far from the setting (threading.TIMEOUT_MAX is ~292 years).
+DAY_S = 86_400.0
+YEAR_S = 365 * DAY_S
 
 
 class Settings(BaseSettings):
     """Every setting kredenc reads, with its default. Documented in docs/configuration.md."""
 
-    model_config = SettingsConfigDict(env_prefix="KREDENC_", extra="forbid")
+    # allow_inf_nan: every float setting is a finite number (an infinite timeout or TTL
+    # overflows the clock, the socket or Redis's PX far from the setting that caused it).
+    model_config = SettingsConfigDict(env_prefix="KREDENC_", extra="forbid", allow_inf_nan=False)
 
     home: Path = Field(
         DEFAULT_HOME,
@@ -97,6 +109,7 @@ class Settings(BaseSettings):
     lock_ttl_s: float = Field(
         30.0,
         gt=0,
+        le=DAY_S,
         description="Seconds a Redis lock lives unless its holder renews it (it renews every "
         "third of this while it holds it): the lock of a process that died frees itself.",
     )
@@ -251,7 +264,9 @@ class Settings(BaseSettings):
         description="Hosts ('wiki.internal') or host:port fetched even on private addresses.",
     )
     fetch_max_bytes: int = Field(20 * 1024 * 1024, ge=1, description="Largest URL body fetched.")
-    fetch_timeout_s: float = Field(20.0, gt=0, description="Time limit for one URL fetch.")
+    fetch_timeout_s: float = Field(
+        20.0, gt=0, le=DAY_S, description="Time limit for one URL fetch."
+    )
     ingest_max_bytes: int = Field(
         256 * 1024 * 1024, ge=1, description="Largest local file ingest reads (bytes)."
     )
@@ -260,7 +275,9 @@ class Settings(BaseSettings):
         100_000, ge=1, description="Characters kept of one page; the rest is cut, with a warning."
     )
     ingest_max_chars: int = Field(20_000_000, ge=1, description="Most characters of one document.")
-    ingest_timeout_s: float = Field(300.0, gt=0, description="Time limit for parsing one file.")
+    ingest_timeout_s: float = Field(
+        300.0, gt=0, le=DAY_S, description="Time limit for parsing one file."
+    )
     youtube_languages: list[str] = Field(
         default_factory=lambda: ["en"], description="Transcript languages to try, in order."
     )
@@ -377,7 +394,7 @@ class Settings(BaseSettings):
         description="API key for llm_provider; when empty, the record's own variable "
         "(OPENAI_API_KEY, GROQ_API_KEY, OPENROUTER_API_KEY, ...) is read.",
     )
-    llm_timeout_s: float = Field(60.0, gt=0, description="Time limit for one LLM reply.")
+    llm_timeout_s: float = Field(60.0, gt=0, le=DAY_S, description="Time limit for one LLM reply.")
     llm_max_tokens: int = Field(1024, ge=1, description="Most tokens one LLM reply may hold.")
     llm_local_threads: int = Field(
         2, ge=1, le=64, description="CPU threads of the local model (llm_provider 'local')."
@@ -474,15 +491,19 @@ class Settings(BaseSettings):
     jobs_redis_prefix: str = Field(
         "kredenc:jobs:",
         pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
-        description="Prefix of the jobs' Redis keys and name of their RQ queue: separates "
-        "deployments sharing one Redis (servers and workers of one store use the same).",
+        description="Prefix of the jobs' Redis keys (records, events, uploads) and name of "
+        "their RQ queue (servers and workers of one store use the same): deployments on one "
+        "Redis with different prefixes never take each other's jobs, but RQ's own keys "
+        "(rq:job:*, rq:queue:<prefix>, rq:queues, rq:worker:*) sit outside it "
+        "(docs/workers.md).",
     )
     jobs_retries: int = Field(
         3,
         ge=0,
         le=20,
         description="Times an RQ job is run again after its worker died or lost the store "
-        "(a document is one batch: a retry files what is missing, the rest is unchanged).",
+        "(a document is one batch: a retry files what is missing, the rest is unchanged), "
+        "5, 15, 45 s ... (up to 300 s) apart.",
     )
     jobs_timeout_s: int = Field(
         3600, ge=10, description="Longest an RQ job may run before its worker stops it."
@@ -503,6 +524,7 @@ class Settings(BaseSettings):
     )
     scheduler_intervals: dict[str, float] = Field(
         default_factory=dict,
+        examples=[{"episodes": 300}],
         description="Seconds between runs of a lifecycle job, by name, over the defaults "
         "(episodes 600, contradictions 3600, reflect 3600, decay 21600), e.g. "
         "{episodes = 300}.",
@@ -510,6 +532,7 @@ class Settings(BaseSettings):
     scheduler_throttle_s: float = Field(
         60.0,
         gt=0,
+        le=DAY_S,
         description="The scheduler looks at the clock at most once per this many seconds.",
     )
     trace: bool = Field(
@@ -566,7 +589,7 @@ class Settings(BaseSettings):
         description="Base URL of a SearxNG-compatible search API verify may ask (off when empty).",
     )
     web_search_timeout_s: float = Field(
-        10.0, gt=0, description="Time limit for one web search request."
+        10.0, gt=0, le=DAY_S, description="Time limit for one web search request."
     )
     web_search_results: int = Field(
         5, ge=1, le=50, description="Web results verify reads per search."
@@ -656,9 +679,14 @@ class Settings(BaseSettings):
     @field_validator("scheduler_intervals")
     @classmethod
     def _intervals(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = [f"{name} = {seconds!r}" for name, seconds in value.items() if not seconds > 0]
+        bad = [
+            f"{name} = {seconds!r}" for name, seconds in value.items() if not 0 < seconds <= YEAR_S
+        ]
         if bad:
-            raise ValueError(f"scheduler_intervals need positive seconds, not {', '.join(bad)}")
+            raise ValueError(
+                f"scheduler_intervals need positive seconds up to a year ({YEAR_S:.0f}), "
+                f"not {', '.join(bad)}"
+            )
         return value
 
     @field_validator("opcache_redis_url", "jobs_redis_url", "redis_url")
@@ -671,6 +699,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{info.field_name} must start with redis://, rediss:// or unix:// "
                 f"(it has {scheme}); empty turns it off"
+            )
+        problem = redis_url_problem(url) if url else None
+        if problem:
+            raise ValueError(
+                f"not a Redis URL: {problem} (e.g. "
+                "redis://127.0.0.1:6379/0, or unix:///run/redis/redis.sock?db=0)"
             )
         return value
 
@@ -723,7 +757,58 @@ class Settings(BaseSettings):
                 f"{toml.toml_file_path} cannot set home (the file lives in the store directory)",
                 "remove home from it; choose the store with --store DIR or KREDENC_HOME",
             )
-        return (init_settings, env_settings, toml)
+        return (init_settings, _EnvSource(settings_cls), toml)
+
+
+class _EnvSource(EnvSettingsSource):
+    """The ``KREDENC_*`` variables. A list or dict setting is JSON there; plain text
+    is a usage error naming the setting, its variable and the form it takes (pydantic's
+    own ``SettingsError`` names neither the variable nor the form)."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except ValueError:
+            origin = get_origin(field.annotation)
+            if origin is list:
+                items = [part.strip() for part in str(value).split(",") if part.strip()]
+                expected = f"a JSON list, e.g. '{json.dumps(items or ['...'])}'"
+            elif origin is dict:
+                example = field.examples[0] if field.examples else {"name": "value"}
+                expected = f"a JSON object, e.g. '{json.dumps(example)}'"
+            else:
+                raise
+            variable = f"{self.env_prefix}{field_name}".upper()
+            raise InvalidInput(
+                f"invalid setting {field_name} ({variable}): expected {expected}"
+            ) from None
+
+
+def redis_url_problem(url: str) -> str | None:
+    """What is wrong with the Redis URL ``url`` (already ``redis://``, ``rediss://`` or
+    ``unix://``), or None: what redis-py would refuse at the first use (a port that is
+    not a number), or read as something else (``/abc``: database 0; no host: localhost).
+    The message never quotes the URL (a secret: in ``redis://user:password/0`` the
+    password stands where the port goes)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port  # None when the URL names none (6379)
+    except ValueError:  # not a number, or past 65535
+        port = 0
+    if port == 0:
+        return "its port is not a number from 1 to 65535"
+    databases = parse_qs(parts.query).get("db", [])
+    if parts.scheme == "unix":
+        if not parts.path:
+            return "it names no socket path"
+    else:
+        if not parts.hostname:
+            return "it names no host"
+        if parts.path.strip("/"):
+            databases.append(parts.path.strip("/"))
+    if any(not re.fullmatch(r"[0-9]+", db) for db in databases):
+        return "its database is not a number (0, 1, ...)"
+    return None
 
 
 def resolve_home(store: str | Path | None) -> Path:
@@ -756,10 +841,16 @@ def load_settings(store: str | Path | None = None, **overrides: Any) -> Settings
         return settings
     except tomllib.TOMLDecodeError as exc:
         raise InvalidInput(f"{toml} is not valid TOML ({exc})", f"fix or remove {toml}") from None
+    except SettingsError as exc:
+        # What _EnvSource does not name itself (a source that cannot be read at all).
+        raise InvalidInput(
+            f"invalid settings: {exc}", f"check {home / CONFIG_FILE} and KREDENC_* variables"
+        ) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
+        message = first["msg"].removeprefix("Value error, ")  # pydantic's, for a ValueError
         raise InvalidInput(
-            f"invalid setting {where}: {first['msg']}",
+            f"invalid setting {where}: {message}",
             f"check {home / CONFIG_FILE} and KREDENC_* variables",
         ) from None

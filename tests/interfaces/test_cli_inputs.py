@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kredenc.interfaces.terminal import escape, json_text
 
 CANARY = "canary-7d3c"
@@ -124,3 +126,27 @@ def test_fetch_refusal_hint_names_real_settings(run: Any) -> None:
     named = set(re.findall(r"\b(fetch_[a-z_]+)", error))
     assert named and named <= set(Settings.model_fields), error
     assert "allow_hosts for" not in error
+
+
+# -- a bad setting in the environment is a usage error, not an internal one ---------
+
+
+def test_bad_settings_in_the_environment_are_one_line_exit_2(
+    run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run("init")[0] == 0
+    for env, value, command in (
+        ("KREDENC_FETCH_ALLOW_HOSTS", "wiki.internal", "stats"),
+        ("KREDENC_SCHEDULER_INTERVALS", "garbage", "stats"),
+        ("KREDENC_LOCK_TTL_S", "inf", "rebuild"),
+        ("KREDENC_REDIS_URL", "redis://:hunter2@127.0.0.1:notaport/0", "rebuild"),
+        ("KREDENC_OPCACHE_REDIS_URL", "redis://127.0.0.1:6379/abc", "stats"),
+        ("KREDENC_JOBS_REDIS_URL", "redis:///", "worker"),
+    ):
+        with monkeypatch.context() as m:
+            m.setenv(env, value)
+            code, out, err = run(command)
+        assert code == 2, err
+        assert out == "" and len(err.splitlines()) == 1, err
+        assert err.startswith("error: invalid setting ") and "internal error" not in err
+        assert env.removeprefix("KREDENC_").lower() in err and "hunter2" not in err

@@ -298,3 +298,49 @@ def test_a_busy_port_has_its_own_error_code_in_json(tmp_path: Path) -> None:
     error = json.loads(proc.stderr or proc.stdout)["error"]
     assert error["code"] == "cannot_listen", error
     assert str(port) in error["message"] and "--port" in error["hint"]
+
+
+@pytest.mark.parametrize(
+    ("env", "code", "says"),
+    [
+        ({}, 2, "jobs_queue = 'rq' needs backend = 'postgres'"),
+        (
+            {"KREDENC_BACKEND": "postgres", "KREDENC_POSTGRES_DSN": "host=127.0.0.1 port=1"},
+            2,
+            "needs a Redis: jobs_redis_url, redis_url and opcache_redis_url are empty",
+        ),
+        (
+            {
+                "KREDENC_BACKEND": "postgres",
+                "KREDENC_POSTGRES_DSN": "host=127.0.0.1 port=1",
+                "KREDENC_JOBS_REDIS_URL": "CLOSED",
+            },
+            1,
+            "the job queue's Redis at redis://127.0.0.1:",
+        ),
+    ],
+)
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_jobs_queue_rq_refused_before_the_url_line(
+    home: Path, env: dict[str, str], code: int, says: str, json_flag: list[str]
+) -> None:
+    """A server that cannot queue to RQ refuses before it announces itself: a script
+    waiting for the URL line (or the --json one) is never told to use a server that
+    then stops."""
+    from kredenc.testing.redis import closed_port_url
+
+    env = {k: closed_port_url() if v == "CLOSED" else v for k, v in env.items()}
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, *json_flag, "--store", str(home), "serve", "--port", "0"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=_env() | {"KREDENC_JOBS_QUEUE": "rq"} | env,
+        timeout=120,
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stdout == "", done.stdout  # no URL line, no {"url": ...}
+    assert says in done.stderr and "Traceback" not in done.stderr
+    assert "kredenc stopped" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (home / "server.json").exists()

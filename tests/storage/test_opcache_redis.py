@@ -128,6 +128,9 @@ def test_a_redis_that_is_down_is_a_quick_miss_with_one_warning(
 def test_the_url_is_a_secret_in_log_lines() -> None:
     assert redacted("redis://:hunter2@10.0.0.5:6380/1") == "redis://10.0.0.5:6380"
     assert "hunter2" not in redacted("redis://user:hunter2@h/0")
+    # A socket has a path, not a port (it once read unix:///run/redis.sock:6379).
+    assert redacted("unix://:hunter2@/run/redis.sock?db=1") == "unix:///run/redis.sock"
+    assert redacted("rediss://[::1]/0") == "rediss://[::1]:6379"
 
 
 def test_the_chain_backfills_a_file_tier_hit_into_redis(

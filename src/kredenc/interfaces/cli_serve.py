@@ -1,8 +1,9 @@
 """``kredenc serve``: the REST API, the /v1 proxy, MCP and the page in one process.
 
-The order matters for the person at the terminal: the address is checked (no
-non-loopback listening without API keys) and the port bound before the store and the
-model load, so a busy port fails at once with one line; the URL is printed as soon
+The order matters for the person at the terminal: the settings are checked (with
+``jobs_queue = "rq"``: a PostgreSQL store and a Redis that answers), the address is
+checked (no non-loopback listening without API keys) and the port bound before the
+store and the model load, so a busy port fails at once with one line; the URL is printed as soon
 as the socket listens (requests wait in its backlog while the app starts); the sample
 data goes in beside the running server (:mod:`kredenc.interfaces.server.samples`).
 While it serves, ``<store>/server.json`` says where (:mod:`~kredenc.interfaces.server.advert`),
@@ -31,6 +32,7 @@ from kredenc.interfaces.cli_common import context, json_option, settings_of, sto
 from kredenc.interfaces.terminal import json_text
 
 if TYPE_CHECKING:
+    from kredenc.config import Settings
     from kredenc.engine import Kredenc
     from kredenc.interfaces.server.state import ServerConfig
 
@@ -107,6 +109,8 @@ def serve_command(
         from kredenc.memory.scheduler import job_intervals
 
         job_intervals(settings.scheduler_intervals)
+    if settings.jobs_queue == "rq":
+        _check_rq(settings)
     check_bind(host, KeyRing(store_home(c)))  # before the port, the store and the model
     sock = listen(host, port)  # a busy port fails here, at once
     sock.listen(2048)  # connections wait in the backlog while the app starts
@@ -165,6 +169,16 @@ def _serve(
         if advertise:
             advert.remove(kb.home)
         say("kredenc stopped")
+
+
+def _check_rq(settings: Settings) -> None:
+    """What the app's RQ queue needs (a PostgreSQL store, a Redis that answers, the
+    'workers' extra), checked before the port, the store and the URL line: a server that
+    cannot queue refuses in one line, and a script waiting for its URL is never given one.
+    The app connects again when it starts (:class:`RqJobs`, the same checks)."""
+    from kredenc.interfaces.server.rq_jobs import RqJobs
+
+    RqJobs(settings).close()
 
 
 def _url_host(host: str) -> str:

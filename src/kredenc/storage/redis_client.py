@@ -58,7 +58,10 @@ def redacted(url: str) -> str:
     """``url`` without its password, for log lines (the URL is a secret)."""
     try:
         parts = urlsplit(url)
-        host = parts.hostname or parts.path or "?"
+        if parts.scheme == "unix":
+            return f"unix://{parts.path or '?'}"
+        host = parts.hostname or "?"
+        host = f"[{host}]" if ":" in host else host
         return f"{parts.scheme}://{host}:{parts.port or 6379}"
     except ValueError:
         return "a Redis URL that does not parse"
