@@ -556,7 +556,9 @@ class Client:
 
         path = f"/ingest/jobs/{_seg(str(job['id']))}"
         if job.get("state") == "queued":
-            job = self._until_taken(str(job["id"]), path)
+            # Then its events from the first (the stream replays them): a job that ran
+            # to its end while the record was asked still tells each file's outcome.
+            self._until_taken(str(job["id"]), path)
         final: Any = job if job.get("state") in ("done", "failed") else None
         if final is None:
             with self._stream("GET", path + "/events") as events:
