@@ -118,6 +118,10 @@ class PostgresLog:
             raise
         try:
             self._open()
+        except psycopg.Error as exc:
+            error = migrate.explain(exc, self.schema, self._conn)
+            self.close()
+            raise error from None
         except BaseException:
             self.close()
             raise
@@ -359,9 +363,7 @@ class PostgresLog:
             with self._reads.connection() as conn:
                 yield conn
         except psycopg.Error as exc:
-            raise StoreError(
-                f"PostgreSQL log {self.schema}: read failed ({exc})", "check the database server"
-            ) from None
+            raise migrate.explain(exc, self.schema) from None
 
     def close(self) -> None:
         self._reads.close()
