@@ -15,6 +15,7 @@ Writes go through the housekeeper, the one writer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import OrderedDict
@@ -148,6 +149,11 @@ class Store:
                     self._catch_up()
                 self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
         except BaseException:
+            for part in ("index", "haystack"):  # what opened before the failure
+                opened = self.__dict__.get(part)
+                if opened is not None:
+                    with contextlib.suppress(Exception):
+                        opened.close()
             if self._lock is not None:
                 self._lock.release()
             raise

@@ -45,7 +45,8 @@ def _one_line(err: KredencError) -> str:
 
 
 @pytest.fixture
-def superuser(postgres_server: PostgresServer) -> Iterator[psycopg.Connection]:
+def superuser(postgres_server: PostgresServer, postgres_dsn: str) -> Iterator[psycopg.Connection]:
+    """The server's superuser (``postgres_dsn`` made the role ``kredenc``)."""
     with psycopg.connect(postgres_server.dsn(), autocommit=True) as conn:
         yield conn
 

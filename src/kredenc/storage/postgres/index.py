@@ -146,8 +146,12 @@ class PostgresIndex(IndexReads):
             dsn, path, max_size=pool_size, configure=register_vector, also=also
         )
         self._closed = False
-        self._stems = self._lexemes()
-        self._terms = self._has_terms()
+        try:
+            self._stems = self._lexemes()
+            self._terms = self._has_terms()
+        except BaseException:
+            self.close()
+            raise
 
     @staticmethod
     def drop(dsn: str, schema_name: str) -> None:
