@@ -34,12 +34,12 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
 
-from kredenc.errors import CorruptLog, InvalidInput, StoreError
+from kredenc.errors import CorruptLog, InvalidInput, KredencError, StoreError
 from kredenc.storage.haystack import (
     DURABILITIES,
     MAX_PAYLOAD,
@@ -108,7 +108,9 @@ class PostgresLog:
         self.writable = writable
         if writable:
             migrate.migrate(dsn, schema, STEPS)
+        self._dsn = dsn
         self._conn = migrate.connect(dsn, schema)
+        self._held = False  # inside exclusive()
         self._lock_key = f"kredenc-writer:{self.schema}"
         self.recovery = Recovery(end=1)
         try:
@@ -203,30 +205,56 @@ class PostgresLog:
         return self.last_seq + 1
 
     # -- the writers' lock ---------------------------------------------------------------
+    def _writer(self) -> psycopg.Connection:
+        """The writer's connection, opened again when the last one was lost (a server
+        restart, a network cut): a long-running handle outlives its connections."""
+        conn = self._conn
+        if conn.closed or conn.broken:
+            with suppress(psycopg.Error):
+                conn.close()
+            log.warning(
+                "postgres log %s: the writer's connection was lost; reconnecting", self.schema
+            )
+            self._conn = conn = migrate.connect(self._dsn, self.schema)
+        return conn
+
+    def _lock(self) -> psycopg.Connection:
+        """Take the writers' lock on the writer's connection; once more on a new one when
+        the connection turns out to be lost (nothing was written, so a retry is safe)."""
+        for attempt in (1, 2):
+            conn = self._writer()
+            try:
+                conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [self._lock_key])
+                conn.commit()
+                return conn
+            except psycopg.Error as exc:
+                lost = migrate.is_lost(exc, conn)
+                with suppress(psycopg.Error):
+                    conn.rollback()
+                if lost and attempt == 1:
+                    continue
+                raise migrate.explain(exc, self.schema, conn) from None
+        raise AssertionError("unreachable")
+
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         """Hold the writers' lock (across processes) for the block, with ``last_seq``
         brought up to what other processes appended before it was taken."""
-        conn = self._conn
-        try:
-            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [self._lock_key])
-            conn.commit()
-        except psycopg.Error as exc:
-            conn.rollback()
-            raise StoreError(
-                f"PostgreSQL log {self.schema}: cannot take the writers' lock ({exc})",
-                "check the database server",
-            ) from None
+        conn = self._lock()
+        self._held = True
         try:
             self.follow()
             yield
         finally:
-            try:
-                conn.rollback()  # a failed statement may have left a transaction open
-                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [self._lock_key])
-                conn.commit()
-            except psycopg.Error as exc:  # a broken session has released it already
-                log.warning("postgres log %s: writers' lock release: %s", self.schema, exc)
+            self._held = False
+            if conn is self._conn and not (conn.closed or conn.broken):
+                try:
+                    conn.rollback()  # a failed statement may have left a transaction open
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [self._lock_key])
+                    conn.commit()
+                except psycopg.Error as exc:  # a broken session has released it already
+                    log.warning("postgres log %s: writers' lock release: %s", self.schema, exc)
+            # else: the session that held the lock is gone, and the lock with it
 
     # -- appending ----------------------------------------------------------------------
     def append(
@@ -239,7 +267,10 @@ class PostgresLog:
             raise StoreError("the log is open read-only", "open the store for writing")
         if not payloads:
             return []
-        conn = self._conn
+        # Under the writers' lock the connection must be the one that holds it: a lost
+        # one fails the append (the next exclusive() opens a new one), never reopened here.
+        conn = self._conn if self._held else self._writer()
+        rows: list[tuple[int, int, bytes]] = []
         try:
             with conn.transaction():
                 if not sync or self.durability == "none":
@@ -250,7 +281,6 @@ class PostgresLog:
                 ).fetchone()
                 assert row is not None
                 first = int(row[0]) - len(payloads) + 1
-                rows: list[tuple[int, int, bytes]] = []
                 for n, payload in enumerate(payloads):
                     body = encode_payload(_ordered(payload, first + n, None))
                     if len(body) > MAX_PAYLOAD:
@@ -264,22 +294,52 @@ class PostgresLog:
                         "INSERT INTO log_records(seq, crc, payload) VALUES (%s, %s, %s)", rows
                     )
         except psycopg.Error as exc:
+            lost = migrate.is_lost(exc, conn)
+            if lost and rows and self._landed(rows):
+                # The commit reached the server before the connection went: the batch
+                # is in the log, once. Failing it would have the caller write it twice.
+                self.last_seq = max(self.last_seq, rows[-1][0])
+                return [(seq, seq) for seq, _, _ in rows]
             for payload in payloads:  # nothing landed: no seq was given out
                 payload.pop("seq", None)
-            raise StoreError(
-                f"append to the PostgreSQL log failed ({exc})", "check the database server"
-            ) from None
+            if lost:
+                raise StoreError(
+                    f"PostgreSQL log {self.schema}: the database connection was lost during "
+                    "the append, which was not written",
+                    migrate.LOST_HINT,
+                ) from None
+            raise migrate.explain(exc, self.schema, conn) from None
         self.last_seq = first + len(payloads) - 1
         return [(first + n, first + n) for n in range(len(payloads))]
+
+    def _landed(self, rows: Sequence[tuple[int, int, bytes]]) -> bool:
+        """Whether the log holds exactly ``rows`` (seq, crc, payload) at their seqs: an
+        append whose connection broke at its commit may have committed. Read on a new
+        connection; False when that cannot be read either."""
+        first, last = rows[0][0], rows[-1][0]
+        try:
+            with self._read() as conn:
+                found = conn.execute(
+                    "SELECT seq, crc, payload FROM log_records WHERE seq BETWEEN %s AND %s"
+                    " ORDER BY seq",
+                    [first, last],
+                ).fetchall()
+        except KredencError:
+            return False
+        return [(int(q), int(c), bytes(p)) for q, c, p in found] == list(rows)
 
     def sync(self) -> None:
         """Make appends committed without waiting for the WAL durable: a transaction
         that commits synchronously flushes the WAL up to its own commit."""
         if self.durability == "none":
             return
-        with self._conn.transaction():
-            self._conn.execute("SET LOCAL synchronous_commit = on")
-            self._conn.execute("SELECT pg_current_xact_id()")
+        conn = self._writer()
+        try:
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = on")
+                conn.execute("SELECT pg_current_xact_id()")
+        except psycopg.Error as exc:
+            raise migrate.explain(exc, self.schema, conn) from None
 
     # -- reading ------------------------------------------------------------------------
     def read(self, offset: int) -> dict[str, Any]:
