@@ -134,6 +134,10 @@ def test_a_role_that_may_not_create_the_extension(
     assert "may not create the extension vector" in err.value.message
     assert "CREATE EXTENSION vector" in err.value.hint and "superuser" in err.value.hint
     assert "t_noext_role" in text
+    # The failed first open took away what it made: the schema and store.json.
+    with psycopg.connect(postgres_server.dsn("t_noext_role")) as conn:
+        assert conn.execute("SELECT to_regnamespace('kredenc')").fetchone() == (None,)
+    assert not (tmp_path / "s" / "store.json").exists()
 
 
 def test_a_role_without_create_on_the_database(

@@ -38,6 +38,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from kredenc.errors import CorruptLog, InvalidInput, KredencError, StoreError
 from kredenc.storage.haystack import (
@@ -113,6 +114,8 @@ class PostgresLog:
         self._held = False  # inside exclusive()
         self._lock_key = f"kredenc-writer:{self.schema}"
         self.recovery = Recovery(end=1)
+        #: Whether this open made the log (a new schema's), not adopted one already there.
+        self.created = False
         try:
             self._reads = migrate.pool(dsn, schema, max_size=READ_POOL)
         except BaseException:
@@ -128,6 +131,26 @@ class PostgresLog:
             self.close()
             raise
 
+    @staticmethod
+    def discard(dsn: str, schema: str, log_id: bytes) -> bool:
+        """Drop ``schema`` if its log is ``log_id`` and holds no record: what a store's
+        creation made, taken away again when the command that made it failed. Whether
+        it was dropped."""
+        ident = sql.Identifier(migrate.check_schema(schema))
+        with migrate.connect(dsn, schema) as conn:
+            try:
+                with conn.transaction():
+                    row = conn.execute(
+                        "SELECT log_id, last_seq FROM log_head FOR UPDATE"
+                    ).fetchone()
+                    if row is None or row[0].bytes != log_id or int(row[1]) != 0:
+                        return False
+                    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident))
+            except psycopg.Error as exc:
+                raise migrate.explain(exc, schema, conn) from None
+        log.info("postgres log %s: the schema a failed command made was dropped", schema)
+        return True
+
     # -- opening and recovery ---------------------------------------------------
     def _open(self) -> None:
         conn = self._conn
@@ -140,10 +163,11 @@ class PostgresLog:
                         "open the store for writing once to create it",
                     )
                 # Two processes creating the store at once: one id wins, both adopt it.
-                conn.execute(
+                made = conn.execute(
                     "INSERT INTO log_head(log_id) VALUES (%s) ON CONFLICT DO NOTHING",
                     [uuid.uuid4()],
                 )
+                self.created = made.rowcount == 1
                 row = conn.execute("SELECT log_id, last_seq FROM log_head").fetchone()
         assert row is not None
         self.log_id: bytes = row[0].bytes
