@@ -130,9 +130,13 @@ class Store:
             if read_only:
                 layout.require_store(self.home)
             log_id, made = backends.create_log(settings)
-            layout.init_store(self.home, embedder.model_id, embedder.dim, log_id)
+            schema = settings.postgres_schema if backends.is_postgres(settings) else None
+            layout.init_store(
+                self.home, embedder.model_id, embedder.dim, log_id, postgres_schema=schema
+            )
             self.made_log = log_id if made else None
         self.meta = layout.read_meta(self.home)
+        layout.check_backend(self.meta, self.home, settings.backend)
         layout.check_model(self.meta, embedder.model_id, embedder.dim)
         # Several processes may write a PostgreSQL store: they take turns under the
         # log's writers' lock (``Log.exclusive``), not one file lock for life.

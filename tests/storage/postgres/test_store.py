@@ -364,3 +364,45 @@ def test_a_failed_creating_command_leaves_no_store_and_no_schema(
     assert not (tmp_path / "second").exists()
     assert schema in _schemas(dsn)
     capsys.readouterr()
+
+
+def test_a_postgres_store_folder_says_where_its_log_is(
+    tmp_path: Path,
+    pg: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """store.json records the backend and the schema (never the DSN); ``init`` on the
+    store is a no-op; without the PostgreSQL settings every command says which are
+    missing, and nothing offers ``init --new-log`` (which would orphan the folder)."""
+    import json
+
+    from kredenc.interfaces.cli import main
+
+    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: HashEmbedder())
+    home = tmp_path / "pgstore"
+
+    def run(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        try:
+            main(["--store", str(home), *args])
+        except SystemExit as exc:
+            return int(exc.code or 0), capsys.readouterr().err
+        return 0, capsys.readouterr().err
+
+    with monkeypatch.context() as env:
+        for key, value in pg.items():
+            env.setenv(f"KREDENC_{key.upper()}", str(value))
+        assert run("remember", "Deploys happen on Tuesdays")[0] == 0
+        assert run("init") == (0, "")
+    meta = json.loads((home / "store.json").read_text())
+    assert meta["backend"] == "postgres" and meta["postgres_schema"] == pg["postgres_schema"]
+    assert pg["postgres_dsn"] not in json.dumps(meta)
+    for args in (("search", "deploys"), ("init",), ("remember", "more")):
+        code, err = run(*args)
+        assert code == 1, (args, err)
+        assert err.count("\n") == 1 and "--new-log" not in err, err
+        assert "KREDENC_BACKEND" in err and "KREDENC_POSTGRES_DSN" in err, err
+        assert pg["postgres_schema"] in err
+    code, err = run("init", "--new-log")
+    assert code in (1, 2) and not (home / layout.LOG_FILE).exists(), err
