@@ -36,7 +36,7 @@ LOST_HINT = "retry; if it keeps failing, check that the PostgreSQL server is run
 _DSN_HINT = (
     "write postgres_dsn (KREDENC_POSTGRES_DSN) as key=value pairs, e.g. "
     "'host=db.internal port=5432 dbname=kredenc user=kredenc' (a value holding spaces "
-    "in single quotes), or as a URL postgresql://kredenc@db.internal/kredenc"
+    "in single quotes), or as a URL postgresql://db.internal:5432/kredenc"
 )
 
 Configure = Callable[[psycopg.Connection], None]
