@@ -37,6 +37,7 @@ from kredenc.interfaces import (
 )
 from kredenc.interfaces.cli_common import (
     CREATED,
+    MADE_LOGS,
     Context,
     add_global_options,
     check_arg_text,
@@ -500,6 +501,7 @@ def main(argv: list[str] | None = None) -> None:
             discard_created_stores()  # a failed write leaves no empty store
         raise
     CREATED.clear()
+    MADE_LOGS.clear()
 
 
 def _main(args: list[str]) -> None:

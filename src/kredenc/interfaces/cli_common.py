@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from kredenc.checks import check_scope_id
-from kredenc.errors import InvalidInput
+from kredenc.errors import InvalidInput, KredencError
 from kredenc.fields import SCOPE_IDS
 from kredenc.interfaces.terminal import escaped_output, json_text
 
@@ -67,6 +67,7 @@ class Context:
         from kredenc.engine import Kredenc
         from kredenc.errors import StoreLocked
         from kredenc.storage import layout
+        from kredenc.storage.backends import discard_log, is_postgres
 
         if self.url:
             return self.client(self.url)
@@ -78,11 +79,19 @@ class Context:
         try:
             # A command is one short process: nothing recalls later to find the model
             # warm (`recall` and `proxy` warm up themselves), and the exit would wait.
-            return Kredenc.open(
+            kb = Kredenc.open(
                 self.store, self.namespace, read_only=read_only, recall_warm_at_open=False
             )
         except StoreLocked as exc:
             return self.through_server(exc)
+        if home in CREATED and is_postgres(kb.store.settings):
+            made = kb.store.made_log
+            MADE_LOGS[home] = (  # an adopted log stays; the new folder only points at it
+                functools.partial(discard_log, kb.store.settings, made)
+                if made is not None
+                else lambda: True
+            )
+        return kb
 
     def client(self, url: str) -> Any:
         """A :class:`kredenc.Client` for ``url`` with the command's API key. A server
@@ -231,6 +240,11 @@ def settings_of(c: Context) -> Any:
 
 #: Store folders this command created (:meth:`Context.open`, writing, the folder new).
 CREATED: list[Path] = []
+#: For each of those whose log another backend keeps (PostgreSQL): what takes away the
+#: log if this command made it (a new schema) and it holds no record
+#: (``backends.discard_log``); whether the folder may go with it (an adopted log stays,
+#: and the folder, which only points at it, goes).
+MADE_LOGS: dict[Path, Callable[[], bool]] = {}
 
 
 def discard_created_stores() -> None:
@@ -247,11 +261,15 @@ def discard_created_stores() -> None:
         try:
             empty_log = log.is_file() and log.stat().st_size <= HEADER_SIZE
             # No log file: another backend keeps the log (PostgreSQL), unless the store
-            # was never made (no store.json either).
-            if empty_log or (home.is_dir() and not layout.is_store(home)):
+            # was never made (no store.json either). A log this command made there goes
+            # if it holds no record, and the folder with it (MADE_LOGS).
+            discard = MADE_LOGS.pop(home, None)
+            made_gone = discard is not None and discard()
+            if empty_log or made_gone or (home.is_dir() and not layout.is_store(home)):
                 shutil.rmtree(home)
-        except OSError:
+        except (KredencError, OSError):
             continue  # best effort: what is left is an empty store, as before
+    MADE_LOGS.clear()
 
 
 def is_remote(kb: Any) -> bool:

@@ -29,6 +29,9 @@ def init(new_log: bool) -> None:
     c = context()
     home = store_home(c)
     log_missing = layout.is_store(home) and not (home / layout.LOG_FILE).exists()
+    if log_missing:  # a PostgreSQL store keeps its log in its schema, not here
+        layout.check_backend(layout.read_meta(home), home, settings_of(c).backend)
+        log_missing = settings_of(c).backend != "postgres"
     if log_missing and not new_log:
         raise StoreError(
             f"{home} has a store.json but its {layout.LOG_FILE} is missing",

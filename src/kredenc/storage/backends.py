@@ -57,16 +57,28 @@ def _postgres_index() -> type[PostgresIndex]:
     return PostgresIndex
 
 
-def create_log(settings: Settings) -> bytes | None:
-    """For a new store: create the backend's empty log and return its id, or None for
-    the file backend (``layout.init_store`` writes the haystack file itself)."""
+def create_log(settings: Settings) -> tuple[bytes | None, bool]:
+    """For a new store: create the backend's empty log; its id (None for the file
+    backend: ``layout.init_store`` writes the haystack file itself) and whether this
+    call made it (False: the schema held a log already, which the store adopts)."""
     if not is_postgres(settings):
-        return None
+        return None, False
     log = open_log(settings, settings.home, read_only=False)
     try:
-        return log.log_id
+        return log.log_id, bool(getattr(log, "created", False))
     finally:
         log.close()
+
+
+def discard_log(settings: Settings, log_id: bytes) -> bool:
+    """Take away a log :func:`create_log` made, if it still holds no record (PostgreSQL:
+    its schema is dropped); whether it was. The file backend's log goes with its
+    folder."""
+    if not is_postgres(settings):
+        return False
+    return _postgres_log().discard(
+        settings.postgres_dsn.get_secret_value(), settings.postgres_schema, log_id
+    )
 
 
 def open_log(settings: Settings, home: Path, *, read_only: bool) -> Log:

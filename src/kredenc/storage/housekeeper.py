@@ -137,6 +137,11 @@ class Housekeeper:
                 group.append(nxt)  # type: ignore[arg-type]
             try:
                 self._write_group(group)
+            except KredencError as exc:  # a known failure (the database went away): one line
+                log.warning("housekeeper: write failed: %s", exc)
+                for req in group:
+                    if not req.future.done():
+                        req.future.set_exception(exc)
             except Exception as exc:
                 log.exception("housekeeper: write failed")
                 for req in group:
@@ -194,7 +199,7 @@ class Housekeeper:
                 hay.durability == "batch" and any(r.batch for r, _ in done)
             ):
                 hay.sync()
-        except OSError as exc:
+        except (KredencError, OSError) as exc:
             for req, _ in done:
                 req.future.set_exception(_as_store_error(exc))
             return
@@ -236,4 +241,6 @@ class Housekeeper:
 def _as_store_error(exc: BaseException) -> KredencError:
     if isinstance(exc, KredencError):
         return exc
-    return StoreError(f"append failed: {exc}", "check the disk and the store directory")
+    if isinstance(exc, OSError):
+        return StoreError(f"append failed: {exc}", "check the disk and the store directory")
+    return StoreError(f"append failed: {exc}", "retry; if it fails again, run 'kredenc check'")

@@ -48,15 +48,23 @@ class StoreMeta:
     model_id: str
     dim: int
     created_at: float
+    #: Where the log lives when not in this folder (``"postgres"``) and its schema;
+    #: None in a file store and in a store.json written before these were recorded.
+    backend: str | None = None
+    postgres_schema: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        raw: dict[str, Any] = {
             "format": self.format,
             "log_id": self.log_id,
             "model_id": self.model_id,
             "dim": self.dim,
             "created_at": self.created_at,
         }
+        if self.backend is not None:  # never the DSN: it is a secret
+            raw["backend"] = self.backend
+            raw["postgres_schema"] = self.postgres_schema
+        return raw
 
 
 def check_directory(home: Path) -> None:
@@ -96,10 +104,18 @@ def missing_store(home: Path) -> StoreError:
     )
 
 
-def init_store(home: Path, model_id: str, dim: int, log_id: bytes | None = None) -> StoreMeta:
+def init_store(
+    home: Path,
+    model_id: str,
+    dim: int,
+    log_id: bytes | None = None,
+    *,
+    postgres_schema: str | None = None,
+) -> StoreMeta:
     """Create a new store directory (or an empty existing one), private to its owner:
     folders 0700, files 0600 (whatever the umask). ``log_id``: the id of a log another
-    backend keeps (PostgreSQL); without one, an empty haystack file is created."""
+    backend keeps (PostgreSQL, in ``postgres_schema``, which store.json records);
+    without one, an empty haystack file is created."""
     check_directory(home)
     if is_store(home):
         return read_meta(home)
@@ -112,7 +128,10 @@ def init_store(home: Path, model_id: str, dim: int, log_id: bytes | None = None)
                 raise missing_store(home)
             log_path.unlink()  # an init that crashed before store.json: nothing was filed
         log_id = Haystack.create(log_path)
-    meta = StoreMeta(STORE_FORMAT, log_id.hex(), model_id, dim, time.time())
+    backend = "postgres" if postgres_schema is not None else None
+    meta = StoreMeta(
+        STORE_FORMAT, log_id.hex(), model_id, dim, time.time(), backend, postgres_schema
+    )
     write_meta(home, meta.to_json())
     return meta
 
@@ -143,6 +162,8 @@ def read_meta(home: Path) -> StoreMeta:
             str(raw["model_id"]),
             int(raw["dim"]),
             float(raw.get("created_at", 0.0)),
+            str(raw["backend"]) if raw.get("backend") else None,
+            str(raw["postgres_schema"]) if raw.get("postgres_schema") else None,
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"{path} is unreadable ({exc})", "restore it from a backup") from None
@@ -153,6 +174,19 @@ def read_meta(home: Path) -> StoreMeta:
             "upgrade kredenc to open this store",
         )
     return meta
+
+
+def check_backend(meta: StoreMeta, home: Path, backend: str) -> None:
+    """Refuse to open a store whose store.json says its log is in PostgreSQL without
+    the settings that reach it (the folder holds no log: a file backend would find
+    none, and a new one would orphan the folder from its schema)."""
+    if meta.backend == "postgres" and backend != "postgres":
+        schema = meta.postgres_schema or "kredenc"
+        raise StoreError(
+            f"{home} is a PostgreSQL store (schema {schema}): its log is not in the folder",
+            "set KREDENC_BACKEND=postgres and KREDENC_POSTGRES_DSN (or backend and "
+            f"postgres_dsn in kredenc.toml), with postgres_schema {schema}",
+        )
 
 
 def check_model(meta: StoreMeta, model_id: str, dim: int) -> None:

@@ -15,6 +15,7 @@ Writes go through the housekeeper, the one writer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import OrderedDict
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kredenc.config import Settings
-from kredenc.errors import StoreError
+from kredenc.errors import KredencError, StoreError
 from kredenc.records import Appended
 from kredenc.records import now as wall_clock
 from kredenc.storage import backends, layout, locks, redis_sessions, repair
@@ -121,12 +122,21 @@ class Store:
         #: Every call passes it (``with store.gate:``); close() waits for those in flight.
         self.gate = CallGate()
         layout.check_directory(self.home)
+        #: The id of the log this open made in another backend (a new PostgreSQL
+        #: schema's), else None: ``backends.discard_log`` takes it away if the command
+        #: that made it fails.
+        self.made_log: bytes | None = None
         if not layout.is_store(self.home):
             if read_only:
                 layout.require_store(self.home)
-            log_id = backends.create_log(settings)
-            layout.init_store(self.home, embedder.model_id, embedder.dim, log_id)
+            log_id, made = backends.create_log(settings)
+            schema = settings.postgres_schema if backends.is_postgres(settings) else None
+            layout.init_store(
+                self.home, embedder.model_id, embedder.dim, log_id, postgres_schema=schema
+            )
+            self.made_log = log_id if made else None
         self.meta = layout.read_meta(self.home)
+        layout.check_backend(self.meta, self.home, settings.backend)
         layout.check_model(self.meta, embedder.model_id, embedder.dim)
         # Several processes may write a PostgreSQL store: they take turns under the
         # log's writers' lock (``Log.exclusive``), not one file lock for life.
@@ -148,8 +158,14 @@ class Store:
                     self._catch_up()
                 self._housekeeper = Housekeeper(self.haystack, self.index, self.embed_many)
         except BaseException:
+            for part in ("index", "haystack"):  # what opened before the failure
+                opened = self.__dict__.get(part)
+                if opened is not None:
+                    with contextlib.suppress(Exception):
+                        opened.close()
             if self._lock is not None:
                 self._lock.release()
+            self._discard_made()
             raise
         #: A query's vector, cached (an LRU of ``QUERY_CACHE`` queries). Not gated: it
         #: touches no store file (a late embedding may finish on a worker after close).
@@ -233,6 +249,17 @@ class Store:
         return self.haystack.shared
 
     # -- the index --------------------------------------------------------------
+    def _discard_made(self) -> None:
+        """After a first open failed: take away the log it made in another backend and
+        the ``store.json`` pointing at it (best effort; the failure is what is raised)."""
+        if self.made_log is None:
+            return
+        try:
+            if backends.discard_log(self.settings, self.made_log):
+                (self.home / layout.META_FILE).unlink(missing_ok=True)
+        except (KredencError, OSError) as exc:
+            log.warning("%s: could not take away the new store's log (%s)", self.home, exc)
+
     def _open_index(self) -> Index:
         postgres = backends.is_postgres(self.settings)
         if self.read_only and not postgres and not (self.home / layout.INDEX_FILE).exists():

@@ -135,7 +135,14 @@ class PostgresServer:
             cwd=self.root,
             **as_user,
         )
-        self._log = (self.root / "server.log").open("wb")
+        self._launch()
+        return self
+
+    def _launch(self) -> None:
+        """Start the server on the data directory :meth:`start` made; wait until ready."""
+        bindir = binaries()
+        assert bindir is not None
+        self._log = (self.root / "server.log").open("ab")
         self._proc = subprocess.Popen(
             [
                 str(bindir / "postgres"),
@@ -159,10 +166,15 @@ class PostgresServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             cwd=self.root,
-            **as_user,
+            **_run_as(),
         )
         self._wait_ready()
-        return self
+
+    def restart(self) -> None:
+        """Stop the server (a fast shutdown: every client is cut off) and start it again
+        on the same data directory and port, as an operator's restart does."""
+        self._halt()
+        self._launch()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + _START_TIMEOUT
@@ -221,6 +233,10 @@ class PostgresServer:
 
     def stop(self) -> None:
         """Stop the server (a fast shutdown) and delete its data directory."""
+        self._halt()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _halt(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGINT)  # "fast" shutdown: clients are cut off
@@ -232,7 +248,6 @@ class PostgresServer:
         if self._log is not None:
             self._log.close()
             self._log = None
-        shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> PostgresServer:
         return self.start()

@@ -167,3 +167,69 @@ def test_the_writers_lock_keeps_another_process_out(pg: dict[str, Any], tmp_path
     finally:
         one.close()
         two.close()
+
+
+# -- the server restarts under an open store ----------------------------------------------
+def test_a_store_writes_and_searches_on_after_the_server_restarts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every connection the handle holds is cut by the restart: the pooled ones are
+    replaced as they are taken, the writer's is opened again. At most the first write
+    after the cut fails, with a StoreError that says the connection was lost; every
+    acknowledged write is in the log once, and nothing logs a traceback."""
+    from kredenc.errors import StoreError
+    from kredenc.testing.postgres import PostgresServer
+
+    with PostgresServer() as server:
+        dsn = server.create_app_database("kredenc_restart", role="kredenc")
+        with Kredenc.open(
+            tmp_path / "s",
+            embedder=HashEmbedder(),
+            backend="postgres",
+            postgres_dsn=dsn,
+            postgres_schema="rs",
+            durability="none",
+        ) as kb:
+            acked = [kb.remember("a garden note before the first restart").id]
+            failed: list[StoreError] = []
+            for restart in range(2):
+                server.restart()
+                assert [h.id for h in kb.search("garden note", k=50)]  # reads come back
+                for n in range(3):
+                    try:
+                        acked.append(kb.remember(f"garden note {n} after restart {restart}").id)
+                    except StoreError as exc:
+                        failed.append(exc)
+            assert len(failed) <= 2, [str(f) for f in failed]  # one per restart at most
+            for exc in failed:
+                assert "connection" in exc.message and "disk" not in exc.hint
+            assert len(acked) >= 5
+            found = [h.id for h in kb.search("garden note", k=50)]
+            assert sorted(found) == sorted(acked)
+            assert kb.stats()["records"] == len(acked)
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+def test_an_append_on_a_lost_connection_fails_once_then_the_log_reconnects(
+    pg: dict[str, Any],
+) -> None:
+    import psycopg
+
+    from kredenc.errors import StoreError
+
+    dsn, schema = pg["postgres_dsn"], pg["postgres_schema"]
+    log = PostgresLog(dsn, schema)
+    try:
+        log.append([{"op": "put", "id": "a"}])
+        pid = log._conn.info.backend_pid
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
+        with pytest.raises(StoreError) as err:
+            log.append([{"op": "put", "id": "b"}])
+        assert "connection was lost" in err.value.message and "disk" not in err.value.hint
+        assert log.append([{"op": "put", "id": "c"}]) == [(2, 2)]  # no gap, nothing doubled
+        with log.exclusive():  # the lock is taken on the new connection
+            assert log.append([{"op": "put", "id": "d"}]) == [(3, 3)]
+        assert [r.payload["id"] for r in log.iter_from()] == ["a", "c", "d"]
+    finally:
+        log.close()

@@ -325,3 +325,84 @@ def test_a_rebuild_that_fails_keeps_the_old_index(
         late = a.remember("green tea at four").id
         assert a.rebuild()["records"] == 3
         assert {h.id for h in a.search("tea", k=3, mode="lexical")} == {ids[0], late}
+
+
+def _schemas(dsn: str) -> set[str]:
+    with migrate.connect(dsn, "public") as conn:
+        return {str(r[0]) for r in conn.execute("SELECT nspname FROM pg_namespace")}
+
+
+def test_a_failed_creating_command_leaves_no_store_and_no_schema(
+    tmp_path: Path,
+    pg: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What a failed command created is taken away: the folder, and the schema it made
+    (never a schema whose log it only adopted)."""
+    from kredenc.interfaces.cli import main
+
+    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: HashEmbedder())
+    for key, value in pg.items():
+        monkeypatch.setenv(f"KREDENC_{key.upper()}", str(value))
+    schema, dsn = pg["postgres_schema"], pg["postgres_dsn"]
+
+    def run(home: Path, *args: str) -> int:
+        try:
+            main(["--store", str(home), *args])
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        return 0
+
+    assert run(tmp_path / "new", "remember", "") == 2
+    assert not (tmp_path / "new").exists()
+    assert schema not in _schemas(dsn)
+    # A schema that holds another store's (empty) log is adopted, and kept.
+    with Kredenc.open(tmp_path / "first", embedder=HashEmbedder(), **pg):
+        pass
+    assert run(tmp_path / "second", "remember", "") == 2
+    assert not (tmp_path / "second").exists()
+    assert schema in _schemas(dsn)
+    capsys.readouterr()
+
+
+def test_a_postgres_store_folder_says_where_its_log_is(
+    tmp_path: Path,
+    pg: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """store.json records the backend and the schema (never the DSN); ``init`` on the
+    store is a no-op; without the PostgreSQL settings every command says which are
+    missing, and nothing offers ``init --new-log`` (which would orphan the folder)."""
+    import json
+
+    from kredenc.interfaces.cli import main
+
+    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: HashEmbedder())
+    home = tmp_path / "pgstore"
+
+    def run(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        try:
+            main(["--store", str(home), *args])
+        except SystemExit as exc:
+            return int(exc.code or 0), capsys.readouterr().err
+        return 0, capsys.readouterr().err
+
+    with monkeypatch.context() as env:
+        for key, value in pg.items():
+            env.setenv(f"KREDENC_{key.upper()}", str(value))
+        assert run("remember", "Deploys happen on Tuesdays")[0] == 0
+        assert run("init") == (0, "")
+    meta = json.loads((home / "store.json").read_text())
+    assert meta["backend"] == "postgres" and meta["postgres_schema"] == pg["postgres_schema"]
+    assert pg["postgres_dsn"] not in json.dumps(meta)
+    for args in (("search", "deploys"), ("init",), ("remember", "more")):
+        code, err = run(*args)
+        assert code == 1, (args, err)
+        assert err.count("\n") == 1 and "--new-log" not in err, err
+        assert "KREDENC_BACKEND" in err and "KREDENC_POSTGRES_DSN" in err, err
+        assert pg["postgres_schema"] in err
+    code, err = run("init", "--new-log")
+    assert code in (1, 2) and not (home / layout.LOG_FILE).exists(), err

@@ -41,7 +41,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from kredenc.errors import StoreError
+from kredenc.errors import KredencError, StoreError
 from kredenc.storage.index import projector
 from kredenc.storage.index.filters import Filters
 from kredenc.storage.index.lexical import MAX_SCORED, Phrase
@@ -91,8 +91,8 @@ def _rescored(rows: Sequence[Any], query: F32, k: int) -> list[tuple[int, float]
     return [(int(ids[i]), float(scores[i])) for i in order]
 
 
-def _error(exc: psycopg.Error) -> StoreError:
-    return StoreError(f"PostgreSQL index: {exc}".strip(), "check the database server")
+def _error(exc: psycopg.Error, schema_name: str) -> KredencError:
+    return migrate.explain(exc, schema_name, what="index")
 
 
 # How long the swap of a rebuilt index waits for a table lock before it lets go and
@@ -146,8 +146,12 @@ class PostgresIndex(IndexReads):
             dsn, path, max_size=pool_size, configure=register_vector, also=also
         )
         self._closed = False
-        self._stems = self._lexemes()
-        self._terms = self._has_terms()
+        try:
+            self._stems = self._lexemes()
+            self._terms = self._has_terms()
+        except BaseException:
+            self.close()
+            raise
 
     @staticmethod
     def drop(dsn: str, schema_name: str) -> None:
@@ -250,7 +254,7 @@ class PostgresIndex(IndexReads):
                     )
                 yield conn
         except psycopg.Error as exc:
-            raise _error(exc) from None
+            raise _error(exc, self.schema) from None
 
     def close(self) -> None:
         if self._closed:
@@ -469,7 +473,7 @@ class PostgresIndex(IndexReads):
                     deadline=deadline,
                 )
         except psycopg.Error as exc:
-            raise _error(exc) from None
+            raise _error(exc, self.schema) from None
 
     def corrections(self, ns: str, words: Sequence[str], filters: Filters) -> dict[str, str]:
         """Each of ``words`` that no card holds, mapped to the word one typo away that
@@ -580,7 +584,7 @@ class PostgresIndex(IndexReads):
                     " WHERE key = 'cards' ON CONFLICT (key) DO UPDATE SET value = excluded.value"
                 )
         except psycopg.Error as exc:
-            raise _error(exc) from None
+            raise _error(exc, self.schema) from None
         return time.perf_counter() - started
 
     def _counts(self, *keys: str) -> list[int]:

@@ -34,12 +34,13 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
-from kredenc.errors import CorruptLog, InvalidInput, StoreError
+from kredenc.errors import CorruptLog, InvalidInput, KredencError, StoreError
 from kredenc.storage.haystack import (
     DURABILITIES,
     MAX_PAYLOAD,
@@ -108,9 +109,13 @@ class PostgresLog:
         self.writable = writable
         if writable:
             migrate.migrate(dsn, schema, STEPS)
+        self._dsn = dsn
         self._conn = migrate.connect(dsn, schema)
+        self._held = False  # inside exclusive()
         self._lock_key = f"kredenc-writer:{self.schema}"
         self.recovery = Recovery(end=1)
+        #: Whether this open made the log (a new schema's), not adopted one already there.
+        self.created = False
         try:
             self._reads = migrate.pool(dsn, schema, max_size=READ_POOL)
         except BaseException:
@@ -118,9 +123,33 @@ class PostgresLog:
             raise
         try:
             self._open()
+        except psycopg.Error as exc:
+            error = migrate.explain(exc, self.schema, self._conn)
+            self.close()
+            raise error from None
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def discard(dsn: str, schema: str, log_id: bytes) -> bool:
+        """Drop ``schema`` if its log is ``log_id`` and holds no record: what a store's
+        creation made, taken away again when the command that made it failed. Whether
+        it was dropped."""
+        ident = sql.Identifier(migrate.check_schema(schema))
+        with migrate.connect(dsn, schema) as conn:
+            try:
+                with conn.transaction():
+                    row = conn.execute(
+                        "SELECT log_id, last_seq FROM log_head FOR UPDATE"
+                    ).fetchone()
+                    if row is None or row[0].bytes != log_id or int(row[1]) != 0:
+                        return False
+                    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident))
+            except psycopg.Error as exc:
+                raise migrate.explain(exc, schema, conn) from None
+        log.info("postgres log %s: the schema a failed command made was dropped", schema)
+        return True
 
     # -- opening and recovery ---------------------------------------------------
     def _open(self) -> None:
@@ -134,10 +163,11 @@ class PostgresLog:
                         "open the store for writing once to create it",
                     )
                 # Two processes creating the store at once: one id wins, both adopt it.
-                conn.execute(
+                made = conn.execute(
                     "INSERT INTO log_head(log_id) VALUES (%s) ON CONFLICT DO NOTHING",
                     [uuid.uuid4()],
                 )
+                self.created = made.rowcount == 1
                 row = conn.execute("SELECT log_id, last_seq FROM log_head").fetchone()
         assert row is not None
         self.log_id: bytes = row[0].bytes
@@ -199,30 +229,56 @@ class PostgresLog:
         return self.last_seq + 1
 
     # -- the writers' lock ---------------------------------------------------------------
+    def _writer(self) -> psycopg.Connection:
+        """The writer's connection, opened again when the last one was lost (a server
+        restart, a network cut): a long-running handle outlives its connections."""
+        conn = self._conn
+        if conn.closed or conn.broken:
+            with suppress(psycopg.Error):
+                conn.close()
+            log.warning(
+                "postgres log %s: the writer's connection was lost; reconnecting", self.schema
+            )
+            self._conn = conn = migrate.connect(self._dsn, self.schema)
+        return conn
+
+    def _lock(self) -> psycopg.Connection:
+        """Take the writers' lock on the writer's connection; once more on a new one when
+        the connection turns out to be lost (nothing was written, so a retry is safe)."""
+        for attempt in (1, 2):
+            conn = self._writer()
+            try:
+                conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [self._lock_key])
+                conn.commit()
+                return conn
+            except psycopg.Error as exc:
+                lost = migrate.is_lost(exc, conn)
+                with suppress(psycopg.Error):
+                    conn.rollback()
+                if lost and attempt == 1:
+                    continue
+                raise migrate.explain(exc, self.schema, conn) from None
+        raise AssertionError("unreachable")
+
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         """Hold the writers' lock (across processes) for the block, with ``last_seq``
         brought up to what other processes appended before it was taken."""
-        conn = self._conn
-        try:
-            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [self._lock_key])
-            conn.commit()
-        except psycopg.Error as exc:
-            conn.rollback()
-            raise StoreError(
-                f"PostgreSQL log {self.schema}: cannot take the writers' lock ({exc})",
-                "check the database server",
-            ) from None
+        conn = self._lock()
+        self._held = True
         try:
             self.follow()
             yield
         finally:
-            try:
-                conn.rollback()  # a failed statement may have left a transaction open
-                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [self._lock_key])
-                conn.commit()
-            except psycopg.Error as exc:  # a broken session has released it already
-                log.warning("postgres log %s: writers' lock release: %s", self.schema, exc)
+            self._held = False
+            if conn is self._conn and not (conn.closed or conn.broken):
+                try:
+                    conn.rollback()  # a failed statement may have left a transaction open
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [self._lock_key])
+                    conn.commit()
+                except psycopg.Error as exc:  # a broken session has released it already
+                    log.warning("postgres log %s: writers' lock release: %s", self.schema, exc)
+            # else: the session that held the lock is gone, and the lock with it
 
     # -- appending ----------------------------------------------------------------------
     def append(
@@ -235,7 +291,10 @@ class PostgresLog:
             raise StoreError("the log is open read-only", "open the store for writing")
         if not payloads:
             return []
-        conn = self._conn
+        # Under the writers' lock the connection must be the one that holds it: a lost
+        # one fails the append (the next exclusive() opens a new one), never reopened here.
+        conn = self._conn if self._held else self._writer()
+        rows: list[tuple[int, int, bytes]] = []
         try:
             with conn.transaction():
                 if not sync or self.durability == "none":
@@ -246,7 +305,6 @@ class PostgresLog:
                 ).fetchone()
                 assert row is not None
                 first = int(row[0]) - len(payloads) + 1
-                rows: list[tuple[int, int, bytes]] = []
                 for n, payload in enumerate(payloads):
                     body = encode_payload(_ordered(payload, first + n, None))
                     if len(body) > MAX_PAYLOAD:
@@ -260,22 +318,52 @@ class PostgresLog:
                         "INSERT INTO log_records(seq, crc, payload) VALUES (%s, %s, %s)", rows
                     )
         except psycopg.Error as exc:
+            lost = migrate.is_lost(exc, conn)
+            if lost and rows and self._landed(rows):
+                # The commit reached the server before the connection went: the batch
+                # is in the log, once. Failing it would have the caller write it twice.
+                self.last_seq = max(self.last_seq, rows[-1][0])
+                return [(seq, seq) for seq, _, _ in rows]
             for payload in payloads:  # nothing landed: no seq was given out
                 payload.pop("seq", None)
-            raise StoreError(
-                f"append to the PostgreSQL log failed ({exc})", "check the database server"
-            ) from None
+            if lost:
+                raise StoreError(
+                    f"PostgreSQL log {self.schema}: the database connection was lost during "
+                    "the append, which was not written",
+                    migrate.LOST_HINT,
+                ) from None
+            raise migrate.explain(exc, self.schema, conn) from None
         self.last_seq = first + len(payloads) - 1
         return [(first + n, first + n) for n in range(len(payloads))]
+
+    def _landed(self, rows: Sequence[tuple[int, int, bytes]]) -> bool:
+        """Whether the log holds exactly ``rows`` (seq, crc, payload) at their seqs: an
+        append whose connection broke at its commit may have committed. Read on a new
+        connection; False when that cannot be read either."""
+        first, last = rows[0][0], rows[-1][0]
+        try:
+            with self._read() as conn:
+                found = conn.execute(
+                    "SELECT seq, crc, payload FROM log_records WHERE seq BETWEEN %s AND %s"
+                    " ORDER BY seq",
+                    [first, last],
+                ).fetchall()
+        except KredencError:
+            return False
+        return [(int(q), int(c), bytes(p)) for q, c, p in found] == list(rows)
 
     def sync(self) -> None:
         """Make appends committed without waiting for the WAL durable: a transaction
         that commits synchronously flushes the WAL up to its own commit."""
         if self.durability == "none":
             return
-        with self._conn.transaction():
-            self._conn.execute("SET LOCAL synchronous_commit = on")
-            self._conn.execute("SELECT pg_current_xact_id()")
+        conn = self._writer()
+        try:
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = on")
+                conn.execute("SELECT pg_current_xact_id()")
+        except psycopg.Error as exc:
+            raise migrate.explain(exc, self.schema, conn) from None
 
     # -- reading ------------------------------------------------------------------------
     def read(self, offset: int) -> dict[str, Any]:
@@ -359,9 +447,7 @@ class PostgresLog:
             with self._reads.connection() as conn:
                 yield conn
         except psycopg.Error as exc:
-            raise StoreError(
-                f"PostgreSQL log {self.schema}: read failed ({exc})", "check the database server"
-            ) from None
+            raise migrate.explain(exc, self.schema) from None
 
     def close(self) -> None:
         self._reads.close()
