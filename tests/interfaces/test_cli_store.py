@@ -129,6 +129,8 @@ def test_a_missing_log_is_named_and_init_new_log_works(built: dict[str, Any]) ->
     assert init.returncode == 1
     for line in (opened, init_line):
         assert "init --new-log" in line
+        # a PostgreSQL store made before store.json named its backend looks the same
+        assert "KREDENC_BACKEND=postgres" in line
     fresh = kredenc(*_hint_command(opened))
     assert fresh.returncode == 0, fresh.stderr
     assert kredenc("--store", str(work), "remember", "a new start").returncode == 0

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from kredenc.interfaces.cli_common import Context, context, json_option, setting
 def init(new_log: bool) -> None:
     """Create a store (a directory) if it does not exist."""
     from kredenc.storage import layout, repair
+    from kredenc.storage.haystack import missing_log_hint
 
     c = context()
     home = store_home(c)
@@ -35,9 +35,7 @@ def init(new_log: bool) -> None:
     if log_missing and not new_log:
         raise StoreError(
             f"{home} has a store.json but its {layout.LOG_FILE} is missing",
-            f"restore {layout.LOG_FILE} from a backup, or run 'kredenc --store "
-            f"{shlex.quote(str(home))} init --new-log' to start an empty log (the old "
-            "records are lost)",
+            missing_log_hint(home / layout.LOG_FILE),
         )
     if new_log and not log_missing:
         raise InvalidInput(

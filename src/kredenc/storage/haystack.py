@@ -268,7 +268,8 @@ def missing_log_hint(path: Path) -> str:
     home = shlex.quote(str(path.parent))
     return (
         f"restore {path.name} from a backup, or run 'kredenc --store {home} init --new-log' "
-        "to start an empty log in this store (its records are lost)"
+        "to start an empty log in this store (its records are lost); if its log is in "
+        "PostgreSQL, set KREDENC_BACKEND=postgres and KREDENC_POSTGRES_DSN instead"
     )
 
 
