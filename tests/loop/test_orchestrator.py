@@ -223,6 +223,17 @@ def test_no_answer_text_fails_with_the_reason_and_a_hint(open_loop: Open) -> Non
     assert err.value.hint
 
 
+def test_a_blank_answer_text_is_no_answer(open_loop: Open) -> None:
+    class Blank(Generate):
+        def run(self, mind: Mind, services: Services) -> ToolResult:
+            mind.write("generate.text", " \n ")
+            return ToolResult()
+
+    with open_loop() as kb, pytest.raises(KredencError) as err:
+        answer(kb, [Decide(), Retrieve(), Blank()], k=4)
+    assert err.value.message == "the answer could not be built: generate wrote an empty answer"
+
+
 def test_promised_keys_that_are_missing_are_named(open_loop: Open) -> None:
     with open_loop() as kb:
         got = answer(kb, [Decide(), Retrieve(), Generate(), Judge()], "hello", k=4)

@@ -20,8 +20,8 @@ previous iteration's answer stands. The orchestrator knows no
 tool by name: it reads the pipeline and the contract's keys.
 **validate**: every key the pipeline's tools declare in ``writes`` should be on the
 mind (a missing one is named in ``Answer.meta["missing"]``); without an answer text
-(``generate.text``) the answer cannot be built, and the ask fails with the failed
-steps' notes in the message.
+(``generate.text``, blank counting as missing) the answer cannot be built, and the
+ask fails with the failed steps' notes in the message.
 **communicate**: the :class:`~kredenc.loop.answer.Answer` from the contract's keys.
 """
 
@@ -258,12 +258,15 @@ def _iterate(
 
 def validate(tools: Sequence[Tool], run: Run) -> list[str]:
     """The keys the pipeline's tools promise (``Tool.writes``) that are not on the mind;
-    raises when the answer text is missing (the answer cannot be built)."""
+    raises when the answer text is missing or blank (the answer cannot be built)."""
     present = set(run.mind.list_keys())
     missing = [k for tool in tools for k in tool.writes if k not in present]
     text = run.mind.read(TEXT, None)
-    if not isinstance(text, str):
-        why = "; ".join(run.failures) or f"no tool of the pipeline wrote {TEXT!r}"
+    if not isinstance(text, str) or not text.strip():  # a blank answer is none
+        if isinstance(text, str):
+            why = f"{TEXT.partition('.')[0]} wrote an empty answer"
+        else:
+            why = "; ".join(run.failures) or f"no tool of the pipeline wrote {TEXT!r}"
         raise KredencError(
             f"the answer could not be built: {why}",
             "see the log for the failed tool (kredenc -v), or check the agent's pipeline",
