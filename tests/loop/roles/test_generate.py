@@ -11,9 +11,13 @@ import pytest
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.loop.answer import Citation
+from kredenc.loop.cache import cache_for
 from kredenc.loop.roles.generate import NOT_FOUND, SYSTEM, Generate, extract
+from kredenc.providers.llm.openai import OpenAICompatLLM
 from kredenc.recall import render
 from kredenc.records import Hit
+from kredenc.testing.chat_server import chat_completions_route
+from kredenc.testing.openai_server import LoopbackServer
 
 from .answer_side import TinyLLM, filled, mind_for, services
 
@@ -126,6 +130,39 @@ def test_llm_stream_goes_through_llm_stream(kb: Kredenc) -> None:
     svc.options["on_delta"] = got.append
     Generate().run(mind, svc)
     assert got == ["Eight [1]."] and mind.read("generate.text") == "Eight [1]."
+
+
+def test_an_empty_llm_reply_is_answered_by_the_rules_and_not_cached(kb: Kredenc) -> None:
+    """An empty reply is the LLM failing: the rules answer, and once the LLM recovers the
+    same ask reaches it (the empty reply was not cached)."""
+    replies = ["", "Eight heads [1]."]
+    with LoopbackServer() as server:
+        server.route("POST", "/v1/chat/completions", chat_completions_route(lambda _b: replies[0]))
+        with OpenAICompatLLM(server.base_url, "fake") as llm:
+
+            def ask() -> tuple[str, str]:
+                svc = services(kb, llm, role_generate="llm")
+                svc.cache = cache_for(kb.store)
+                mind = mind_for(kb, "How many attention heads?", k=1)
+                result = Generate().run(mind, svc)
+                return mind.read("generate.text"), result.note
+
+            text, note = ask()
+            assert text.strip() and "8" in text and "empty reply" in note
+            replies.pop(0)  # the server recovers
+            assert ask() == ("Eight heads [1].", "1 cited of 1 given")
+        assert len(server.requests) == 2
+
+
+def test_an_empty_streamed_reply_is_answered_by_the_rules(kb: Kredenc) -> None:
+    got: list[str] = []
+    mind = mind_for(kb, "How many attention heads?", k=1)
+    mind.write("ask.options", {"stream": True})
+    svc = services(kb, TinyLLM(""), role_generate="llm")
+    svc.options["on_delta"] = got.append
+    result = Generate().run(mind, svc)
+    assert "empty reply" in result.note
+    assert "".join(got) == mind.read("generate.text") and "8" in mind.read("generate.text")
 
 
 def test_llm_role_without_an_llm_says_what_to_do(kb: Kredenc) -> None:

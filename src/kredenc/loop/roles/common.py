@@ -65,6 +65,7 @@ from kredenc.errors import InvalidInput, ProviderError
 from kredenc.loop.cache import cached_role, hits_part
 from kredenc.loop.roles import text
 from kredenc.loop.tool import Services, Tool, ToolResult
+from kredenc.providers.llm.structured import check_reply
 from kredenc.recall import render
 from kredenc.records import Hit
 from kredenc.retrieve import query as querying
@@ -210,11 +211,7 @@ def llm_json(
     """One JSON-object reply to ``system`` + ``user`` under ``schema``."""
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     done = cached_complete(services, messages, schema=schema)
-    if not isinstance(done.data, dict):
-        raise ProviderError(
-            f"the LLM {services.llm.describe()} returned no JSON object",
-            "use a model that follows a JSON schema, or set this role to 'rules'",
-        )
+    check_reply(done, services.llm.describe(), schema)
     return done.data, done
 
 

@@ -29,6 +29,8 @@ data_block`). With
 ``ask.options["stream"]`` the reply streams through ``LLM.stream`` and each delta is
 handed to ``services.options["on_delta"]`` when that is a callable (the rules hand
 their whole text to it once; a later iteration's changed answer follows as a revision).
+A reply without a word (empty) is the LLM failing (``ProviderError``): the rules
+answer instead, and the operation cache never keeps it.
 
 When ``decide.retrieve`` is False the reply is conversational and makes no claim (the
 rules: a short reply to a greeting or thanks; the LLM: a brief reply told to state no
@@ -65,6 +67,8 @@ from kredenc.loop.roles.common import (
     skipped,
 )
 from kredenc.loop.tool import Services, ToolResult
+from kredenc.providers.llm.base import Completion
+from kredenc.providers.llm.structured import check_reply
 from kredenc.records import Hit
 
 if TYPE_CHECKING:
@@ -510,12 +514,13 @@ class Generate(RoleTool):
             stream = services.llm.stream(messages, temperature=0.0)
             for delta in stream:
                 sink(delta)
-            done = stream.completion
+            done = check_reply(
+                stream.completion or Completion("", services.llm.model), services.llm.describe()
+            )
         else:
             done = cached_complete(services, messages)
-        text = done.text.strip() if done is not None else ""
+        text = done.text.strip()
         cited = {int(n) for group in _MARKER.findall(text) for n in group.split(",")}
         cites = [citation(n, hit) for n, hit in enumerate(given, 1) if n in cited]
         self._write(mind, text, cites, [h.text for h in given], abstained=not retrieve)
-        result = ToolResult(note=f"{len(cites)} cited of {len(given)} given")
-        return charge(result, done) if done is not None else result
+        return charge(ToolResult(note=f"{len(cites)} cited of {len(given)} given"), done)
