@@ -117,6 +117,20 @@ def test_errors_are_one_line(store: str, capsys: pytest.CaptureFixture[str]) -> 
     assert (code, err) == (2, "error: the question is empty (ask something)\n")
 
 
+def test_a_role_set_to_llm_without_an_llm_is_one_line_and_exit_2(
+    store: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KREDENC_TOOLS_DIR")  # the shipped roles, not the test tools
+    monkeypatch.setenv("KREDENC_LLM_PROVIDER", "none")
+    monkeypatch.setenv("KREDENC_ROLE_GENERATE", "llm")
+    code, out, err = run(capsys, "--store", store, "ask", "where was the needle found")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: role_generate is 'llm' but no LLM is configured "
+        "(configure an LLM, or set role_generate = 'rules')\n"
+    )
+
+
 def test_the_card_names_the_band_and_a_hallucination() -> None:
     from kredenc.grounding.base import Evaluation
     from kredenc.interfaces.cli_ask import _card

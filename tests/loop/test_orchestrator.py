@@ -3,6 +3,7 @@ failed tools in the trace, each tool's namespace on the mind, spans, and the Ans
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.errors import KredencError
+from kredenc.errors import InvalidInput, KredencError, MissingExtra
 from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer
 from kredenc.loop.mind import Mind
@@ -202,6 +203,40 @@ def test_a_failing_tool_is_a_failed_step_and_the_answer_still_comes(open_loop: O
     assert (judge.tool, judge.status) == ("judge", "failed")
     assert judge.note == "RuntimeError: the judge fell over"
     assert got.evaluation is None and "needle" in got.text
+
+
+def test_a_failing_tool_is_one_warning_line_and_its_traceback_only_when_verbose(
+    open_loop: Open, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools = [Decide(), Retrieve(), Generate(), Boom(), Reflect()]
+    with open_loop() as kb:
+        caplog.set_level(logging.WARNING)
+        answer(kb, tools, k=4)
+        (record,) = [r for r in caplog.records if r.name == "kredenc.loop.orchestrator"]
+        assert record.levelno == logging.WARNING and not record.exc_info
+        assert record.getMessage() == "tool judge failed: RuntimeError: the judge fell over"
+        caplog.clear()
+        caplog.set_level(logging.INFO)  # kredenc -v
+        answer(kb, tools, k=4)
+        (record,) = [r for r in caplog.records if r.name == "kredenc.loop.orchestrator"]
+        assert record.exc_info and record.exc_info[0] is RuntimeError
+
+
+@pytest.mark.parametrize("error", [InvalidInput("role_x is 'llm' but no LLM is configured"),
+                                   MissingExtra("the onnx reranker", "onnx")])  # fmt: skip
+def test_a_users_configuration_error_in_a_tool_is_the_asks_error(
+    open_loop: Open, error: KredencError
+) -> None:
+    """A wrong setting is the user's to fix: the ask fails with that one line (the
+    CLI's exit 2 for InvalidInput), not with a failed step and a traceback."""
+
+    class Misconfigured(Retrieve):
+        def run(self, mind: Mind, services: Services) -> ToolResult:
+            raise error
+
+    with open_loop() as kb, pytest.raises(type(error)) as err:
+        answer(kb, [Decide(), Misconfigured(), Generate()], k=4)
+    assert err.value is error
 
 
 def test_a_tool_may_write_only_under_its_own_name(open_loop: Open) -> None:

@@ -7,7 +7,9 @@ ends.
 **execute**: the pipeline's tools run in order, each inside a tracing span when a
 tracer is set, each timed into a :class:`~kredenc.loop.answer.Step`. A tool that
 raises becomes a ``failed`` step (the tools after it see its outputs missing and
-skip); a tool may write only under its own name (a write elsewhere fails it).
+skip), one WARNING line (the traceback with INFO on: ``kredenc -v``), except for
+``InvalidInput`` and ``MissingExtra``, a user's setting to fix, which fail the ask as
+they are; a tool may write only under its own name (a write elsewhere fails it).
 **iterate**: after the last tool, when ``reflect.sufficient`` was written False this
 iteration, iterations are left and progress was made (new chunks in
 ``retrieve.chunks`` or a higher ``judge.evaluation`` confidence), the tools from the
@@ -34,7 +36,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from kredenc.errors import KredencError
+from kredenc.errors import InvalidInput, KredencError, MissingExtra
 from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer, ChunkVerdict, Citation, Step
 from kredenc.loop.cache import Tally, counting, one_ask
@@ -148,8 +150,9 @@ def _tool_result(
     tool: Tool, mind: Mind, services: Services, written: set[str], tally: Tally
 ) -> ToolResult:
     """The tool's run on its view of the mind, with the cache's hits and misses it
-    made (what ``tally``, the run's count, gained meanwhile); whatever it raises is a
-    ``failed`` result."""
+    made (what ``tally``, the run's count, gained meanwhile). ``InvalidInput`` and
+    ``MissingExtra`` (a wrong setting, an extra not installed) pass through: the ask
+    fails with that one line. Whatever else it raises is a ``failed`` result."""
     hits, misses = tally.hits, tally.misses
     try:
         result = tool.run(ToolMind(mind, tool.name, written), services)
@@ -157,10 +160,18 @@ def _tool_result(
             raise TypeError(f"run() returned {type(result).__name__}, not a ToolResult")
         result.cache_hits += tally.hits - hits
         result.cache_misses += tally.misses - misses
-    # A tool is plugin code: whatever it raises becomes a failed step in the trace
-    # (logged with its traceback), and the ask goes on without its outputs.
+    except (InvalidInput, MissingExtra):
+        raise  # the user's to fix (a setting, an extra to install): the ask's own error
+    # A tool is plugin code: whatever else it raises becomes a failed step in the trace
+    # (one WARNING line; its traceback with -v), and the ask goes on without its outputs.
     except Exception as exc:
-        log.warning("tool %s failed: %s: %s", tool.name, type(exc).__name__, exc, exc_info=True)
+        log.warning(
+            "tool %s failed: %s: %s",
+            tool.name,
+            type(exc).__name__,
+            " ".join(str(exc).split()),
+            exc_info=log.isEnabledFor(logging.INFO),
+        )
         note = exc.message if isinstance(exc, KredencError) else f"{type(exc).__name__}: {exc}"
         result = ToolResult(status="failed", note=" ".join(str(note).split()))
     return result
