@@ -40,7 +40,9 @@ class Services:
     """What the engine lends a tool for one ask. ``store`` is the open Store and
     ``ns`` the namespace; ``llm`` is None when no LLM is configured; ``cache`` is the
     operation cache; ``settings`` the store's Settings; ``options`` the ask's own
-    options (k, mode, session, ...)."""
+    options (k, mode, session, ...). ``llm_failure`` is the message of the LLM's
+    failure earlier in this ask ('' while there was none): a role that would call the
+    LLM then answers by its rules without asking it again (one Services per ask)."""
 
     store: Any
     ns: str
@@ -49,6 +51,7 @@ class Services:
     cache: Any = None
     tracer: Any = None
     options: dict[str, Any] = field(default_factory=dict)
+    llm_failure: str = ""
 
 
 class Tool(ABC):
