@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kredenc.interfaces.cli import main
+from kredenc.loop.answer import REVISED
 from loop._tools import SOURCE, agent_file
 
 NOTES = {
@@ -89,6 +90,27 @@ def test_stream_prints_the_text_once(store: str, capsys: pytest.CaptureFixture[s
     assert code == 0
     assert out.count("A needle was found") == 1
     assert out.splitlines()[0] == "A needle was found in the haystack behind the barn. [1]"
+
+
+@pytest.mark.parametrize(
+    ("streamed", "text", "printed"),
+    [
+        ("A needle [1]", "A needle [1]", "\n"),
+        ("A needle", "A needle [1]", " [1]\n"),  # citation marks added after the stream
+        # Iterated: the kept answer was streamed after the marker; only its rest follows.
+        (f"A heron [1]{REVISED}A needle", "A needle [1]", " [1]\n"),
+        # The kept answer is not what was streamed last: it is printed whole, once, marked.
+        ("A heron [1]", "A needle [1]", f"{REVISED}A needle [1]\n"),
+        ("", "A needle [1]", "A needle [1]\n"),
+    ],
+)
+def test_a_streamed_answer_is_finished_not_repeated(
+    streamed: str, text: str, printed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kredenc.interfaces.cli_ask import _finish_stream
+
+    _finish_stream(streamed, text)
+    assert capsys.readouterr().out == printed
 
 
 def test_session_show_and_clear(store: str, capsys: pytest.CaptureFixture[str]) -> None:

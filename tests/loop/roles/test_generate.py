@@ -10,7 +10,7 @@ import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
-from kredenc.loop.answer import Citation
+from kredenc.loop.answer import REVISED, Citation
 from kredenc.loop.cache import cache_for
 from kredenc.loop.roles.generate import NOT_FOUND, SYSTEM, Generate, extract
 from kredenc.providers.llm.openai import OpenAICompatLLM
@@ -216,8 +216,9 @@ def test_a_later_iteration_streams_only_a_changed_answer(kb: Kredenc) -> None:
     Generate().run(mind, svc)  # the next iteration, nothing new kept: nothing sent again
     assert got == [first]
     mind.write("verify.kept", [])
-    Generate().run(mind, svc)  # a different answer comes as a revision after a blank line
-    assert got == [first, "\n\n", NOT_FOUND]
+    Generate().run(mind, svc)  # a different answer comes after the revision marker
+    assert got == [first, REVISED, NOT_FOUND]
+    assert REVISED.strip() and REVISED.startswith("\n\n") and REVISED.endswith("\n")
 
 
 def test_a_kept_memory_is_quoted_whole_in_other_words_and_without_a_final_stop(

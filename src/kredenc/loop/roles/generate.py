@@ -28,7 +28,8 @@ prompt inside the untrusted-data envelope (:func:`~kredenc.loop.roles.common.
 data_block`). With
 ``ask.options["stream"]`` the reply streams through ``LLM.stream`` and each delta is
 handed to ``services.options["on_delta"]`` when that is a callable (the rules hand
-their whole text to it once; a later iteration's changed answer follows as a revision).
+their whole text to it once; a later iteration's changed answer follows as a revision,
+after :data:`~kredenc.loop.answer.REVISED`).
 A reply without a word (empty) is the LLM failing (``ProviderError``): the rules
 answer instead, and the operation cache never keeps it.
 
@@ -53,7 +54,7 @@ import numpy as np
 
 from kredenc.grounding.sentences import split
 from kredenc.grounding.support import content_keys
-from kredenc.loop.answer import Citation
+from kredenc.loop.answer import REVISED, Citation
 from kredenc.loop.cache import frozen_digest
 from kredenc.loop.roles.asked import answers, question_keys, slots
 from kredenc.loop.roles.common import (
@@ -388,8 +389,9 @@ def _context_k(services: Services) -> int:
 
 def _streaming(mind: Mind, services: Services) -> Callable[[str], Any] | None:
     """Where this run's text streams to, or None. A later iteration's answer streams
-    after a blank line, as a revision of the one before (the stream cannot take back what
-    it sent); an answer the same as the last one is not sent again."""
+    after :data:`~kredenc.loop.answer.REVISED`, as a revision of the one before (the
+    stream cannot take back what it sent); an answer the same as the last one is not
+    sent again."""
     options = mind.read("ask.options", None) or {}
     if not (options.get("stream") or services.options.get("stream")):
         return None
@@ -405,7 +407,7 @@ def _streaming(mind: Mind, services: Services) -> Callable[[str], Any] | None:
     def revision(delta: str) -> None:
         nonlocal first
         if first:
-            sink("\n\n")
+            sink(REVISED)
             first = False
         sink(delta)
 
