@@ -258,6 +258,18 @@ def test_no_answer_text_fails_with_the_reason_and_a_hint(open_loop: Open) -> Non
     assert err.value.hint
 
 
+def test_a_generator_skipped_for_an_input_no_tool_writes_is_named(open_loop: Open) -> None:
+    """No tool failed: the error says which tool skipped, what it lacked, and the fix."""
+    from kredenc.loop.roles.generate import Generate as RealGenerate
+
+    with open_loop() as kb, pytest.raises(KredencError) as err:
+        answer(kb, [Decide(), Retrieve(), RealGenerate()], k=4)
+    assert err.value.message == (
+        "the answer could not be built: generate skipped: it needs verify.kept, which no "
+        "tool before it writes: add verify before generate"
+    )
+
+
 def test_a_blank_answer_text_is_no_answer(open_loop: Open) -> None:
     class Blank(Generate):
         def run(self, mind: Mind, services: Services) -> ToolResult:

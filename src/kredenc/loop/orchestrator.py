@@ -41,7 +41,7 @@ from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer, ChunkVerdict, Citation, Step
 from kredenc.loop.cache import Tally, counting, one_ask
 from kredenc.loop.mind import LocalMind, Mind, check_key, open_mind
-from kredenc.loop.tool import Services, Tool, ToolResult
+from kredenc.loop.tool import MISSING_INPUT, Services, Tool, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -277,12 +277,42 @@ def validate(tools: Sequence[Tool], run: Run) -> list[str]:
         if isinstance(text, str):
             why = f"{TEXT.partition('.')[0]} wrote an empty answer"
         else:
-            why = "; ".join(run.failures) or f"no tool of the pipeline wrote {TEXT!r}"
+            why = (
+                "; ".join(run.failures)
+                or _skipped(tools, run)
+                or f"no tool of the pipeline wrote {TEXT!r}"
+            )
         raise KredencError(
             f"the answer could not be built: {why}",
             "see the log for the failed tool (kredenc -v), or check the agent's pipeline",
         )
     return missing
+
+
+def _skipped(tools: Sequence[Tool], run: Run) -> str:
+    """Why the tool that writes the answer text skipped, when it did: the inputs it
+    lacked (its note, :data:`~kredenc.loop.tool.MISSING_INPUT`), and for an input no
+    tool before it in the pipeline writes, which tool to add ('' when none skipped)."""
+    names = [t.name for t in tools]
+    writers = {t.name for t in tools if TEXT in t.writes}
+    step = next(
+        (s for s in reversed(run.steps) if s.status == "skipped" and s.tool in writers), None
+    )
+    if step is None:
+        return ""
+    if not step.note.startswith(MISSING_INPUT):
+        return f"{step.tool} skipped: {step.note}"
+    before = tools[: names.index(step.tool)]
+    parts = []
+    for key in step.note[len(MISSING_INPUT) :].split(", "):
+        if any(key in t.writes for t in before):
+            parts.append(f"it needs {key}, which the tools before it did not write")
+        else:
+            parts.append(
+                f"it needs {key}, which no tool before it writes: add "
+                f"{key.partition('.')[0]} before {step.tool}"
+            )
+    return f"{step.tool} skipped: {'; '.join(parts)}"
 
 
 def communicate(

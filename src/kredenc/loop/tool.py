@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 
 Status = Literal["ok", "skipped", "failed"]
 
+#: How the note of a tool skipped for want of inputs begins; the keys follow, joined by
+#: ", " ("missing input: verify.kept"): the orchestrator names them when no answer came.
+MISSING_INPUT = "missing input: "
+
 
 @dataclass
 class ToolResult:

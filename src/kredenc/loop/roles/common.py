@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.loop.cache import cached_role, hits_part
 from kredenc.loop.roles import text
-from kredenc.loop.tool import Services, Tool, ToolResult
+from kredenc.loop.tool import MISSING_INPUT, Services, Tool, ToolResult
 from kredenc.providers.llm.structured import check_reply
 from kredenc.recall import render
 from kredenc.records import Hit
@@ -120,7 +120,7 @@ def skipped(note: str) -> ToolResult:
 def missing(mind: Mind, *keys: str) -> str | None:
     """A skip note naming the keys of ``keys`` the mind lacks, or None."""
     absent = [k for k in keys if mind.read(k, None) is None]
-    return f"missing input: {', '.join(absent)}" if absent else None
+    return f"{MISSING_INPUT}{', '.join(absent)}" if absent else None
 
 
 def query_of(mind: Mind) -> str:

@@ -64,6 +64,7 @@ from kredenc.loop.roles.common import (
     charge,
     data_block,
     hits_part,
+    missing,
     query_of,
     skipped,
 )
@@ -425,11 +426,11 @@ class Generate(RoleTool):
     def _inputs(self, mind: Mind) -> tuple[str, list[Hit] | None, bool] | str:
         question = mind.read("ask.question", None)
         if question is None:
-            return "missing input: ask.question"
+            return missing(mind, "ask.question") or ""
         retrieve = mind.read("decide.retrieve", True) is not False
         kept = mind.read("verify.kept", None)
-        if retrieve and kept is None:
-            return "missing input: verify.kept"
+        if retrieve and kept is None:  # verify writes it: the pipeline needs verify
+            return missing(mind, "verify.kept") or ""
         return str(question), kept, retrieve
 
     def _write(
