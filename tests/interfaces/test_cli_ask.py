@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kredenc.interfaces.cli import main
+from kredenc.loop.answer import REVISED
 from loop._tools import SOURCE, agent_file
 
 NOTES = {
@@ -91,6 +92,27 @@ def test_stream_prints_the_text_once(store: str, capsys: pytest.CaptureFixture[s
     assert out.splitlines()[0] == "A needle was found in the haystack behind the barn. [1]"
 
 
+@pytest.mark.parametrize(
+    ("streamed", "text", "printed"),
+    [
+        ("A needle [1]", "A needle [1]", "\n"),
+        ("A needle", "A needle [1]", " [1]\n"),  # citation marks added after the stream
+        # Iterated: the kept answer was streamed after the marker; only its rest follows.
+        (f"A heron [1]{REVISED}A needle", "A needle [1]", " [1]\n"),
+        # The kept answer is not what was streamed last: it is printed whole, once, marked.
+        ("A heron [1]", "A needle [1]", f"{REVISED}A needle [1]\n"),
+        ("", "A needle [1]", "A needle [1]\n"),
+    ],
+)
+def test_a_streamed_answer_is_finished_not_repeated(
+    streamed: str, text: str, printed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kredenc.interfaces.cli_ask import _finish_stream
+
+    _finish_stream(streamed, text)
+    assert capsys.readouterr().out == printed
+
+
 def test_session_show_and_clear(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     for question in ("where was the needle found", "and the heron?"):
         assert run(capsys, "--store", store, "ask", question, "--agent", "finder",
@@ -115,6 +137,20 @@ def test_errors_are_one_line(store: str, capsys: pytest.CaptureFixture[str]) -> 
     assert len(err.splitlines()) == 1
     code, _, err = run(capsys, "--store", store, "ask", "  ", "--agent", "finder")
     assert (code, err) == (2, "error: the question is empty (ask something)\n")
+
+
+def test_a_role_set_to_llm_without_an_llm_is_one_line_and_exit_2(
+    store: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KREDENC_TOOLS_DIR")  # the shipped roles, not the test tools
+    monkeypatch.setenv("KREDENC_LLM_PROVIDER", "none")
+    monkeypatch.setenv("KREDENC_ROLE_GENERATE", "llm")
+    code, out, err = run(capsys, "--store", store, "ask", "where was the needle found")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: role_generate is 'llm' but no LLM is configured "
+        "(configure an LLM, or set role_generate = 'rules')\n"
+    )
 
 
 def test_the_card_names_the_band_and_a_hallucination() -> None:

@@ -265,6 +265,40 @@ def test_an_llm_call_is_cached_by_model_messages_and_schema(open_store: OpenStor
         assert services.llm.calls == 1
 
 
+def test_an_unusable_reply_is_a_provider_error_and_never_cached(open_store: OpenStore) -> None:
+    """An empty reply (or, with a schema, one holding no JSON object) is no answer: it
+    must not be served again once the LLM recovers."""
+
+    class Flaky(CountingLLM):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bad = True
+
+        def complete(self, messages: Sequence[Message], **kw: Any) -> Completion:
+            done = super().complete(messages, **kw)
+            return Completion("  \n", self.model) if self.bad else done
+
+    with open_store() as kb:
+        llm = Flaky()
+        cache = cache_for(kb.store)
+        services = _services(kb, cache=cache, llm=llm)
+        msgs = [{"role": "user", "content": "hello"}]
+        with pytest.raises(ProviderError, match="empty reply"):
+            cached_complete(services, msgs)
+        with pytest.raises(ProviderError, match="no JSON object"):
+            cached_complete(services, msgs, schema={"type": "object"})
+        llm.bad = False  # the LLM recovers: it is asked again
+        assert cached_complete(services, msgs).text == "reply 3" and llm.calls == 3
+        # An unusable reply a cache already holds (written before this check) is a miss.
+        assert cache is not None
+        other = [{"role": "user", "content": "other"}]
+        cache.put("llm", cache.key("llm", llm.fingerprint(), other, None, {}), {
+            "text": "", "model": "m1", "usage": [1, 1, 0.0], "finish_reason": "stop",
+            "data": None,
+        })  # fmt: skip
+        assert cached_complete(services, other).text == "reply 4"
+
+
 def test_a_sampled_call_is_never_cached(open_store: OpenStore) -> None:
     with open_store() as kb:
         llm = CountingLLM()

@@ -3,6 +3,7 @@ failed tools in the trace, each tool's namespace on the mind, spans, and the Ans
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from kredenc.engine import Kredenc
-from kredenc.errors import KredencError
+from kredenc.errors import InvalidInput, KredencError, MissingExtra
 from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer
 from kredenc.loop.mind import Mind
@@ -204,6 +205,40 @@ def test_a_failing_tool_is_a_failed_step_and_the_answer_still_comes(open_loop: O
     assert got.evaluation is None and "needle" in got.text
 
 
+def test_a_failing_tool_is_one_warning_line_and_its_traceback_only_when_verbose(
+    open_loop: Open, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools = [Decide(), Retrieve(), Generate(), Boom(), Reflect()]
+    with open_loop() as kb:
+        caplog.set_level(logging.WARNING)
+        answer(kb, tools, k=4)
+        (record,) = [r for r in caplog.records if r.name == "kredenc.loop.orchestrator"]
+        assert record.levelno == logging.WARNING and not record.exc_info
+        assert record.getMessage() == "tool judge failed: RuntimeError: the judge fell over"
+        caplog.clear()
+        caplog.set_level(logging.INFO)  # kredenc -v
+        answer(kb, tools, k=4)
+        (record,) = [r for r in caplog.records if r.name == "kredenc.loop.orchestrator"]
+        assert record.exc_info and record.exc_info[0] is RuntimeError
+
+
+@pytest.mark.parametrize("error", [InvalidInput("role_x is 'llm' but no LLM is configured"),
+                                   MissingExtra("the onnx reranker", "onnx")])  # fmt: skip
+def test_a_users_configuration_error_in_a_tool_is_the_asks_error(
+    open_loop: Open, error: KredencError
+) -> None:
+    """A wrong setting is the user's to fix: the ask fails with that one line (the
+    CLI's exit 2 for InvalidInput), not with a failed step and a traceback."""
+
+    class Misconfigured(Retrieve):
+        def run(self, mind: Mind, services: Services) -> ToolResult:
+            raise error
+
+    with open_loop() as kb, pytest.raises(type(error)) as err:
+        answer(kb, [Decide(), Misconfigured(), Generate()], k=4)
+    assert err.value is error
+
+
 def test_a_tool_may_write_only_under_its_own_name(open_loop: Open) -> None:
     with open_loop() as kb:
         got = answer(kb, [Decide(), Retrieve(), Generate(), Trespass()], k=4)
@@ -221,6 +256,29 @@ def test_no_answer_text_fails_with_the_reason_and_a_hint(open_loop: Open) -> Non
         answer(kb, [Decide(), Retrieve(), Broken()], k=4)
     assert err.value.message == "the answer could not be built: generate: ValueError: no model"
     assert err.value.hint
+
+
+def test_a_generator_skipped_for_an_input_no_tool_writes_is_named(open_loop: Open) -> None:
+    """No tool failed: the error says which tool skipped, what it lacked, and the fix."""
+    from kredenc.loop.roles.generate import Generate as RealGenerate
+
+    with open_loop() as kb, pytest.raises(KredencError) as err:
+        answer(kb, [Decide(), Retrieve(), RealGenerate()], k=4)
+    assert err.value.message == (
+        "the answer could not be built: generate skipped: it needs verify.kept, which no "
+        "tool before it writes: add verify before generate"
+    )
+
+
+def test_a_blank_answer_text_is_no_answer(open_loop: Open) -> None:
+    class Blank(Generate):
+        def run(self, mind: Mind, services: Services) -> ToolResult:
+            mind.write("generate.text", " \n ")
+            return ToolResult()
+
+    with open_loop() as kb, pytest.raises(KredencError) as err:
+        answer(kb, [Decide(), Retrieve(), Blank()], k=4)
+    assert err.value.message == "the answer could not be built: generate wrote an empty answer"
 
 
 def test_promised_keys_that_are_missing_are_named(open_loop: Open) -> None:

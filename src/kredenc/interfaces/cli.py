@@ -67,7 +67,9 @@ log = logging.getLogger("kredenc.cli")
 @click.option("--namespace", "-n", metavar="NAME", help="Namespace (tenant).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Log progress to stderr.")
-@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option(
+    "--debug", is_flag=True, help="Show tracebacks of internal errors (and log as -v does)."
+)
 @click.option(
     "--url",
     metavar="URL",
@@ -92,7 +94,8 @@ def cli(
     """kredenc: a local-first memory and retrieval engine for LLM agents."""
     handler = logging.StreamHandler()
     handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+    level = logging.INFO if verbose or debug else logging.WARNING  # -v: tracebacks in the log
+    logging.basicConfig(level=level, handlers=[handler])
     ctx.obj = Context(store, namespace, as_json, url or None, api_key or None)
 
 

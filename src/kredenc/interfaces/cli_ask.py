@@ -14,6 +14,7 @@ from kredenc.interfaces.cli_common import (
     short,
 )
 from kredenc.interfaces.terminal import escape
+from kredenc.loop.answer import REVISED
 
 
 @click.command("ask")
@@ -57,13 +58,7 @@ def ask_command(
     data = answer.to_json()
 
     def human() -> None:
-        sent = "".join(streamed)
-        if sent and answer.text.startswith(sent):
-            click.echo(answer.text[len(sent) :])  # the rest (citation marks added after)
-        else:
-            if sent:
-                click.echo("")
-            click.echo(answer.text)
+        _finish_stream("".join(streamed), answer.text)
         if answer.citations:
             click.echo("")
         for cite in answer.citations:
@@ -71,6 +66,18 @@ def ask_command(
         click.echo(_card(answer))
 
     c.emit(data, human)
+
+
+def _finish_stream(sent: str, text: str) -> None:
+    """Print the answer ``text`` after the ``sent`` stream so that it is seen once: the
+    stream's last answer (after the last :data:`REVISED`, when the loop revised it) is
+    the kept one, and only its rest follows (citation marks added after); else the
+    kept answer, whole, after the revision marker."""
+    last = sent.rsplit(REVISED, 1)[-1]
+    if last and text.startswith(last):
+        click.echo(text[len(last) :])
+    else:
+        click.echo((REVISED if sent else "") + text)
 
 
 def _where(cite: Any) -> str:

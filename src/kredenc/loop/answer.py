@@ -9,6 +9,11 @@ from kredenc.grounding.base import Evaluation
 
 Verdict = Literal["CORRECT", "AMBIGUOUS", "INCORRECT", "VERIFIED"]
 
+#: What a streamed answer (``on_delta``) sends before a later iteration's changed
+#: answer: a stream cannot take back what it sent, so the revision follows this line,
+#: and the kept answer is the text after the last one.
+REVISED = "\n\n-- revised answer --\n"
+
 
 @dataclass(frozen=True)
 class Citation:

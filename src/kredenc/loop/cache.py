@@ -74,6 +74,7 @@ from kredenc.loop.cache_json import (
 )
 from kredenc.loop.tracing import span
 from kredenc.providers.llm.base import Completion, Message
+from kredenc.providers.llm.structured import check_reply, unusable
 from kredenc.records import Hit
 from kredenc.retrieve import query as queries
 from kredenc.storage.base import CacheTier
@@ -492,7 +493,9 @@ def cached_complete(
     **kw: Any,
 ) -> Completion:
     """``services.llm.complete(messages, schema=schema, **kw)`` through the cache (only
-    at temperature 0). A hit's usage is zero: it cost no tokens."""
+    at temperature 0). A hit's usage is zero: it cost no tokens. A reply that answers
+    nothing (empty; with a schema, no JSON object: ``structured.unusable``) is a
+    ProviderError and is never cached; such an entry already in a tier is a miss."""
     llm, cache = services.llm, services.cache
     if llm is None:
         raise ProviderError(
@@ -506,11 +509,14 @@ def cached_complete(
             msgs = [dict(m) for m in messages]
             key = cache.key("llm", llm.fingerprint(), msgs, schema, kw)
             found = cache.get("llm", key)
-            if found is not None:
+            hit = None if found is None else completion_from_json(found, usage=False)
+            if hit is not None and not unusable(hit, schema):  # an unusable one: a miss
                 if sp is not None:
                     sp.set(cache_hit=True)
-                return completion_from_json(found, usage=False)
-        done: Completion = llm.complete(messages, schema=schema, **kw)
+                return hit
+        done: Completion = check_reply(
+            llm.complete(messages, schema=schema, **kw), llm.describe(), schema
+        )
         if cacheable:
             cache.put("llm", key, completion_to_json(done))
         if sp is not None:

@@ -7,7 +7,9 @@ ends.
 **execute**: the pipeline's tools run in order, each inside a tracing span when a
 tracer is set, each timed into a :class:`~kredenc.loop.answer.Step`. A tool that
 raises becomes a ``failed`` step (the tools after it see its outputs missing and
-skip); a tool may write only under its own name (a write elsewhere fails it).
+skip), one WARNING line (the traceback with INFO on: ``kredenc -v``), except for
+``InvalidInput`` and ``MissingExtra``, a user's setting to fix, which fail the ask as
+they are; a tool may write only under its own name (a write elsewhere fails it).
 **iterate**: after the last tool, when ``reflect.sufficient`` was written False this
 iteration, iterations are left and progress was made (new chunks in
 ``retrieve.chunks`` or a higher ``judge.evaluation`` confidence), the tools from the
@@ -20,8 +22,8 @@ previous iteration's answer stands. The orchestrator knows no
 tool by name: it reads the pipeline and the contract's keys.
 **validate**: every key the pipeline's tools declare in ``writes`` should be on the
 mind (a missing one is named in ``Answer.meta["missing"]``); without an answer text
-(``generate.text``) the answer cannot be built, and the ask fails with the failed
-steps' notes in the message.
+(``generate.text``, blank counting as missing) the answer cannot be built, and the
+ask fails with the failed steps' notes in the message.
 **communicate**: the :class:`~kredenc.loop.answer.Answer` from the contract's keys.
 """
 
@@ -34,12 +36,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from kredenc.errors import KredencError
+from kredenc.errors import InvalidInput, KredencError, MissingExtra
 from kredenc.loop.agents import Agent
 from kredenc.loop.answer import Answer, ChunkVerdict, Citation, Step
 from kredenc.loop.cache import Tally, counting, one_ask
 from kredenc.loop.mind import LocalMind, Mind, check_key, open_mind
-from kredenc.loop.tool import Services, Tool, ToolResult
+from kredenc.loop.tool import MISSING_INPUT, Services, Tool, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +150,9 @@ def _tool_result(
     tool: Tool, mind: Mind, services: Services, written: set[str], tally: Tally
 ) -> ToolResult:
     """The tool's run on its view of the mind, with the cache's hits and misses it
-    made (what ``tally``, the run's count, gained meanwhile); whatever it raises is a
-    ``failed`` result."""
+    made (what ``tally``, the run's count, gained meanwhile). ``InvalidInput`` and
+    ``MissingExtra`` (a wrong setting, an extra not installed) pass through: the ask
+    fails with that one line. Whatever else it raises is a ``failed`` result."""
     hits, misses = tally.hits, tally.misses
     try:
         result = tool.run(ToolMind(mind, tool.name, written), services)
@@ -157,10 +160,18 @@ def _tool_result(
             raise TypeError(f"run() returned {type(result).__name__}, not a ToolResult")
         result.cache_hits += tally.hits - hits
         result.cache_misses += tally.misses - misses
-    # A tool is plugin code: whatever it raises becomes a failed step in the trace
-    # (logged with its traceback), and the ask goes on without its outputs.
+    except (InvalidInput, MissingExtra):
+        raise  # the user's to fix (a setting, an extra to install): the ask's own error
+    # A tool is plugin code: whatever else it raises becomes a failed step in the trace
+    # (one WARNING line; its traceback with -v), and the ask goes on without its outputs.
     except Exception as exc:
-        log.warning("tool %s failed: %s: %s", tool.name, type(exc).__name__, exc, exc_info=True)
+        log.warning(
+            "tool %s failed: %s: %s",
+            tool.name,
+            type(exc).__name__,
+            " ".join(str(exc).split()),
+            exc_info=log.isEnabledFor(logging.INFO),
+        )
         note = exc.message if isinstance(exc, KredencError) else f"{type(exc).__name__}: {exc}"
         result = ToolResult(status="failed", note=" ".join(str(note).split()))
     return result
@@ -258,17 +269,50 @@ def _iterate(
 
 def validate(tools: Sequence[Tool], run: Run) -> list[str]:
     """The keys the pipeline's tools promise (``Tool.writes``) that are not on the mind;
-    raises when the answer text is missing (the answer cannot be built)."""
+    raises when the answer text is missing or blank (the answer cannot be built)."""
     present = set(run.mind.list_keys())
     missing = [k for tool in tools for k in tool.writes if k not in present]
     text = run.mind.read(TEXT, None)
-    if not isinstance(text, str):
-        why = "; ".join(run.failures) or f"no tool of the pipeline wrote {TEXT!r}"
+    if not isinstance(text, str) or not text.strip():  # a blank answer is none
+        if isinstance(text, str):
+            why = f"{TEXT.partition('.')[0]} wrote an empty answer"
+        else:
+            why = (
+                "; ".join(run.failures)
+                or _skipped(tools, run)
+                or f"no tool of the pipeline wrote {TEXT!r}"
+            )
         raise KredencError(
             f"the answer could not be built: {why}",
             "see the log for the failed tool (kredenc -v), or check the agent's pipeline",
         )
     return missing
+
+
+def _skipped(tools: Sequence[Tool], run: Run) -> str:
+    """Why the tool that writes the answer text skipped, when it did: the inputs it
+    lacked (its note, :data:`~kredenc.loop.tool.MISSING_INPUT`), and for an input no
+    tool before it in the pipeline writes, which tool to add ('' when none skipped)."""
+    names = [t.name for t in tools]
+    writers = {t.name for t in tools if TEXT in t.writes}
+    step = next(
+        (s for s in reversed(run.steps) if s.status == "skipped" and s.tool in writers), None
+    )
+    if step is None:
+        return ""
+    if not step.note.startswith(MISSING_INPUT):
+        return f"{step.tool} skipped: {step.note}"
+    before = tools[: names.index(step.tool)]
+    parts = []
+    for key in step.note[len(MISSING_INPUT) :].split(", "):
+        if any(key in t.writes for t in before):
+            parts.append(f"it needs {key}, which the tools before it did not write")
+        else:
+            parts.append(
+                f"it needs {key}, which no tool before it writes: add "
+                f"{key.partition('.')[0]} before {step.tool}"
+            )
+    return f"{step.tool} skipped: {'; '.join(parts)}"
 
 
 def communicate(

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 
 Status = Literal["ok", "skipped", "failed"]
 
+#: How the note of a tool skipped for want of inputs begins; the keys follow, joined by
+#: ", " ("missing input: verify.kept"): the orchestrator names them when no answer came.
+MISSING_INPUT = "missing input: "
+
 
 @dataclass
 class ToolResult:
@@ -40,7 +44,9 @@ class Services:
     """What the engine lends a tool for one ask. ``store`` is the open Store and
     ``ns`` the namespace; ``llm`` is None when no LLM is configured; ``cache`` is the
     operation cache; ``settings`` the store's Settings; ``options`` the ask's own
-    options (k, mode, session, ...)."""
+    options (k, mode, session, ...). ``llm_failure`` is the message of the LLM's
+    failure earlier in this ask ('' while there was none): a role that would call the
+    LLM then answers by its rules without asking it again (one Services per ask)."""
 
     store: Any
     ns: str
@@ -49,6 +55,7 @@ class Services:
     cache: Any = None
     tracer: Any = None
     options: dict[str, Any] = field(default_factory=dict)
+    llm_failure: str = ""
 
 
 class Tool(ABC):

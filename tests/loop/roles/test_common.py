@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.loop import roles
-from kredenc.loop.mind import LocalMind
+from kredenc.loop.mind import LocalMind, Mind
 from kredenc.loop.roles import common
 from kredenc.loop.roles.common import (
+    RoleTool,
     cached_complete,
     cached_search,
     data_block,
@@ -21,7 +23,7 @@ from kredenc.loop.roles.common import (
     missing,
     query_of,
 )
-from kredenc.loop.tool import Tool
+from kredenc.loop.tool import Services, Tool, ToolResult
 from kredenc.plugins import TOOLS, build, names
 from kredenc.records import Hit
 
@@ -95,6 +97,34 @@ def test_the_cache_modules_helpers_are_used_when_it_is_there(
     s = services()
     s.cache = object()
     assert cached_search(s, "anything", k=3) == [] and seen == ["anything"]
+
+
+def test_after_the_llm_fails_the_rest_of_the_ask_uses_the_rules(
+    services: MakeServices, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A dead or slow LLM costs one failure per ask, not one per role and iteration."""
+
+    class Asks(RoleTool):
+        name = "asks"
+
+        def run_rules(self, mind: Mind, services: Services) -> ToolResult:
+            return ToolResult(note="by the rules")
+
+        def run_llm(self, mind: Mind, services: Services) -> ToolResult:
+            llm_json(services, "sys", "user", {"type": "object"})
+            return ToolResult(note="by the LLM")
+
+    llm = TinyLLM([ProviderError("LLM: no answer within 3 s", "raise llm_timeout_s"), {"a": 1}])
+    one_ask = services(llm=llm, role_asks="llm")
+    caplog.set_level(logging.WARNING)
+    notes = [Asks().run(LocalMind(), one_ask).note for _ in range(3)]
+    assert len(llm.calls) == 1
+    assert notes[0] == "llm failed (LLM: no answer within 3 s); rules: by the rules"
+    assert notes[1:] == ["llm not asked (it failed earlier in this ask); rules: by the rules"] * 2
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "the rules answer for the rest of this ask" in warning.getMessage()
+    # The next ask tries the LLM again.
+    assert Asks().run(LocalMind(), services(llm=llm, role_asks="llm")).note == "by the LLM"
 
 
 def test_all_eight_roles_are_registered_tools() -> None:

@@ -10,10 +10,14 @@ import pytest
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
-from kredenc.loop.answer import Citation
+from kredenc.loop.answer import REVISED, Citation
+from kredenc.loop.cache import cache_for
 from kredenc.loop.roles.generate import NOT_FOUND, SYSTEM, Generate, extract
+from kredenc.providers.llm.openai import OpenAICompatLLM
 from kredenc.recall import render
 from kredenc.records import Hit
+from kredenc.testing.chat_server import chat_completions_route
+from kredenc.testing.openai_server import LoopbackServer
 
 from .answer_side import TinyLLM, filled, mind_for, services
 
@@ -128,6 +132,39 @@ def test_llm_stream_goes_through_llm_stream(kb: Kredenc) -> None:
     assert got == ["Eight [1]."] and mind.read("generate.text") == "Eight [1]."
 
 
+def test_an_empty_llm_reply_is_answered_by_the_rules_and_not_cached(kb: Kredenc) -> None:
+    """An empty reply is the LLM failing: the rules answer, and once the LLM recovers the
+    same ask reaches it (the empty reply was not cached)."""
+    replies = ["", "Eight heads [1]."]
+    with LoopbackServer() as server:
+        server.route("POST", "/v1/chat/completions", chat_completions_route(lambda _b: replies[0]))
+        with OpenAICompatLLM(server.base_url, "fake") as llm:
+
+            def ask() -> tuple[str, str]:
+                svc = services(kb, llm, role_generate="llm")
+                svc.cache = cache_for(kb.store)
+                mind = mind_for(kb, "How many attention heads?", k=1)
+                result = Generate().run(mind, svc)
+                return mind.read("generate.text"), result.note
+
+            text, note = ask()
+            assert text.strip() and "8" in text and "empty reply" in note
+            replies.pop(0)  # the server recovers
+            assert ask() == ("Eight heads [1].", "1 cited of 1 given")
+        assert len(server.requests) == 2
+
+
+def test_an_empty_streamed_reply_is_answered_by_the_rules(kb: Kredenc) -> None:
+    got: list[str] = []
+    mind = mind_for(kb, "How many attention heads?", k=1)
+    mind.write("ask.options", {"stream": True})
+    svc = services(kb, TinyLLM(""), role_generate="llm")
+    svc.options["on_delta"] = got.append
+    result = Generate().run(mind, svc)
+    assert "empty reply" in result.note
+    assert "".join(got) == mind.read("generate.text") and "8" in mind.read("generate.text")
+
+
 def test_llm_role_without_an_llm_says_what_to_do(kb: Kredenc) -> None:
     with pytest.raises(InvalidInput, match="no LLM is configured"):
         Generate().run(mind_for(kb, "How many heads?"), services(kb, role_generate="llm"))
@@ -179,8 +216,9 @@ def test_a_later_iteration_streams_only_a_changed_answer(kb: Kredenc) -> None:
     Generate().run(mind, svc)  # the next iteration, nothing new kept: nothing sent again
     assert got == [first]
     mind.write("verify.kept", [])
-    Generate().run(mind, svc)  # a different answer comes as a revision after a blank line
-    assert got == [first, "\n\n", NOT_FOUND]
+    Generate().run(mind, svc)  # a different answer comes after the revision marker
+    assert got == [first, REVISED, NOT_FOUND]
+    assert REVISED.strip() and REVISED.startswith("\n\n") and REVISED.endswith("\n")
 
 
 def test_a_kept_memory_is_quoted_whole_in_other_words_and_without_a_final_stop(

@@ -8,8 +8,10 @@ The API (roles in this package, and third-party roles, build on it):
     :meth:`~RoleTool.run_rules` (the deterministic default, abstract) or
     :meth:`~RoleTool.run_llm` (override it; the default runs the rules). A role set
     to ``"llm"`` with no LLM configured raises ``InvalidInput``; an LLM call that
-    fails (``ProviderError``) is logged and the rules run instead, with the failure
-    in the result's note (never break a turn).
+    fails (``ProviderError``: unreachable, a timeout, a 5xx, an unusable reply) is
+    logged once and the rules run instead, with the failure in the result's note
+    (never break a turn); it is noted on ``Services.llm_failure``, and every later
+    role of the same ask runs its rules without asking the LLM again.
 ``implementation(services, role) -> "rules" | "llm"``
     The setting ``role_<role>`` (``"rules"`` when the settings have no such field).
 ``skipped(note) -> ToolResult``
@@ -64,7 +66,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from kredenc.errors import InvalidInput, ProviderError
 from kredenc.loop.cache import cached_role, hits_part
 from kredenc.loop.roles import text
-from kredenc.loop.tool import Services, Tool, ToolResult
+from kredenc.loop.tool import MISSING_INPUT, Services, Tool, ToolResult
+from kredenc.providers.llm.structured import check_reply
 from kredenc.recall import render
 from kredenc.records import Hit
 from kredenc.retrieve import query as querying
@@ -117,7 +120,7 @@ def skipped(note: str) -> ToolResult:
 def missing(mind: Mind, *keys: str) -> str | None:
     """A skip note naming the keys of ``keys`` the mind lacks, or None."""
     absent = [k for k in keys if mind.read(k, None) is None]
-    return f"missing input: {', '.join(absent)}" if absent else None
+    return f"{MISSING_INPUT}{', '.join(absent)}" if absent else None
 
 
 def query_of(mind: Mind) -> str:
@@ -210,11 +213,7 @@ def llm_json(
     """One JSON-object reply to ``system`` + ``user`` under ``schema``."""
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     done = cached_complete(services, messages, schema=schema)
-    if not isinstance(done.data, dict):
-        raise ProviderError(
-            f"the LLM {services.llm.describe()} returned no JSON object",
-            "use a model that follows a JSON schema, or set this role to 'rules'",
-        )
+    check_reply(done, services.llm.describe(), schema)
     return done.data, done
 
 
@@ -236,10 +235,17 @@ class RoleTool(Tool):
                 f"role_{self.name} is 'llm' but no LLM is configured",
                 f"configure an LLM, or set role_{self.name} = 'rules'",
             )
+        if services.llm_failure:  # it failed earlier in this ask: not asked again
+            result = self.run_rules(mind, services)
+            result.note = f"llm not asked (it failed earlier in this ask); rules: {result.note}"
+            return result
         try:
             return self.run_llm(mind, services)
         except ProviderError as exc:
-            log.warning("%s: the LLM failed (%s); using the rules", self.name, exc)
+            services.llm_failure = exc.message
+            log.warning(
+                "%s: the LLM failed (%s); the rules answer for the rest of this ask", self.name, exc
+            )
             result = self.run_rules(mind, services)
             result.note = f"llm failed ({exc.message}); rules: {result.note}".strip()
             return result

@@ -28,7 +28,10 @@ prompt inside the untrusted-data envelope (:func:`~kredenc.loop.roles.common.
 data_block`). With
 ``ask.options["stream"]`` the reply streams through ``LLM.stream`` and each delta is
 handed to ``services.options["on_delta"]`` when that is a callable (the rules hand
-their whole text to it once; a later iteration's changed answer follows as a revision).
+their whole text to it once; a later iteration's changed answer follows as a revision,
+after :data:`~kredenc.loop.answer.REVISED`).
+A reply without a word (empty) is the LLM failing (``ProviderError``): the rules
+answer instead, and the operation cache never keeps it.
 
 When ``decide.retrieve`` is False the reply is conversational and makes no claim (the
 rules: a short reply to a greeting or thanks; the LLM: a brief reply told to state no
@@ -51,7 +54,7 @@ import numpy as np
 
 from kredenc.grounding.sentences import split
 from kredenc.grounding.support import content_keys
-from kredenc.loop.answer import Citation
+from kredenc.loop.answer import REVISED, Citation
 from kredenc.loop.cache import frozen_digest
 from kredenc.loop.roles.asked import answers, question_keys, slots
 from kredenc.loop.roles.common import (
@@ -61,10 +64,13 @@ from kredenc.loop.roles.common import (
     charge,
     data_block,
     hits_part,
+    missing,
     query_of,
     skipped,
 )
 from kredenc.loop.tool import Services, ToolResult
+from kredenc.providers.llm.base import Completion
+from kredenc.providers.llm.structured import check_reply
 from kredenc.records import Hit
 
 if TYPE_CHECKING:
@@ -384,8 +390,9 @@ def _context_k(services: Services) -> int:
 
 def _streaming(mind: Mind, services: Services) -> Callable[[str], Any] | None:
     """Where this run's text streams to, or None. A later iteration's answer streams
-    after a blank line, as a revision of the one before (the stream cannot take back what
-    it sent); an answer the same as the last one is not sent again."""
+    after :data:`~kredenc.loop.answer.REVISED`, as a revision of the one before (the
+    stream cannot take back what it sent); an answer the same as the last one is not
+    sent again."""
     options = mind.read("ask.options", None) or {}
     if not (options.get("stream") or services.options.get("stream")):
         return None
@@ -401,7 +408,7 @@ def _streaming(mind: Mind, services: Services) -> Callable[[str], Any] | None:
     def revision(delta: str) -> None:
         nonlocal first
         if first:
-            sink("\n\n")
+            sink(REVISED)
             first = False
         sink(delta)
 
@@ -419,11 +426,11 @@ class Generate(RoleTool):
     def _inputs(self, mind: Mind) -> tuple[str, list[Hit] | None, bool] | str:
         question = mind.read("ask.question", None)
         if question is None:
-            return "missing input: ask.question"
+            return missing(mind, "ask.question") or ""
         retrieve = mind.read("decide.retrieve", True) is not False
         kept = mind.read("verify.kept", None)
-        if retrieve and kept is None:
-            return "missing input: verify.kept"
+        if retrieve and kept is None:  # verify writes it: the pipeline needs verify
+            return missing(mind, "verify.kept") or ""
         return str(question), kept, retrieve
 
     def _write(
@@ -510,12 +517,13 @@ class Generate(RoleTool):
             stream = services.llm.stream(messages, temperature=0.0)
             for delta in stream:
                 sink(delta)
-            done = stream.completion
+            done = check_reply(
+                stream.completion or Completion("", services.llm.model), services.llm.describe()
+            )
         else:
             done = cached_complete(services, messages)
-        text = done.text.strip() if done is not None else ""
+        text = done.text.strip()
         cited = {int(n) for group in _MARKER.findall(text) for n in group.split(",")}
         cites = [citation(n, hit) for n, hit in enumerate(given, 1) if n in cited]
         self._write(mind, text, cites, [h.text for h in given], abstained=not retrieve)
-        result = ToolResult(note=f"{len(cites)} cited of {len(given)} given")
-        return charge(result, done) if done is not None else result
+        return charge(ToolResult(note=f"{len(cites)} cited of {len(given)} given"), done)

@@ -147,19 +147,47 @@ def complete_structured(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+#: What to do about a reply that answers nothing (:func:`check_reply`).
+UNUSABLE_HINT = "check the model and its server's logs; the roles answer by their rules meanwhile"
+
+
+def unusable(done: Completion, schema: JsonSchema | None = None) -> str:
+    """Why ``done`` answers nothing, or '' when it is a reply: a text without a word
+    (empty, blank, punctuation only) or, when ``schema`` asked for an object, no parsed
+    JSON object."""
+    if schema is not None:
+        return "" if isinstance(done.data, dict) else "no JSON object"
+    if any(ch.isalnum() for ch in done.text):
+        return ""
+    return "an empty reply" if not done.text.strip() else "a reply without a word"
+
+
+def check_reply(done: Completion, who: str, schema: JsonSchema | None = None) -> Completion:
+    """``done`` when it is a reply (:func:`unusable`); else a ProviderError naming
+    ``who`` (the LLM) and what was wrong. Such a reply is a failure of the call, never
+    a result to keep (or to cache)."""
+    why = unusable(done, schema)
+    if why:
+        raise ProviderError(f"the LLM {who} gave {why}", UNUSABLE_HINT)
+    return done
+
+
 __all__ = [
     "CHARS_PER_TOKEN",
     "MESSAGE_TOKENS",
     "RETRY_PROMPT",
     "ROLES",
+    "UNUSABLE_HINT",
     "Prices",
     "check_messages",
     "check_options",
+    "check_reply",
     "complete_structured",
     "cost_usd",
     "estimate_prompt_tokens",
     "estimate_tokens",
     "schema_instruction",
+    "unusable",
     "usage_of",
     "with_instruction",
 ]
