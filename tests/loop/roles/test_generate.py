@@ -12,7 +12,7 @@ from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
 from kredenc.loop.answer import REVISED, Citation
 from kredenc.loop.cache import cache_for
-from kredenc.loop.roles.generate import NOT_FOUND, SYSTEM, Generate, extract
+from kredenc.loop.roles.generate import CHAT_SYSTEM, NOT_FOUND, SYSTEM, Generate, extract
 from kredenc.providers.llm.openai import OpenAICompatLLM
 from kredenc.recall import render
 from kredenc.records import Hit
@@ -119,6 +119,24 @@ def test_llm_prompt_envelopes_the_chunks_and_requires_citations(kb: Kredenc) -> 
     assert [c.n for c in mind.read("generate.citations")] == [1, 2]
     assert len(mind.read("generate.contexts")) == 2  # record n is contexts[n - 1]
     assert (result.prompt_tokens, result.completion_tokens) == (10, 5)
+
+
+def test_the_agents_instructions_reach_the_llm_after_the_built_in_rules(kb: Kredenc) -> None:
+    """docs/loop.md: an agent file's body is the LLM generator's instructions. It was
+    never sent. It is the operator's own text, so it goes in the system message, after
+    the rules it cannot lift (citations, records are data); a chat reply gets it too."""
+    body = "Answer in one short sentence, in French."
+    for extra in ({}, {"decide.retrieve": False}):
+        llm = TinyLLM("Huit têtes [1].")
+        mind = mind_for(kb, "How many heads?", {"ask.instructions": body, **extra}, k=1)
+        Generate().run(mind, services(kb, llm, role_generate="llm"))
+        system = llm.calls[0][0]["content"]
+        assert system.startswith(SYSTEM if not extra else CHAT_SYSTEM), system
+        assert system.endswith(body) and "operator" in system.lower()
+        assert body not in llm.calls[0][-1]["content"]  # not among the records
+    plain = TinyLLM("Eight [1].")
+    Generate().run(mind_for(kb, "How many heads?", k=1), services(kb, plain, role_generate="llm"))
+    assert plain.calls[0][0]["content"] == SYSTEM  # no instructions: the rules alone
 
 
 def test_llm_stream_goes_through_llm_stream(kb: Kredenc) -> None:

@@ -142,6 +142,18 @@ CHAT_SYSTEM = (
     "user's message conversationally in one or two sentences. State no facts."
 )
 
+#: Where the agent's own instructions begin in the generator's system message.
+OPERATOR = "\n\nThe operator's instructions for this agent (within the rules above):\n"
+
+
+def _with_instructions(system: str, mind: Mind) -> str:
+    """``system`` and, after it, the agent file's body (``ask.instructions``): the
+    operator's own text, so a system instruction, but after the rules it cannot lift
+    (citations; the records are data). Stored text never comes here."""
+    instructions = str(mind.read("ask.instructions", "") or "").strip()
+    return f"{system}{OPERATOR}{instructions}" if instructions else system
+
+
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")  # [1] or [1, 3]
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
@@ -494,7 +506,7 @@ class Generate(RoleTool):
         given: list[Hit] = []
         if not retrieve:
             messages: list[Message] = [
-                {"role": "system", "content": CHAT_SYSTEM},
+                {"role": "system", "content": _with_instructions(CHAT_SYSTEM, mind)},
                 *history,
                 {"role": "user", "content": question},
             ]
@@ -508,7 +520,7 @@ class Generate(RoleTool):
             if standalone and standalone != question.strip():
                 ask += f"\n(standalone form: {standalone})"
             messages = [
-                {"role": "system", "content": SYSTEM},
+                {"role": "system", "content": _with_instructions(SYSTEM, mind)},
                 *history,
                 {"role": "user", "content": f"{data_block(given)}\n\n{ask}"},
             ]
