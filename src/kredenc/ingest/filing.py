@@ -119,6 +119,7 @@ def _load(source: str, settings: Settings) -> list[LoadedDocument]:
     limits.check_file(source)
     with collapsed_warnings(type(loader).__module__):
         docs = loader.load(source)
+    limits.cut_lines(docs)
     limits.check_documents(docs)
     return docs
 

@@ -168,7 +168,8 @@ class LoadLimits:
     """How much of one local file a loader reads (settings ``ingest_*``).
 
     ``max_bytes``: the file's size; ``max_pages``: pages of a paged document;
-    ``max_page_chars``: characters kept of one page (the rest is cut, with a warning);
+    ``max_page_chars``: characters kept of one page, and of one line of any document
+    (the rest is cut, with a warning);
     ``max_chars``: characters of one document; ``timeout_s``: time to parse one file.
     Past any but ``max_page_chars`` the file fails and nothing of it is filed. The
     defaults are the settings' defaults.
@@ -204,6 +205,34 @@ class LoadLimits:
                 "(setting ingest_max_bytes)",
                 "raise ingest_max_bytes in kredenc.toml if the file is genuine",
             )
+
+    def cut_lines(self, docs: list[LoadedDocument]) -> None:
+        """Cut each line longer than ``max_page_chars`` at that many characters, with
+        one warning a document (``meta["cut_lines"]``: how many were cut).
+
+        A file without pages (Markdown, text, HTML, Notion) is bounded as a PDF's pages
+        are: a 10 MB file on one line is 100,000 characters (about 125 chunks), not
+        12,500 chunks to embed. A PDF's pages are cut already, so none of its lines is
+        longer.
+        """
+        limit = self.max_page_chars
+        for doc in docs:
+            cut = 0
+            for section in doc.sections:
+                if len(section.text) <= limit:
+                    continue
+                lines = section.text.split("\n")
+                cut += sum(len(line) > limit for line in lines)
+                section.text = "\n".join(line[:limit] for line in lines)
+            if cut:
+                doc.meta["cut_lines"] = cut
+                logger.warning(
+                    "%s: %d line(s) longer than %d characters were cut at the limit "
+                    "(setting ingest_max_page_chars)",
+                    doc.source,
+                    cut,
+                    limit,
+                )
 
     def check_documents(self, docs: list[LoadedDocument]) -> None:
         """Fail a load with a document of more than ``max_chars`` characters."""
