@@ -301,7 +301,7 @@ def ingest(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from kredenc.ingest.loaders.base import page_progress
+    from kredenc.ingest.loaders.base import LEAVES_FOLDER, page_progress
     from kredenc.ingest.redact import redact_url
 
     c = context()
@@ -380,7 +380,7 @@ def ingest(
                 click.echo(f"  {outcome.status}: {outcome.source} ({chunks})")
         for skip in data["skipped"]:
             click.echo(f"  skipped: {skip['source']}: {skip['reason']}")
-        if data["skipped"]:
+        if any(skip["reason"] == LEAVES_FOLDER for skip in data["skipped"]):
             click.echo("  (--follow-symlinks reads files that symlink out of the folder)")
 
     c.emit(data, human)

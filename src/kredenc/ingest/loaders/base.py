@@ -82,6 +82,8 @@ def read_text_file(path: Path) -> str:
 
 #: The reason reported for an entry skipped because its resolved path leaves the folder.
 LEAVES_FOLDER = "symlink leaves the folder"
+#: The reason a source with no text to file (an empty file, a lone heading) is skipped.
+EMPTY = "empty file"
 
 #: ``on_skip(source, reason)``: told of each entry a walk leaves out for a reason.
 OnSkip = Callable[[str, str], None]
@@ -307,6 +309,7 @@ def decode_text(data: bytes, name: str) -> str:
 
 
 __all__ = [
+    "EMPTY",
     "LEAVES_FOLDER",
     "LoadLimits",
     "Loader",
