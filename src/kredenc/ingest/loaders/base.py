@@ -82,6 +82,8 @@ def read_text_file(path: Path) -> str:
 
 #: The reason reported for an entry skipped because its resolved path leaves the folder.
 LEAVES_FOLDER = "symlink leaves the folder"
+#: The reason a walk skips a symlink whose target does not exist (followed or not).
+DANGLING = "symlink to nothing (its target does not exist)"
 #: The reason a source with no text to file (an empty file, a lone heading) is skipped.
 EMPTY = "empty file"
 
@@ -150,7 +152,12 @@ def admit(root: Path, path: Path) -> bool:
     policy follows symlinks; otherwise it is reported as skipped.
     """
     policy = _POLICY.get()
-    if policy.follow or not path.is_symlink():
+    if not path.is_symlink():
+        return True
+    if not path.exists():  # dangling: nothing to read, wherever it would lead
+        policy.on_skip(str(path), DANGLING)
+        return False
+    if policy.follow:
         return True
     try:
         target = path.resolve()
@@ -309,6 +316,7 @@ def decode_text(data: bytes, name: str) -> str:
 
 
 __all__ = [
+    "DANGLING",
     "EMPTY",
     "LEAVES_FOLDER",
     "LoadLimits",
