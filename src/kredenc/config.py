@@ -272,7 +272,10 @@ class Settings(BaseSettings):
     )
     ingest_max_pages: int = Field(5000, ge=1, description="Most pages of one document.")
     ingest_max_page_chars: int = Field(
-        100_000, ge=1, description="Characters kept of one page; the rest is cut, with a warning."
+        100_000,
+        ge=1,
+        description="Characters kept of one page, and of one line of any document; "
+        "the rest is cut, with a warning.",
     )
     ingest_max_chars: int = Field(20_000_000, ge=1, description="Most characters of one document.")
     ingest_timeout_s: float = Field(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kredenc.errors import InvalidInput, NotFound
+from kredenc.errors import InvalidInput
 from kredenc.eval import load_beir, recompute, run
 from kredenc.eval.beir import read_qrels
 from kredenc.testing.retrievers import OverlapRetriever
@@ -63,5 +63,5 @@ def test_read_qrels_trec_form_and_errors(tmp_path: Path) -> None:
     p.write_text("q\td\t1\nq\td2\tyes\n")
     with pytest.raises(InvalidInput):
         read_qrels(p)
-    with pytest.raises(NotFound):
-        load_beir(tmp_path / "nowhere")
+    with pytest.raises(InvalidInput, match=r"nowhere/qrels/test\.tsv: no such file"):
+        load_beir(tmp_path / "nowhere")  # bad input (exit 2), naming the file

@@ -50,3 +50,23 @@ def test_a_named_source_that_fails_never_shows_the_saved_path(kb: Kredenc, tmp_p
     assert (outcome.source, outcome.status) == ("paper.pdf", "failed")
     assert saved not in outcome.error and "paper.pdf" in outcome.error
     assert report.failed == [("paper.pdf", outcome.error)]
+
+
+def test_a_file_with_no_text_is_skipped_not_filed(kb: Kredenc, tmp_path: Path) -> None:
+    # A day-one audit found empty files filed as documents of 0 chunks.
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "empty.md").write_text("")
+    (folder / "heading.md").write_text("# Only a heading\n")
+    (folder / "blank.txt").write_text("  \n\n\t\n")
+    (folder / "ok.md").write_text("# Fine\n\nA short note about kestrels.\n")
+    report = kb.ingest(folder)
+    assert (report.documents, report.chunks) == (1, 1)
+    assert sorted((Path(s).name, why) for s, why in report.skipped) == [
+        ("blank.txt", "empty file"),
+        ("empty.md", "empty file"),
+        ("heading.md", "empty file"),
+    ]
+    assert [Path(f.source).name for f in report.files] == ["ok.md"]
+    assert [Path(d.origin).name for d in kb.list_documents()] == ["ok.md"]
+    assert report.to_json()["skipped"][0]["reason"] == "empty file"

@@ -205,3 +205,46 @@ def test_each_page_read_is_reported_for_a_progress_bar(tmp_path: Path) -> None:
     assert docs and seen == [(str(path), 1, 3), (str(path), 2, 3), (str(path), 3, 3)]
     PdfLoader().load(str(path))  # outside the block: nobody is told
     assert len(seen) == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("one.md", "# One line\n\n{line}\n"),
+        ("one.txt", "{line}\n"),
+        ("one.html", "<html><body><h1>One line</h1><p>{line}</p></body></html>"),
+    ],
+)
+def test_a_line_over_the_page_character_limit_is_cut_with_one_warning(
+    name: str,
+    body: str,
+    tmp_path: Path,
+    open_store: OpenStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A file without pages has lines: a day-one audit's 10 MB one-line Markdown file
+    # was filed whole (12,500 chunks to embed, over 10 minutes); its line is cut at
+    # ingest_max_page_chars as a PDF's page is.
+    path = tmp_path / name
+    path.write_text(body.format(line="kestrel " * 3_000), encoding="utf-8")  # 24,000 chars
+    with open_store(ingest_max_page_chars=2_000) as kb, caplog.at_level(logging.WARNING):
+        report = kb.ingest(path)
+        assert report.documents == 1, report.failed
+        assert report.chunks <= 3
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert (
+        f"{path}: 1 line(s) longer than 2000 characters were cut at the limit "
+        "(setting ingest_max_page_chars)" in warnings[0]
+    )
+
+
+def test_a_long_file_of_short_lines_is_not_cut(
+    tmp_path: Path, open_store: OpenStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "long.txt"
+    path.write_text("A kestrel hovers over the field.\n" * 300, encoding="utf-8")  # 9,900 chars
+    with open_store(ingest_max_page_chars=2_000) as kb, caplog.at_level(logging.WARNING):
+        report = kb.ingest(path)
+        assert report.documents == 1 and report.chunks >= 9
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

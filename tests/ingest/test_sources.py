@@ -14,7 +14,7 @@ import pytest
 
 from conftest import OpenStore
 from kredenc.ingest.loaders.notion import NotionLoader
-from kredenc.ingest.sources import LEAVES_FOLDER, iter_sources, symlink_policy
+from kredenc.ingest.sources import DANGLING, LEAVES_FOLDER, iter_sources, symlink_policy
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "ingest"
 NOTION = FIXTURES / "notion_export"
@@ -96,7 +96,7 @@ def test_walk_skips_and_reports_symlinks_that_leave_the_folder(tmp_path: Path) -
     skipped: list[tuple[str, str]] = []
     with symlink_policy(on_skip=lambda source, why: skipped.append((source, why))):
         found = [Path(s).relative_to(fold).as_posix() for s in iter_sources([fold])]
-    assert found == ["alias.md", "notes.md", "sub/real.md"]
+    assert found == ["alias.md", "notes.md"]  # alias.md is sub/real.md: one source
     assert sorted((Path(s).relative_to(fold).as_posix(), w) for s, w in skipped) == [
         ("linked", LEAVES_FOLDER),
         ("passwd.txt", LEAVES_FOLDER),
@@ -115,7 +115,6 @@ def test_follow_symlinks_opts_in(tmp_path: Path) -> None:
         "notes.md",
         "passwd.txt",
         "linked/leak.md",
-        "sub/real.md",
         "sub/shadow.md",
     ]
     assert skipped == []
@@ -132,9 +131,53 @@ def test_follow_symlinks_survives_a_loop(tmp_path: Path) -> None:
 
 
 def test_a_symlink_named_on_the_command_line_is_read(tmp_path: Path) -> None:
-    fold, outside = _hostile(tmp_path)
-    named = fold / "passwd.txt"
-    assert list(iter_sources([named])) == [str((outside / "passwd").resolve())]
+    # Yielded by its own name (its folder resolved), as a walk yields it: the loader is
+    # chosen by the link's name either way (a day-one audit: `ingest syml/passwd.md`
+    # found no loader for "passwd", while a walk with --follow-symlinks read it).
+    fold, _ = _hostile(tmp_path)
+    named = fold / "sub" / "shadow.md"
+    assert list(iter_sources([named])) == [str(fold.resolve() / "sub" / "shadow.md")]
+
+
+def test_a_md_link_to_a_file_without_suffix_reads_the_same_named_or_walked(
+    tmp_path: Path, open_store: OpenStore
+) -> None:
+    fold, _ = _hostile(tmp_path)
+    with open_store() as kb:
+        named = kb.ingest(fold / "sub" / "shadow.md")
+        assert (named.documents, named.failed) == (1, [])
+    with open_store(tmp_path / "other") as kb:
+        walked = kb.ingest(fold, follow_symlinks=True)
+        assert "shadow" in {Path(f.source).name for f in walked.files if f.status == "filed"}
+
+
+def test_a_dangling_symlink_is_reported_as_dangling(tmp_path: Path) -> None:
+    fold = tmp_path / "fold"
+    fold.mkdir()
+    (fold / "gone.md").symlink_to(tmp_path / "nowhere.md")
+    (fold / "gone-inside.md").symlink_to(fold / "nothing.md")
+    for follow in (False, True):
+        skipped: list[tuple[str, str]] = []
+        with symlink_policy(follow=follow, on_skip=lambda s, w, seen=skipped: seen.append((s, w))):
+            assert list(iter_sources([fold])) == []
+        assert sorted((Path(s).name, w) for s, w in skipped) == [
+            ("gone-inside.md", DANGLING),
+            ("gone.md", DANGLING),
+        ]
+    assert DANGLING == "symlink to nothing (its target does not exist)"
+
+
+def test_a_link_to_a_file_in_the_same_folder_is_one_source(
+    tmp_path: Path, open_store: OpenStore
+) -> None:
+    fold = tmp_path / "fold"
+    fold.mkdir()
+    (fold / "in.md").write_text("# In\n\nThe kestrel nests.\n", encoding="utf-8")
+    (fold / "in_link.md").symlink_to(fold / "in.md")
+    assert list(iter_sources([fold])) == [str(fold.resolve() / "in.md")]
+    with open_store() as kb:
+        report = kb.ingest(fold)
+        assert [(Path(f.source).name, f.status) for f in report.files] == [("in.md", "filed")]
 
 
 def test_ingest_files_nothing_from_outside_and_reports_each_file(
@@ -143,8 +186,9 @@ def test_ingest_files_nothing_from_outside_and_reports_each_file(
     fold, _ = _hostile(tmp_path)
     with open_store() as kb:
         report = kb.ingest(fold)
-        # notes and sub/real; alias.md (a link inside) is sub/real.md again
-        assert (report.documents, report.unchanged) == (2, 1)
+        # notes and sub/real (as alias.md, a link inside, which it is), each once
+        assert (report.documents, report.unchanged) == (2, 0)
+        assert len({f.source for f in report.files}) == len(report.files)
         assert sorted(Path(s).name for s, _ in report.skipped) == [
             "linked",
             "passwd.txt",
@@ -187,7 +231,7 @@ def test_notion_export_folder_linked_into_a_walked_folder(tmp_path: Path, inside
     with symlink_policy(on_skip=lambda s, w: skipped.append((s, w))):
         found = list(iter_sources([fold]))
     if inside:
-        assert found == [str(fold / "export-link"), str(target)]
+        assert found == [str(fold / "export-link")]  # the link and its target: one source
         assert skipped == []
     else:
         assert found == []

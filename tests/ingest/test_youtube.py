@@ -409,8 +409,16 @@ def test_youtube_unreachable(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     loader = YoutubeLoader(base_url=f"http://127.0.0.1:{port}")
-    with pytest.raises(IngestError, match="cannot reach YouTube"):
+    with pytest.raises(IngestError, match="cannot reach YouTube") as failed:
         loader.load(f"https://youtu.be/{DEMO}")
+    # One short line with the reason the socket gave, not urllib3's 300-character
+    # "HTTPConnectionPool(host=…): Max retries exceeded …" (a day-one audit).
+    message = failed.value.message
+    assert message == (
+        f"https://www.youtube.com/watch?v={DEMO}: cannot reach YouTube "
+        "(no network, or the name does not resolve): Connection refused"
+    ), message
+    assert failed.value.hint == "check the network connection and try again"
 
 
 def test_a_slow_youtube_runs_into_the_time_limit(server: LoopbackServer) -> None:

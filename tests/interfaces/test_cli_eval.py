@@ -246,3 +246,162 @@ def test_eval_beir_on_postgres_uses_a_schema_per_configuration_and_the_file_cach
             "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'eval\\_%'"
         ).fetchall()
     assert left == []  # each configuration's schema is dropped after it
+
+
+# -- bad dataset files: one line naming the file, exit 2, nothing on stdout ----------
+
+LATIN = b'{"question": "caf\xe9"}\n'  # Latin-1, not UTF-8: the bad byte is at offset 17
+
+
+def _eval_argv(command: str, path: Path, tmp_path: Path) -> list[str]:
+    """``kredenc eval COMMAND`` with ``path`` as the dataset file (or folder) it reads."""
+    if command == "beir":
+        return ["eval", "beir", str(path)]
+    if command == "multihop":
+        corpus = FIXTURES / "hotpotqa_corpus.json"
+        return ["eval", "multihop", str(path), str(corpus)]
+    if command == "answer":
+        (tmp_path / "docs").mkdir(exist_ok=True)
+        return ["eval", "answer", str(path), "--docs", str(tmp_path / "docs")]
+    if command == "agree":
+        other = tmp_path / "other.jsonl"
+        other.write_text('{"qid": "a", "ranked": ["1"]}\n', encoding="utf-8")
+        return ["eval", "agree", str(path), str(other)]
+    return ["eval", command, str(path)]
+
+
+def _beir_folder(tmp_path: Path, **files: bytes) -> Path:
+    """The BEIR fixture copied, with ``files`` (name: bytes) put in its place."""
+    import shutil
+
+    root = tmp_path / "beir"
+    shutil.copytree(FIXTURES.parent / "beir", root)
+    for name, data in files.items():
+        (root / name.replace("__", "/")).write_bytes(data)
+    return root
+
+
+def _assert_one_line(code: int, out: str, err: str, *needles: str) -> None:
+    assert code == 2, err
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert "internal error" not in err and "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+
+
+@pytest.mark.parametrize(
+    "command", ["judge", "locomo", "multihop", "longmemeval", "answer", "agree", "beir"]
+)
+def test_a_dataset_that_is_not_utf8_is_one_line_naming_the_byte(
+    command: str,
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes(LATIN)
+    shown = path
+    if command == "beir":
+        path = _beir_folder(tmp_path, **{"queries.jsonl": LATIN})
+        shown = path / "queries.jsonl"
+    code, out, err = run_main(_eval_argv(command, path, tmp_path), capsys, monkeypatch)
+    _assert_one_line(code, out, err, f"{shown}: not UTF-8 (at byte 17)")
+    assert stores == []  # the file fails before a store is opened
+
+
+def test_a_gzipped_dataset_that_is_not_utf8_is_one_line(
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gzip
+
+    path = tmp_path / "latin.json.gz"
+    path.write_bytes(gzip.compress(b'[{"question": "caf\xe9"}]'))
+    code, out, err = run_main(["eval", "locomo", str(path)], capsys, monkeypatch)
+    _assert_one_line(code, out, err, f"{path}: not UTF-8 (at byte 18")
+
+
+@pytest.mark.parametrize("command", ["beir", "multihop", "locomo", "longmemeval", "judge"])
+def test_a_missing_dataset_is_bad_input_naming_the_file(
+    command: str,
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nope = tmp_path / "nope"
+    code, out, err = run_main(_eval_argv(command, nope, tmp_path), capsys, monkeypatch)
+    _assert_one_line(code, out, err, str(nope))
+
+
+def test_a_dataset_that_is_not_gzip_is_one_line_naming_it(
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = tmp_path / "fake.json.gz"
+    fake.write_bytes(b"not gzip at all\n")
+    code, out, err = run_main(["eval", "longmemeval", str(fake)], capsys, monkeypatch)
+    _assert_one_line(code, out, err, f"{fake}: not a gzip file")
+
+
+@pytest.mark.parametrize(
+    ("command", "content", "what"),
+    [
+        ("multihop", b"[]", "holds no questions"),
+        ("locomo", b"[]", "holds no questions"),
+        ("longmemeval", b"[]", "holds no questions"),
+        ("agree", b"", "holds no queries"),
+        ("answer", b"\n", "holds no cases"),
+    ],
+)
+def test_a_dataset_with_nothing_to_ask_is_bad_input(
+    command: str,
+    content: bytes,
+    what: str,
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "empty.json"
+    path.write_bytes(content)
+    code, out, err = run_main(_eval_argv(command, path, tmp_path), capsys, monkeypatch)
+    _assert_one_line(code, out, err, f"{path} {what}")
+    assert stores == []
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [("corpus.jsonl", "holds no documents"), ("queries.jsonl", "holds no queries")],
+)
+def test_a_beir_folder_with_an_empty_file_is_bad_input(
+    name: str,
+    what: str,
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = _beir_folder(tmp_path, **{name: b""})
+    code, out, err = run_main(["eval", "beir", str(root)], capsys, monkeypatch)
+    _assert_one_line(code, out, err, f"{root / name} {what}")
+    assert stores == []
+
+
+def test_eval_answer_with_no_docs_folder_prints_nothing_on_stdout(
+    stores: list[Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code, out, err = run_main(
+        ["eval", "answer", "--docs", str(tmp_path / "nope")], capsys, monkeypatch
+    )
+    _assert_one_line(code, out, err, str(tmp_path / "nope"))
+    assert stores == []

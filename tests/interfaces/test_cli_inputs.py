@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kredenc.interfaces.terminal import escape, json_text
+from kredenc.interfaces.terminal import escape, json_text, one_line
 
 CANARY = "canary-7d3c"
 
@@ -99,6 +99,7 @@ def test_error_lines_escape_control_characters(run: Any, tmp_path: Path) -> None
 def test_escape_and_json_text() -> None:
     assert escape(HOSTILE) == ("ring\\x07bell \\x1b[2J\\x1b[31mred\\x9b1m \\u202eevil\\x7f done")
     assert escape("tab\tand\nnewline stay") == "tab\tand\nnewline stay"
+    assert one_line("new\nline\t.md\x07") == "new\\nline\\t.md\\x07"  # a path in a line
     line = json_text({"t": HOSTILE})
     assert _clean(line) and json.loads(line) == {"t": HOSTILE}
 
@@ -150,3 +151,24 @@ def test_bad_settings_in_the_environment_are_one_line_exit_2(
         assert out == "" and len(err.splitlines()) == 1, err
         assert err.startswith("error: invalid setting ") and "internal error" not in err
         assert env.removeprefix("KREDENC_").lower() in err and "hunter2" not in err
+
+
+# -- the ingest summary: empty files skipped, every path on one line -----------------
+
+
+def test_ingest_summary_skips_empty_files_and_prints_each_path_on_one_line(
+    run: Any, tmp_path: Path
+) -> None:
+    fold = tmp_path / "x"
+    fold.mkdir()
+    (fold / "empty.md").write_text("")
+    (fold / "new\nline.md").write_text("# Split\n\nThe kestrel nests.\n")
+    (fold / "tab\tbad\x1b.txt").write_bytes(b"\x00\xff\xfe binary")
+    code, out, err = run("ingest", str(fold))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("1 document filed (1 chunk), 0 unchanged, 1 failed, 1 skipped")
+    assert f"  filed: {fold}/new\\nline.md (1 chunk)" in lines
+    assert f"  skipped: {fold}/empty.md: empty file" in lines
+    assert any(line.startswith(f"  failed: {fold}/tab\\tbad\\x1b.txt: ") for line in lines), out
+    assert len(lines) == 4, out  # the counts, then one line a file (no symlink hint)

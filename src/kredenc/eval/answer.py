@@ -40,6 +40,7 @@ from typing import Any
 
 from kredenc.engine import Kredenc
 from kredenc.errors import InvalidInput
+from kredenc.eval.datasets import read_text
 from kredenc.eval.metrics import bootstrap_ci
 from kredenc.loop.answer import Answer
 
@@ -129,7 +130,7 @@ def load_answer_cases(path: str | Path) -> list[AnswerCase]:
         raise InvalidInput(f"no case file at {path}", "give a JSON Lines file of cases")
     cases: list[AnswerCase] = []
     seen: set[str] = set()
-    for n, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
+    for n, raw in enumerate(read_text(path).splitlines(), 1):
         if not raw.strip():
             continue
         try:

@@ -27,6 +27,7 @@ from kredenc.eval.datasets import (
     Metrics,
     Ranked,
     mean,
+    no_records,
     open_text,
     read_jsonl,
 )
@@ -115,11 +116,16 @@ def load_beir(directory: str | Path, split: str = "test") -> BeirDataset:
                 meta=dict(row.get("metadata") or {}),
             )
         )
+    if not docs:
+        raise no_records(root / "corpus.jsonl", "documents")
     queries: list[EvalQuery] = []
     for row in read_jsonl(root / "queries.jsonl"):
         qid = str(row["_id"])
         if qid in qrels:
             queries.append(EvalQuery(qid=qid, text=str(row.get("text") or "")))
+    if not queries:
+        what = "queries" if qrels else f"queries (qrels/{split}.tsv names none)"
+        raise no_records(root / "queries.jsonl", what)
     found = {q.qid for q in queries}
     return BeirDataset(
         docs=docs,

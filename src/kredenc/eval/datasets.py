@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
-from kredenc.errors import InvalidInput, NotFound
+from kredenc.errors import InvalidInput
 
 Metrics = dict[str, Any]
 Ranked = Mapping[str, Sequence[str]]
@@ -84,14 +86,53 @@ def resolve(path: str | Path) -> Path:
     gz = p.with_name(p.name + ".gz")
     if gz.exists():
         return gz
-    raise NotFound(f"file not found: {p}", hint="give a path to the dataset file (plain or .gz)")
+    raise InvalidInput(f"{p}: no such file", "give a path to the dataset file (plain or .gz)")
 
 
-def open_text(path: str | Path) -> IO[str]:
+def not_utf8(path: Path) -> InvalidInput:
+    """The error for a dataset file that is not UTF-8, naming the first bad byte (of the
+    decompressed text, for a ``.gz``)."""
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        data.decode("utf-8")
+        where = ""
+    except UnicodeDecodeError as e:
+        where = f" (at byte {e.start})"
+    except (OSError, EOFError, zlib.error):
+        where = ""
+    return InvalidInput(f"{path}: not UTF-8{where}", "save the file as UTF-8")
+
+
+@contextmanager
+def open_text(path: str | Path) -> Iterator[IO[str]]:
+    """The dataset file (plain or gzipped) as UTF-8 text. A file that is missing, not
+    readable, not gzip (``.gz``) or not UTF-8 is :class:`InvalidInput` naming it, also
+    when that shows only while the ``with`` body reads it."""
     p = resolve(path)
-    if p.suffix == ".gz":
-        return gzip.open(p, "rt", encoding="utf-8")
-    return p.open("r", encoding="utf-8")
+    try:
+        with (
+            gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" else p.open(encoding="utf-8")
+        ) as f:
+            yield f
+    except UnicodeDecodeError:
+        raise not_utf8(p) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error):
+        raise InvalidInput(
+            f"{p}: not a gzip file, or a damaged one", "give the plain file, or gzip it again"
+        ) from None
+    except OSError as e:
+        raise InvalidInput(f"{p}: cannot read ({e.strerror or e})", "check the path") from None
+
+
+def read_text(path: str | Path) -> str:
+    """The whole dataset file as text (errors as for :func:`open_text`)."""
+    with open_text(path) as f:
+        return f.read()
+
+
+def no_records(path: str | Path, what: str) -> InvalidInput:
+    """The error for a dataset file that holds nothing to evaluate: ``FILE holds no WHAT``."""
+    return InvalidInput(f"{path} holds no {what}", "give a file that holds some")
 
 
 def read_json(path: str | Path) -> Any:

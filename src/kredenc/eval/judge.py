@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kredenc.errors import InvalidInput
-from kredenc.eval.datasets import open_text
+from kredenc.eval.datasets import no_records, open_text
 from kredenc.eval.metrics import auroc, bootstrap_ci, classification
 from kredenc.grounding.base import Evaluation, Judge
 
@@ -144,7 +144,7 @@ def load_judge_file(path: str | Path) -> tuple[str, list[JudgeItem]]:
                         JudgeItem(n, bad, question, _text(row, answer, where), knowledge, str(n))
                     )
     if not items:
-        raise InvalidInput(f"{p}: no records", "pass a file with at least one record")
+        raise no_records(p, "records")
     return fmt, items
 
 

@@ -36,6 +36,7 @@ from kredenc.eval.datasets import (
     Ranked,
     average,
     expect_list,
+    no_records,
     read_json,
 )
 from kredenc.eval.metrics import any_at_k, recall_at_k
@@ -193,4 +194,6 @@ def load_locomo(path: str | Path, ks: Sequence[int] = KS) -> LocomoDataset:
                 EvalQuery(qid=qid, text=str(qa.get("question", "")), meta={"category": cat})
             )
         data.conversations.append(Group(docs=docs, queries=queries, k=max(data.ks)))
+    if not any(g.queries for g in data.conversations):
+        raise no_records(path, "questions" + (" with evidence" if data.skipped else ""))
     return data

@@ -58,6 +58,7 @@ from kredenc.eval.datasets import (
     Ranked,
     average,
     expect_list,
+    no_records,
     read_json,
 )
 from kredenc.eval.metrics import all_at_k, any_at_k, dedupe, mean_ci
@@ -277,7 +278,18 @@ def load_longmemeval(
         except (KeyError, ValueError) as err:
             raise InvalidInput(f"{path}: question {qid}: malformed haystack ({err})") from err
         data.entries.append(e)
+    if not data.entries:
+        raise no_records(path, _no_questions(data.skipped_abstention, data.skipped_no_target))
     return data
+
+
+def _no_questions(abstention: int, no_target: int) -> str:
+    """What a LongMemEval file without a question to evaluate lacks, for the error."""
+    if not abstention and not no_target:
+        return "questions"
+    return (
+        f"questions to evaluate ({abstention} abstention, {no_target} with no answer turn, skipped)"
+    )
 
 
 @dataclass
@@ -362,4 +374,6 @@ def load_longmemeval_pooled(path: str | Path, ks: Sequence[int] = KS) -> PooledL
                 meta={"question_type": data.types[qid], "asked_at": asked_at(e)},
             )
         )
+    if not data.queries:
+        raise no_records(path, _no_questions(data.skipped_abstention, data.skipped_no_target))
     return data

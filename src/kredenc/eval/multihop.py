@@ -38,6 +38,7 @@ from kredenc.eval.datasets import (
     Ranked,
     expect_list,
     mean,
+    no_records,
     read_json,
 )
 from kredenc.eval.metrics import all_at_k, mean_ci, recall_at_k
@@ -150,7 +151,10 @@ def load_multihop(questions: str | Path, corpus: str | Path) -> MultihopDataset:
     """Read a HotpotQA or MuSiQue question file and its corpus file."""
     pool = _Corpus(read_json(corpus))
     data = MultihopDataset(docs=pool.docs, queries=[], gold={})
-    for i, rec in enumerate(expect_list(read_json(questions), str(questions))):
+    records = expect_list(read_json(questions), str(questions))
+    if not records:
+        raise no_records(questions, "questions")
+    for i, rec in enumerate(records):
         if not isinstance(rec, dict):
             raise InvalidInput(f"{questions}: record {i} is not an object")
         qid = str(rec.get("_id", rec.get("id", i)))
@@ -164,4 +168,6 @@ def load_multihop(questions: str | Path, corpus: str | Path) -> MultihopDataset:
             EvalQuery(qid=qid, text=str(rec.get("question", "")), meta={"format": fmt})
         )
         data.gold[qid] = ids
+    if not data.queries:
+        raise no_records(questions, f"questions whose gold passages are in {corpus}")
     return data

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kredenc.errors import InvalidInput
-from kredenc.eval.datasets import EvalDataset, Metrics, Retriever, open_text
+from kredenc.eval.datasets import EvalDataset, Metrics, Retriever, no_records, open_text
 from kredenc.eval.metrics import mean_ci, percentile
 
 Progress = Callable[[int, int], None]  # (queries done, groups done)
@@ -119,6 +119,8 @@ def read_run(path: str | Path) -> dict[str, list[str]]:
             if qid in out:
                 raise InvalidInput(f"{path}:{n}: qid {qid!r} appears twice")
             out[qid] = ids
+    if not out:
+        raise no_records(path, "queries")
     return out
 
 

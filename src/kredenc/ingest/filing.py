@@ -22,6 +22,7 @@ from kredenc.errors import KredencError, StoreError
 from kredenc.ingest.chunker import chunk as cut
 from kredenc.ingest.document import Chunk, LoadedDocument
 from kredenc.ingest.loaders.base import (
+    EMPTY,
     LoadLimits,
     collapsed_warnings,
     symlink_policy,
@@ -86,6 +87,9 @@ def ingest(
                     if name is not None:
                         _rename(doc, name)
                     chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
+                    if not chunks:  # nothing to find it by: no document of 0 chunks
+                        _skip(report, redact_url(doc.source), EMPTY)
+                        continue
                     parts = file_document(store, ns, doc, chunks, drawer, report)
                     if parts:
                         filed.append((doc.title, parts))
@@ -119,6 +123,7 @@ def _load(source: str, settings: Settings) -> list[LoadedDocument]:
     limits.check_file(source)
     with collapsed_warnings(type(loader).__module__):
         docs = loader.load(source)
+    limits.cut_lines(docs)
     limits.check_documents(docs)
     return docs
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from kredenc.ingest.loaders.base import (
+    DANGLING,
     LEAVES_FOLDER,
     SymlinkPolicy,
     admit,
@@ -44,12 +45,14 @@ def iter_sources(
 ) -> Iterator[str]:
     """The sources to ingest under ``paths``, each once, in a stable order.
 
-    A URL or a file named in ``paths`` is yielded as given (files resolved to absolute
-    paths), whatever its type, so that a source nobody can read fails loudly later
-    rather than vanishing. A folder is walked (see the module doc). ``include`` and
-    ``exclude`` are glob patterns matched against a file's path relative to the folder
-    walked and against its name (``*.pdf``, ``notes/*``); ``exclude`` also prunes
-    folders.
+    A URL or a file named in ``paths`` is yielded as given (files as absolute paths,
+    their folder resolved and their own name kept, so a symlink's loader is chosen by
+    its name as in a walk), whatever its type, so that a source nobody can read fails
+    loudly later rather than vanishing. Two paths to one file (a symlink and its
+    target) are one source: the first met is yielded. A folder is walked (see the
+    module doc). ``include`` and ``exclude`` are glob patterns matched against a
+    file's path relative to the folder walked and against its name (``*.pdf``,
+    ``notes/*``); ``exclude`` also prunes folders.
     """
     seen: set[str] = set()
     for item in paths:
@@ -61,11 +64,20 @@ def iter_sources(
             if path.is_dir() and not _is_export(path):
                 candidates = _walk(path.resolve(), include or [], exclude or [])
             else:
-                candidates = [str(path.resolve())]
+                candidates = [str(path.absolute().parent.resolve() / path.name)]
         for source in candidates:
-            if source not in seen:
-                seen.add(source)
+            key = source if is_url(source) else _real(source)
+            if key not in seen:
+                seen.add(key)
                 yield source
+
+
+def _real(source: str) -> str:
+    """The resolved path of a local source (itself, for a symlink loop)."""
+    try:
+        return str(Path(source).resolve())
+    except (OSError, RuntimeError):
+        return source
 
 
 def _walk(root: Path, include: list[str], exclude: list[str]) -> Iterator[str]:
@@ -116,4 +128,11 @@ def _is_export(path: Path) -> bool:
     return any(loader.can_load(source) for loader in loaders() if not loader.suffixes)
 
 
-__all__ = ["LEAVES_FOLDER", "SymlinkPolicy", "admit", "iter_sources", "symlink_policy"]
+__all__ = [
+    "DANGLING",
+    "LEAVES_FOLDER",
+    "SymlinkPolicy",
+    "admit",
+    "iter_sources",
+    "symlink_policy",
+]

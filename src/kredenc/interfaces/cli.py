@@ -53,7 +53,7 @@ from kredenc.interfaces.cli_common import (
     scope_text,
     short,
 )
-from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text
+from kredenc.interfaces.terminal import EscapingFormatter, escape, json_text, one_line
 from kredenc.records import corrections_of
 from kredenc.retrieve.iterative import RoundHits
 
@@ -305,7 +305,7 @@ def ingest(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from kredenc.ingest.loaders.base import page_progress
+    from kredenc.ingest.loaders.base import LEAVES_FOLDER, page_progress
     from kredenc.ingest.redact import redact_url
 
     c = context()
@@ -313,7 +313,7 @@ def ingest(
         check_arg_text(source, "source")
 
     def shown(source: str) -> str:
-        return rich.markup.escape(escape(redact_url(short(source, 50))))
+        return rich.markup.escape(one_line(redact_url(short(source, 50))))
 
     with (
         c.open() as kb,
@@ -370,21 +370,23 @@ def ingest(
             f"{data['unchanged']} unchanged, "
             f"{len(data['failed'])} failed, {len(data['skipped'])} skipped, in {data['seconds']} s"
         )
+        # One line a file: a path's newlines and tabs are escaped too (one_line).
         for outcome in report.files:
+            source = one_line(outcome.source)
             if outcome.status == "failed":
                 # The reason names the source when it starts with it (most do).
                 reason = outcome.error
                 if not reason.startswith(outcome.source):
                     reason = f"{outcome.source}: {reason}"
-                click.echo(f"  failed: {reason}")
+                click.echo(f"  failed: {one_line(reason)}")
             elif outcome.status == "unchanged":
-                click.echo(f"  unchanged: {outcome.source}")
+                click.echo(f"  unchanged: {source}")
             else:
                 chunks = count_of(outcome.chunks, "chunk")
-                click.echo(f"  {outcome.status}: {outcome.source} ({chunks})")
+                click.echo(f"  {outcome.status}: {source} ({chunks})")
         for skip in data["skipped"]:
-            click.echo(f"  skipped: {skip['source']}: {skip['reason']}")
-        if data["skipped"]:
+            click.echo(f"  skipped: {one_line(skip['source'])}: {one_line(skip['reason'])}")
+        if any(skip["reason"] == LEAVES_FOLDER for skip in data["skipped"]):
             click.echo("  (--follow-symlinks reads files that symlink out of the folder)")
 
     c.emit(data, human)

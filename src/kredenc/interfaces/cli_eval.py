@@ -465,7 +465,7 @@ def eval_agree(run_a: str, run_b: str, k: int) -> None:
 @click.option(
     "--docs",
     required=True,
-    type=click.Path(file_okay=False),
+    type=click.Path(file_okay=False, exists=True),
     help="Folder the cases' documents are under (e.g. ../shared/data/documents).",
 )
 @click.option(
@@ -490,15 +490,17 @@ def eval_answer(file: str | None, docs: str, cache: str) -> None:
     c = context()
     cases = load_answer_cases(file or default_cases_path())
 
+    header = [f"{'':4}  {'case':<24} {'conf':>3}  failed check"]  # before the first case
+
     def show(r: CaseResult) -> None:
         if not c.json:
+            while header:
+                click.echo(header.pop())
             ev = r.answer.evaluation if r.answer else None
             conf = f"{ev.confidence_score:>3}" if ev else "  -"
             why = "; ".join(r.failures)
             click.echo(f"{'pass' if r.passed else 'FAIL'}  {r.id:<24} {conf}  {why}")
 
-    if not c.json:
-        click.echo(f"{'':4}  {'case':<24} {'conf':>3}  failed check")
     with _eval_store(cache) as kb:
         results = run_answer_eval(kb, cases, docs, on_case=show)
     summary = summarise(results)

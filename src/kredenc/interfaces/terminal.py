@@ -4,6 +4,8 @@ Text from the store, from documents and from arguments may hold control characte
 a BEL rings the terminal, ``ESC [2J`` clears it, a C1 ``CSI`` or a right-to-left
 override rewrites what the user sees. Every human-readable line the CLI prints goes
 through :func:`escape` (``\\x07``, ``\\x1b``, ``\\u202e``); newlines and tabs stay.
+A name printed inside a line (a file's path) goes through :func:`one_line`, which
+escapes newlines and tabs too, so a file named ``new\\nline.md`` stays one line.
 JSON output goes through :func:`json_text`: ``json.dumps`` already escapes C0
 characters, and the rest (DEL, C1, bidirectional controls) become ``\\uXXXX``
 escapes, so the output is still valid JSON and decodes to the same text.
@@ -23,6 +25,7 @@ _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS = (*(c for c in range(0x20) if c not in (0x09, 0x0A)), *range(0x7F, 0xA0), *_BIDI)
 
 _HUMAN = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS}
+_ONE_LINE = {**_HUMAN, 0x09: "\\t", 0x0A: "\\n"}
 # In JSON, C0 is escaped by json.dumps; DEL, C1 and bidi controls are left raw.
 _JSON = {c: f"\\u{c:04x}" for c in _CONTROLS if c >= 0x7F}
 
@@ -30,6 +33,11 @@ _JSON = {c: f"\\u{c:04x}" for c in _CONTROLS if c >= 0x7F}
 def escape(text: str) -> str:
     """``text`` with every control character but newline and tab as a visible escape."""
     return text.translate(_HUMAN)
+
+
+def one_line(text: str) -> str:
+    """``text`` as :func:`escape` makes it, with newlines and tabs escaped too."""
+    return text.translate(_ONE_LINE)
 
 
 def json_text(data: Any) -> str:
@@ -80,4 +88,4 @@ class EscapingFormatter(logging.Formatter):
         return escape(super().format(record))
 
 
-__all__ = ["EscapingFormatter", "escape", "escaped_output", "json_text"]
+__all__ = ["EscapingFormatter", "escape", "escaped_output", "json_text", "one_line"]

@@ -82,6 +82,10 @@ def read_text_file(path: Path) -> str:
 
 #: The reason reported for an entry skipped because its resolved path leaves the folder.
 LEAVES_FOLDER = "symlink leaves the folder"
+#: The reason a walk skips a symlink whose target does not exist (followed or not).
+DANGLING = "symlink to nothing (its target does not exist)"
+#: The reason a source with no text to file (an empty file, a lone heading) is skipped.
+EMPTY = "empty file"
 
 #: ``on_skip(source, reason)``: told of each entry a walk leaves out for a reason.
 OnSkip = Callable[[str, str], None]
@@ -148,7 +152,12 @@ def admit(root: Path, path: Path) -> bool:
     policy follows symlinks; otherwise it is reported as skipped.
     """
     policy = _POLICY.get()
-    if policy.follow or not path.is_symlink():
+    if not path.is_symlink():
+        return True
+    if not path.exists():  # dangling: nothing to read, wherever it would lead
+        policy.on_skip(str(path), DANGLING)
+        return False
+    if policy.follow:
         return True
     try:
         target = path.resolve()
@@ -168,7 +177,8 @@ class LoadLimits:
     """How much of one local file a loader reads (settings ``ingest_*``).
 
     ``max_bytes``: the file's size; ``max_pages``: pages of a paged document;
-    ``max_page_chars``: characters kept of one page (the rest is cut, with a warning);
+    ``max_page_chars``: characters kept of one page, and of one line of any document
+    (the rest is cut, with a warning);
     ``max_chars``: characters of one document; ``timeout_s``: time to parse one file.
     Past any but ``max_page_chars`` the file fails and nothing of it is filed. The
     defaults are the settings' defaults.
@@ -204,6 +214,34 @@ class LoadLimits:
                 "(setting ingest_max_bytes)",
                 "raise ingest_max_bytes in kredenc.toml if the file is genuine",
             )
+
+    def cut_lines(self, docs: list[LoadedDocument]) -> None:
+        """Cut each line longer than ``max_page_chars`` at that many characters, with
+        one warning a document (``meta["cut_lines"]``: how many were cut).
+
+        A file without pages (Markdown, text, HTML, Notion) is bounded as a PDF's pages
+        are: a 10 MB file on one line is 100,000 characters (about 125 chunks), not
+        12,500 chunks to embed. A PDF's pages are cut already, so none of its lines is
+        longer.
+        """
+        limit = self.max_page_chars
+        for doc in docs:
+            cut = 0
+            for section in doc.sections:
+                if len(section.text) <= limit:
+                    continue
+                lines = section.text.split("\n")
+                cut += sum(len(line) > limit for line in lines)
+                section.text = "\n".join(line[:limit] for line in lines)
+            if cut:
+                doc.meta["cut_lines"] = cut
+                logger.warning(
+                    "%s: %d line(s) longer than %d characters were cut at the limit "
+                    "(setting ingest_max_page_chars)",
+                    doc.source,
+                    cut,
+                    limit,
+                )
 
     def check_documents(self, docs: list[LoadedDocument]) -> None:
         """Fail a load with a document of more than ``max_chars`` characters."""
@@ -278,6 +316,8 @@ def decode_text(data: bytes, name: str) -> str:
 
 
 __all__ = [
+    "DANGLING",
+    "EMPTY",
     "LEAVES_FOLDER",
     "LoadLimits",
     "Loader",

@@ -219,7 +219,7 @@ class YoutubeLoader(Loader):
             ) from exc
         except requests.RequestException as exc:
             raise IngestError(
-                f"{url}: cannot reach YouTube: {_one_line(str(exc))}",
+                f"{url}: cannot reach YouTube{_network_reason(exc)}",
                 "check the network connection and try again",
             ) from exc
         except (yta.VideoUnavailable, yta.InvalidVideoId) as exc:
@@ -439,6 +439,26 @@ def _cause(exc: CouldNotRetrieveTranscript) -> str:
     """The library's cause, first sentence, one line (its messages run to paragraphs)."""
     first = _one_line(str(exc.cause)).split(". ")[0].rstrip(".")
     return first or type(exc).__name__
+
+
+def _network_reason(exc: BaseException) -> str:
+    """What follows "cannot reach YouTube" for a requests error: for a connection that
+    failed, the first socket error's own words ("Connection refused", "Name or service
+    not known") found through urllib3's wrappers, whose text runs to hundreds of
+    characters; else the error's own message (a fetch refused by the guard)."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        err = todo.pop(0)
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.strerror:
+            why = _one_line(err.strerror)
+            return f" (no network, or the name does not resolve): {why}"
+        nested = [*err.args, getattr(err, "reason", None), err.__cause__, err.__context__]
+        todo.extend(e for e in nested if isinstance(e, BaseException))
+    return f": {_one_line(str(exc))}"
 
 
 def _one_line(text: str) -> str:
