@@ -115,15 +115,56 @@ class OpenAICompatClient:
     def is_closed(self) -> bool:
         return self._client.is_closed
 
-    def post_json(self, path: str, body: Any, *, safe_to_repeat: bool = False) -> Any:
-        """``POST`` ``body`` as JSON to ``path``; the reply's JSON, or a ProviderError."""
-        response = self.post(path, json=body, safe_to_repeat=safe_to_repeat)
+    def post_json(
+        self,
+        path: str,
+        body: Any,
+        *,
+        safe_to_repeat: bool = False,
+        max_bytes: int | None = None,
+        too_large_hint: str = "check the server",
+    ) -> Any:
+        """``POST`` ``body`` as JSON to ``path``; the reply's JSON, or a ProviderError.
+        ``max_bytes``: the reply's body is read up to that many bytes; a larger one is
+        a ProviderError (``too_large_hint``), never held whole."""
+        if max_bytes is None:
+            response = self.post(path, json=body, safe_to_repeat=safe_to_repeat)
+            raw = response.content
+        else:
+            response = self.send(
+                "POST", path, json=body, safe_to_repeat=safe_to_repeat, stream=True
+            )
+            raw = self._read_at_most(path, response, max_bytes, too_large_hint)
         try:
-            return response.json()
+            return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            shown = raw[:2000].decode("utf-8", "replace")
+            raise self.fail(path, f"response is not JSON: {snippet(shown)!r}", FORMAT_HINT) from exc
+
+    def _read_at_most(
+        self, path: str, response: httpx.Response, max_bytes: int, hint: str
+    ) -> bytes:
+        got = bytearray()
+        try:
+            for chunk in response.iter_bytes():
+                got += chunk
+                if len(got) > max_bytes:
+                    raise self.fail(
+                        path, f"the reply is larger than {max_bytes:,} bytes; not read", hint
+                    )
+        except httpx.TimeoutException as exc:
             raise self.fail(
-                path, f"response is not JSON: {snippet(response.text)!r}", FORMAT_HINT
+                path, f"no answer within {self.timeout:g} s", self.timeout_hint
             ) from exc
+        except httpx.HTTPError as exc:
+            raise self.fail(
+                path,
+                f"the reply broke off: {type(exc).__name__}: {_one_line(str(exc))}",
+                "check the server's logs",
+            ) from exc
+        finally:
+            response.close()
+        return bytes(got)
 
     def get_json(
         self,

@@ -69,6 +69,22 @@ def test_a_plain_reply_with_the_servers_usage(server: LoopbackServer) -> None:
     assert done.usage.completion_tokens == estimate_tokens("Eight heads [1].")
 
 
+def test_a_reply_far_past_max_tokens_is_refused_unread(server: LoopbackServer) -> None:
+    """A 5 MB reply to a call allowed 1,024 tokens was read whole (718 MB peak in an
+    ask), printed as the answer, then could not be filed. Its body is read up to a bound
+    of the tokens asked for; past it the reply is a provider failure."""
+    huge = "word " * 1_000_000
+    with llm(server, [huge, huge], max_tokens=1024) as model:
+        with pytest.raises(ProviderError, match="larger than") as caught:
+            model.complete(ASK)
+        assert "max_tokens" in caught.value.hint or "llm_max_tokens" in caught.value.hint
+        with pytest.raises(ProviderError, match="larger than"):
+            for _ in model.stream(ASK):
+                pass
+    with llm(server, ["Eight heads [1]. " * 200], max_tokens=1024) as model:
+        assert model.complete(ASK).text.startswith("Eight heads")  # a long, fair reply
+
+
 def test_a_call_max_tokens_overrides_the_default(server: LoopbackServer) -> None:
     with llm(server, "ok", max_tokens=64) as model:
         model.complete(ASK, max_tokens=5)

@@ -34,6 +34,22 @@ from kredenc.providers.llm.structured import (
 from kredenc.providers.openai_compat import FORMAT_HINT, OpenAICompatClient, snippet
 
 PATH = "/chat/completions"
+#: A reply's body, read at most: this many bytes per token asked for, and some room for
+#: the JSON around the text (a token is a few characters; escaping and logprobs add).
+BYTES_PER_TOKEN = 64
+REPLY_SLACK_BYTES = 256 * 1024
+TOO_LARGE_HINT = (
+    "the server sent far more than max_tokens allows: check it, or raise llm_max_tokens"
+)
+
+
+def reply_bytes(max_tokens: object) -> int | None:
+    """The most bytes read of a reply to a call allowed ``max_tokens`` (None: no bound)."""
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
+        return None
+    return REPLY_SLACK_BYTES + BYTES_PER_TOKEN * max_tokens
+
+
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 SCHEMA_HINT = "use a model that supports structured output (json_schema), or a simpler schema"
 
@@ -158,7 +174,13 @@ class OpenAICompatLLM(LLM):
                 yield from read(events)
 
         def read(events: Generator[str]) -> Iterator[str]:
+            most, said = reply_bytes(body.get("max_tokens")), 0
             for event in events:
+                said += len(event)
+                if most is not None and said > most:
+                    raise self._http.fail(
+                        PATH, f"the reply is larger than {most:,} bytes; not read", TOO_LARGE_HINT
+                    )
                 if event == "[DONE]":
                     return
                 chunk = self._event(event)
@@ -211,7 +233,10 @@ class OpenAICompatLLM(LLM):
         body = self._body(messages, temperature, max_tokens)
         if response_format is not None:
             body["response_format"] = response_format
-        reply = self._http.post_json(PATH, body)
+        limit = body.get("max_tokens")
+        reply = self._http.post_json(
+            PATH, body, max_bytes=reply_bytes(limit), too_large_hint=TOO_LARGE_HINT
+        )
         choice = _first_choice(reply)
         if choice is None:
             raise self._http.fail(
