@@ -83,6 +83,24 @@ def test_a_model_that_is_not_on_disk_is_refused(tmp_path: Path) -> None:
         CrossEncoderReranker(str(tmp_path / "missing")).score("q", ["p"])
 
 
+def test_a_name_no_reranker_has_is_refused_naming_those_there_are() -> None:
+    """'--rerank bogus' was read as a model path ("is not a local path, download the
+    model once…"): a bare word is a mistyped name."""
+    with pytest.raises(InvalidInput, match="unknown reranker 'bogus'") as caught:
+        make_reranker("bogus")
+    for name in ("cross-encoder", "maxsim", "onnx"):
+        assert name in caught.value.hint
+
+
+def test_a_folder_without_a_cross_encoder_is_one_line_naming_it(tmp_path: Path) -> None:
+    """An empty folder gave transformers' own message, exit 1, no hint."""
+    pytest.importorskip("sentence_transformers")
+    with pytest.raises(InvalidInput, match="holds no cross-encoder model") as caught:
+        CrossEncoderReranker(str(tmp_path)).score("q", ["p"])
+    assert str(tmp_path) in caught.value.message and "\n" not in str(caught.value)
+    assert "config.json" in caught.value.hint
+
+
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 1-layer BERT cross-encoder with the bundled MiniLM vocabulary, saved to disk."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from kredenc import plugins
 from kredenc.config import Settings
-from kredenc.errors import InvalidInput, MissingExtra, ProviderError
+from kredenc.errors import InvalidInput, MissingExtra, shown
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,12 @@ class CrossEncoderReranker(Reranker):
                     self.model_path, max_length=self.max_length, local_files_only=True
                 )
             except (OSError, ValueError) as exc:
-                raise ProviderError(f"cannot load reranker {self.model_path}: {exc}") from exc
+                why = " ".join(str(exc).split())[:200]
+                raise InvalidInput(
+                    f"{self.model_path} holds no cross-encoder model the library can load ({why})",
+                    "point rerank at a sentence-transformers CrossEncoder folder (config.json "
+                    "with its model_type, the weights, the tokenizer)",
+                ) from exc
         return self._model
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
@@ -104,6 +109,13 @@ def make_reranker(spec: str | None, settings: Settings | None = None) -> Reranke
     spec = spec.strip()
     name = spec.partition(":")[0]
     if not plugins.is_known(plugins.RERANKERS, name):
+        if ":" not in spec and "/" not in spec and "\\" not in spec and not Path(spec).exists():
+            # a bare word that names no reranker and no folder: a mistyped name
+            raise InvalidInput(
+                f"unknown reranker {shown(spec)}",
+                f"use one of {', '.join(plugins.names(plugins.RERANKERS))} (as NAME or "
+                "NAME:PATH, e.g. onnx:/models/ms-marco), or a cross-encoder model's folder",
+            )
         name = "cross-encoder"  # a bare model path, the shorthand of the built-in
     base = settings if settings is not None else Settings.model_construct()
     configured = base.model_copy(update={"rerank": spec})

@@ -76,6 +76,7 @@ class OnnxCrossEncoder(Reranker):
         pairs = [(query, p) for p in passages]
         for rows, batch in self.model.batches(pairs, self.batch_size):
             logits = self.model.run(output, batch)
+            shape = tuple(logits.shape)
             logits = logits.reshape(len(rows), -1)
             if logits.shape[1] == 1:
                 values = logits[:, 0]
@@ -83,8 +84,9 @@ class OnnxCrossEncoder(Reranker):
                 values = logits[:, 1] - logits[:, 0]
             else:
                 raise InvalidInput(
-                    f"{self.folder.model} gives {logits.shape[1]} logits per pair; a "
-                    "cross-encoder for reranking gives 1 (or 2: not relevant, relevant)",
+                    f"{self.folder.model} gives outputs of shape {shape} for {len(rows)} "
+                    "pairs; a cross-encoder for reranking gives 1 logit a pair (or 2: not "
+                    "relevant, relevant)",
                     "point rerank at a relevance cross-encoder (e.g. an ms-marco one)",
                 )
             for row, value in zip(rows, values, strict=True):
