@@ -88,7 +88,7 @@ def verify_store(
         except ImportError:
             findings.append("backend = 'postgres' needs pip install 'kredenc[postgres]'")
             return _report(findings, ["log"])
-        check_postgres(home, meta, settings, findings, faults)
+        check_postgres(home, meta, settings, findings, faults, full=full)
         return _report(findings, faults)
     log_path = home / layout.LOG_FILE
     if not log_path.is_file():

@@ -165,6 +165,10 @@ def test_the_cli_on_postgres_remembers_searches_and_checks(
     assert code == 0, out
     assert "postgresql schema" in out.lower() and "sound" in out
     assert pg["postgres_dsn"] not in out  # the DSN is a secret
+    # --full does not claim a comparison it does not make (it said "sound" and compared
+    # nothing when a row of the index was gone)
+    code, out = run("check", "--full")
+    assert code == 0 and "--full compares every record on SQLite stores only" in out
     # A damaged record is found and named.
     with migrate.connect(pg["postgres_dsn"], pg["postgres_schema"]) as conn:
         conn.execute("UPDATE log_records SET crc = crc + 1 WHERE seq = 1")

@@ -16,9 +16,17 @@ from kredenc.storage.postgres.log import PostgresLog
 
 
 def check_postgres(
-    home: Path, meta: StoreMeta, settings: Settings, findings: list[str], faults: list[str]
+    home: Path,
+    meta: StoreMeta,
+    settings: Settings,
+    findings: list[str],
+    faults: list[str],
+    *,
+    full: bool = False,
 ) -> None:
-    """Append what the PostgreSQL log and index show to ``findings`` (and ``faults``)."""
+    """Append what the PostgreSQL log and index show to ``findings`` (and ``faults``).
+    The index is checked by its position in the log; ``full`` says that it is not
+    compared record by record here (the SQLite check does that)."""
     dsn, schema = settings.postgres_dsn.get_secret_value(), settings.postgres_schema
     where = f"PostgreSQL schema {schema}"
     try:
@@ -50,6 +58,11 @@ def check_postgres(
     try:
         applied_seq, _ = index.applied()
         findings.append(f"index ({where}): {index.live_count()} live records, seq {applied_seq}")
+        if full:
+            findings.append(
+                "index: --full compares every record on SQLite stores only; on PostgreSQL "
+                "the index is checked by its position in the log ('rebuild' makes it anew)"
+            )
         if applied_seq > last_seq:
             faults.append("index")
             findings.append(
