@@ -132,6 +132,15 @@ def test_plan_resolves_tools_in_order_and_names_an_unknown_one(tmp_path: Path) -
     with pytest.raises(InvalidInput) as err:
         parse_agent(path).plan(registry, settings)
     assert err.value.message == f"{path}:3: agent 'bad' lists unknown tool 'summon'"
+    # an agent named like its unknown tool: the line is the tools line, not the name's
+    named = write(tmp_path / "summon.md", agent_file("summon", ["decide", "summon"]))
+    with pytest.raises(InvalidInput, match=rf"{named}:3: agent 'summon' lists unknown tool"):
+        parse_agent(named).plan(registry, settings)
+    block = write(
+        tmp_path / "block.md", "---\nname: summon\ntools:\n  - decide\n  - summon\n---\nBody.\n"
+    )
+    with pytest.raises(InvalidInput, match=rf"{block}:5: agent 'summon' lists unknown tool"):
+        parse_agent(block).plan(registry, settings)
     known = err.value.hint.removeprefix("known tools: ").split(", ")
     assert {"count", "decide", "generate", "judge", "reflect", "retrieve"} <= set(known)
 

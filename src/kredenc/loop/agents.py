@@ -72,15 +72,26 @@ class Agent:
     path: Path | None = None
 
     def line_of(self, tool: str) -> int | None:
-        """The line of ``tool`` in the file's front matter (for messages)."""
+        """The line of ``tool`` in the front matter's ``tools:`` list (for messages):
+        on the key's own line (``tools: [a, b]``) or an item of the block under it."""
         if self.path is None:
             return None
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except OSError:
             return None
+        named = re.compile(rf"(^|[\s\[,-]){re.escape(tool)}($|[\s\],])")
+        in_tools = False
         for n, line in enumerate(lines, 1):
-            if re.search(rf"(^|[\s\[,-]){re.escape(tool)}($|[\s\],])", line) and n > 1:
+            if n > 1 and line.strip() == "---":
+                break  # the end of the front matter
+            value = line
+            if re.match(r"tools\s*:", line):
+                in_tools = True
+                value = line.split(":", 1)[1]
+            elif in_tools and not line.lstrip().startswith("-"):
+                in_tools = False  # the next key
+            if in_tools and named.search(value):
                 return n
         return None
 
