@@ -455,7 +455,8 @@ def stats() -> None:
         where = f"store {data['store']}  " if "store" in data else ""
         click.echo(f"{where}namespace {data['namespace']}  model {data['model']}")
         if "log_records" in data:
-            click.echo(f"log: {data['log_records']} records, {data['log_bytes']} bytes")
+            size = f", {data['log_bytes']} bytes" if data.get("log_bytes") is not None else ""
+            click.echo(f"log: {data['log_records']} records{size}")
         for d in data["drawers"]:
             click.echo(f"  {d['drawer']:<20} {d['type']:<10} {d['records']}")
 

@@ -60,6 +60,13 @@ def salvage(
     source, dest = Path(source), Path(dest)
     log_path = source / layout.LOG_FILE
     if not log_path.is_file():
+        if layout.is_store(source) and layout.read_meta(source).backend == "postgres":
+            raise StoreError(
+                f"{source}: salvage reads a store's {layout.LOG_FILE}, and this store's log "
+                "is in PostgreSQL",
+                "copy its records with 'kredenc export' (with the PostgreSQL settings), "
+                "or back the schema up with PostgreSQL's own tools (pg_dump)",
+            )
         raise StoreError(f"{log_path}: no haystack to salvage", "name the store to salvage")
     _check_dest(source, dest)
     report = SalvageReport(str(source), str(dest))

@@ -403,7 +403,8 @@ class Store:
                 "store": str(self.home),
                 "namespace": ns,
                 "log_records": self.haystack.last_seq,
-                "log_bytes": self.haystack.end,
+                # the file's size; a PostgreSQL log has no file (its end is a seq)
+                "log_bytes": None if backends.is_postgres(self.settings) else self.haystack.end,
                 "model": self.meta.model_id,
                 "dim": self.meta.dim,
             }

@@ -410,3 +410,14 @@ def test_a_postgres_store_folder_says_where_its_log_is(
         assert pg["postgres_schema"] in err
     code, err = run("init", "--new-log")
     assert code in (1, 2) and not (home / layout.LOG_FILE).exists(), err
+    # salvage reads a haystack.log: this store has none, and says where its log is
+    code, err = run("salvage", str(tmp_path / "copy"))
+    assert code == 1 and "PostgreSQL" in err and "export" in err, err
+    assert not (tmp_path / "copy").exists()
+    with monkeypatch.context() as env:  # stats: records, and no "bytes" that are seqs
+        for key, value in pg.items():
+            env.setenv(f"KREDENC_{key.upper()}", str(value))
+        capsys.readouterr()
+        main(["--store", str(home), "stats"])
+        out = capsys.readouterr().out
+        assert "log: 1 records" in out and "bytes" not in out, out
