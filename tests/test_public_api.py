@@ -49,6 +49,7 @@ PUBLIC = [
     "StoreClosed",
     "StoreError",
     "StoreLocked",
+    "StoreReadOnly",
     "wrap",
 ]
 

@@ -32,6 +32,7 @@ from kredenc.errors import (
     StoreClosed,
     StoreError,
     StoreLocked,
+    StoreReadOnly,
 )
 from kredenc.records import ContextGraph, GraphEdge, GraphNode, Hit, Hits, LegScore, Memory
 
@@ -83,6 +84,7 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "StoreLocked",
+    "StoreReadOnly",
     "wrap",
 ]
 __version__ = "0.1.0"

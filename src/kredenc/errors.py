@@ -69,6 +69,12 @@ class StoreLocked(StoreError):
     code = "store_locked"
 
 
+class StoreReadOnly(StoreError):
+    """A write to a store opened read-only (a reader beside the writer, a replica)."""
+
+    code = "store_read_only"
+
+
 class StoreClosed(StoreError):
     """A call on a store (or a handle on it) after :meth:`close`."""
 

@@ -344,3 +344,41 @@ def test_jobs_queue_rq_refused_before_the_url_line(
     assert "kredenc stopped" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (home / "server.json").exists()
+
+
+def test_a_read_only_server_answers_reads_refuses_writes_and_leaves_the_writer_free(
+    home: Path,
+) -> None:
+    """scale.md: a server beside the writer (or on a PostgreSQL replica) serves reads
+    from a read-only handle. ``serve --read-only`` had no such mode: it took the store's
+    writer lock, and on a read-only database it failed to start."""
+    seed = subprocess.run(
+        [sys.executable, "-c", ENTRY, "--store", str(home), "remember", "The kestrel nests high"],
+        capture_output=True, text=True, env=_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert seed.returncode == 0, seed.stderr
+    server = Serving(home, "--read-only")
+    try:
+        hits = httpx.get(server.url + "/search", params={"q": "kestrel"}, timeout=60).json()
+        assert [h["text"] for h in hits["hits"]] == ["The kestrel nests high"]
+        refused = httpx.post(server.url + "/memories", json={"text": "x"}, timeout=60)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"] == "store_read_only"
+        # the writer is free: a CLI write beside the server files at once, and is served
+        wrote = subprocess.run(
+            [sys.executable, "-c", ENTRY, "--store", str(home), "remember", "Owls hunt at night"],
+            capture_output=True, text=True, env=_env(), timeout=120, check=False,
+        )  # fmt: skip
+        assert wrote.returncode == 0, wrote.stderr
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = httpx.get(server.url + "/search", params={"q": "owls hunt"}, timeout=60)
+            if any("Owls" in h["text"] for h in found.json()["hits"]):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the read-only server never saw the new memory")
+        assert not (home / "server.json").exists()  # a reader does not advertise itself
+    finally:
+        code, err = server.stop(signal.SIGINT)
+    assert code == 0 and "Traceback" not in err, err

@@ -74,6 +74,12 @@ log = logging.getLogger("kredenc.cli")
     is_flag=True,
     help="Do not run the lifecycle jobs on a schedule (default: the scheduler setting, on).",
 )
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Serve reads only, from a read-only handle: beside the store's writer, or on a "
+    "PostgreSQL replica (writes answer 403 store_read_only).",
+)
 @json_option
 def serve_command(
     host: str | None,
@@ -84,6 +90,7 @@ def serve_command(
     no_sample: bool,
     sample_pdf: Path | None,
     no_scheduler: bool,
+    read_only: bool,
 ) -> None:
     """Serve the store: REST API, /v1 proxy, MCP at /mcp and the web page at /.
 
@@ -115,7 +122,7 @@ def serve_command(
     sock = listen(host, port)  # a busy port fails here, at once
     sock.listen(2048)  # connections wait in the backlog while the app starts
     # From the URL line on, a signal at any moment is a clean stop.
-    with sock, c.open() as kb, _stop_quietly():
+    with sock, c.open(read_only=read_only, create=not read_only) as kb, _stop_quietly():
         bound = sock.getsockname()[1]
         url = f"http://{_url_host(host)}:{bound}/"
         if c.json:  # for a script: where it serves, on one line
@@ -130,7 +137,7 @@ def serve_command(
             allowed_hosts=list(allow_hosts),
             scheduler=scheduler,
         )
-        _serve(kb, config, sock, no_sample, sample_pdf)
+        _serve(kb, config, sock, no_sample or read_only, sample_pdf)
 
 
 def _serve(
@@ -150,8 +157,9 @@ def _serve(
         click.echo(line, err=True)
 
     # A store several servers share (PostgreSQL) holds no file lock: a CLI command
-    # writes to it directly, so there is nothing to advertise (and no one server).
-    advertise = not kb.store.shared
+    # writes to it directly, so there is nothing to advertise (and no one server); nor
+    # does a read-only server, which holds no lock and takes no writes.
+    advertise = not kb.store.shared and not kb.read_only
     if advertise:
         advert.write(kb.home, url)
     filer = None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kredenc.config import Settings
-from kredenc.errors import KredencError, StoreError
+from kredenc.errors import KredencError, StoreError, StoreReadOnly
 from kredenc.records import Appended
 from kredenc.records import now as wall_clock
 from kredenc.storage import backends, layout, locks, redis_sessions, repair
@@ -593,6 +593,12 @@ class Store:
     # -- writing --------------------------------------------------------------
     def _writable(self) -> Housekeeper:
         if self._housekeeper is None:
+            if self.read_only and not self._closed:
+                raise StoreReadOnly(
+                    "the store is open read-only: it takes no writes",
+                    "write through a handle opened for writing (a server: one started "
+                    "without --read-only)",
+                )
             raise StoreError("the store is open read-only or closed", "open it for writing")
         return self._housekeeper
 

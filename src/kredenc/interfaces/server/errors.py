@@ -29,6 +29,7 @@ STATUS: dict[type[e.KredencError], int] = {
     e.InvalidInput: 422,
     e.NotFound: 404,
     e.ReadOnlyRecord: 409,
+    e.StoreReadOnly: 403,
     e.FetchRefused: 422,
     e.IngestError: 422,
     e.DeadlineExceeded: 504,

@@ -53,6 +53,7 @@ def mount(app: FastAPI, state: ServerState) -> AbstractAsyncContextManager[None]
         state.upstream,
         transport=state.config.proxy_transport,
         max_body_bytes=state.limits.max_body_bytes,
+        file_turns=not state.kb.read_only,  # a read-only server recalls, files nothing
     )
     parts = proxy_parts(state.kb, config, view_of=state.view)
     app.router.routes.extend(parts.routes)
