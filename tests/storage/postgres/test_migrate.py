@@ -192,3 +192,22 @@ def test_a_half_made_schema_on_a_read(postgres_dsn: str, tmp_path: Path) -> None
     _one_line(err.value)
     assert "schema t_half holds no kredenc index" in err.value.message
     assert "for writing" in err.value.hint
+
+
+# -- the role ---------------------------------------------------------------------------
+def test_a_superuser_role_is_warned_of_as_it_bypasses_row_level_security(
+    tmp_path: Path,
+    postgres_server: PostgresServer,
+    postgres_dsn: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """postgres.md: the role must not be a superuser, since superusers bypass the
+    row-level security that keeps namespaces apart. Nothing said so when it was one."""
+    caplog.set_level("WARNING")
+    as_superuser = postgres_server.dsn("kredenc_test")
+    _open(tmp_path / "su", as_superuser, "su_warned").close()
+    said = [r.getMessage() for r in caplog.records if "row-level security" in r.getMessage()]
+    assert len(said) == 1 and "superuser" in said[0] and "postgres.md" in said[0], said
+    caplog.clear()
+    _open(tmp_path / "app", postgres_dsn, "app_quiet").close()
+    assert not [r for r in caplog.records if "row-level security" in r.getMessage()]

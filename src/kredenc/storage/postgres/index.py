@@ -149,6 +149,7 @@ class PostgresIndex(IndexReads):
         try:
             self._stems = self._lexemes()
             self._terms = self._has_terms()
+            self._warn_if_unbound()
         except BaseException:
             self.close()
             raise
@@ -283,6 +284,22 @@ class PostgresIndex(IndexReads):
             self.schema,
         )
         return lexical.Stems()
+
+    def _warn_if_unbound(self) -> None:
+        """Say so when the role bypasses row-level security (a superuser, or BYPASSRLS):
+        namespaces are then kept apart by kredenc's own filters alone."""
+        with self._tx(ALL) as conn:
+            row = conn.execute(
+                "SELECT current_user, rolsuper OR rolbypassrls FROM pg_roles"
+                " WHERE rolname = current_user"
+            ).fetchone()
+        if row is not None and row[1]:
+            log.warning(
+                "PostgreSQL role %s is a superuser or has BYPASSRLS: row-level security "
+                "does not bind it, so namespaces are kept apart by kredenc's own filters "
+                "alone; connect as a role without them (docs/postgres.md)",
+                row[0],
+            )
 
     def _has_terms(self) -> bool:
         """Whether the index has its ``terms`` table (a read-only handle on an index
