@@ -172,3 +172,12 @@ def test_ingest_summary_skips_empty_files_and_prints_each_path_on_one_line(
     assert f"  skipped: {fold}/empty.md: empty file" in lines
     assert any(line.startswith(f"  failed: {fold}/tab\\tbad\\x1b.txt: ") for line in lines), out
     assert len(lines) == 4, out  # the counts, then one line a file (no symlink hint)
+
+
+@pytest.mark.parametrize("name", ["", " ", "a b/c", "x" * 65, "tab\there"])
+def test_a_worker_name_redis_cannot_take_is_a_usage_error(run: Any, name: str) -> None:
+    """'--name ""' silently took the default and 'a b/c' printed Redis's raw
+    'CLIENT SETNAME' warning: a name is letters, digits and . _ : - (1-64)."""
+    code, out, err = run("worker", "--burst", "--name", name)
+    assert code == 2 and out == "", err
+    assert "--name" in err and len(err.splitlines()) == 1, err

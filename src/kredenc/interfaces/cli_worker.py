@@ -5,17 +5,32 @@ docs/workers.md)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import click
 
-from kredenc.errors import MissingExtra
+from kredenc.errors import MissingExtra, shown
 from kredenc.interfaces.cli_common import context, json_option, settings_of
 from kredenc.interfaces.terminal import json_text
 
 
+def _worker_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A name Redis takes (CLIENT SETNAME: no spaces): letters, digits and . _ : -."""
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value):
+        raise click.BadParameter(
+            f"{shown(value)} is not a worker name: 1-64 letters, digits and . _ : -"
+        )
+    return value
+
+
 @click.command("worker")
 @click.option("--burst", is_flag=True, help="Run the queued jobs, then exit (default: wait).")
-@click.option("--name", default=None, help="The worker's name in RQ (default: kredenc-HOST-PID).")
+@click.option(
+    "--name",
+    default=None,
+    callback=_worker_name,
+    help="The worker's name in RQ (default: kredenc-HOST-PID; letters, digits, . _ : -).",
+)
 @click.option(
     "--scheduler",
     is_flag=True,
