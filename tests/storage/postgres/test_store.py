@@ -370,6 +370,41 @@ def test_a_failed_creating_command_leaves_no_store_and_no_schema(
     capsys.readouterr()
 
 
+def test_a_failed_first_command_never_drops_a_schema_that_was_there(
+    tmp_path: Path,
+    pg: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The review's find: a failed first command in a schema that already held other
+    tables (or in public, where the vector extension lives) dropped it, CASCADE, with
+    everything in it. Only a schema the command itself created may go."""
+    from kredenc.interfaces.cli import main
+
+    monkeypatch.setattr("kredenc.engine.make_default_embedder", lambda _s: HashEmbedder())
+    dsn = pg["postgres_dsn"]
+    crm = pg["postgres_schema"] + "_crm"
+    with migrate.connect(dsn, "public") as conn:
+        conn.execute(f"CREATE SCHEMA {crm}")
+        conn.execute(f"CREATE TABLE {crm}.customers(name text)")
+        conn.execute(f"INSERT INTO {crm}.customers VALUES ('Ada'), ('Bo')")
+        conn.commit()
+    for schema in (crm, "public"):
+        for key, value in {**pg, "postgres_schema": schema}.items():
+            monkeypatch.setenv(f"KREDENC_{key.upper()}", str(value))
+        try:
+            main(["--store", str(tmp_path / schema), "remember", ""])
+        except SystemExit as exc:
+            assert exc.code == 2
+        assert not (tmp_path / schema).exists()
+    assert {crm, "public"} <= _schemas(dsn)
+    with migrate.connect(dsn, "public") as conn:
+        assert conn.execute(f"SELECT count(*) FROM {crm}.customers").fetchone() == (2,)
+        vector = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        assert vector.fetchone() == (1,)
+    capsys.readouterr()
+
+
 def test_a_postgres_store_folder_says_where_its_log_is(
     tmp_path: Path,
     pg: dict[str, Any],

@@ -107,6 +107,9 @@ class PostgresLog:
         self.schema = migrate.check_schema(schema)
         self.durability: Durability = durability
         self.writable = writable
+        # Only a schema this open creates may be dropped again (``discard``): one that
+        # was there (public, an application's) holds what is not kredenc's.
+        self._new_schema = writable and not migrate.schema_exists(dsn, schema)
         if writable:
             migrate.migrate(dsn, schema, STEPS)
         self._dsn = dsn
@@ -114,7 +117,8 @@ class PostgresLog:
         self._held = False  # inside exclusive()
         self._lock_key = f"kredenc-writer:{self.schema}"
         self.recovery = Recovery(end=1)
-        #: Whether this open made the log (a new schema's), not adopted one already there.
+        #: Whether this open made the log in a schema it created (``discard`` may drop
+        #: it), not adopted a log or a schema that was there.
         self.created = False
         try:
             self._reads = migrate.pool(dsn, schema, max_size=READ_POOL)
@@ -135,7 +139,8 @@ class PostgresLog:
     def discard(dsn: str, schema: str, log_id: bytes) -> bool:
         """Drop ``schema`` if its log is ``log_id`` and holds no record: what a store's
         creation made, taken away again when the command that made it failed. Whether
-        it was dropped."""
+        it was dropped. Called only for a log :attr:`created` (in a schema that open
+        created); never public, nor a schema holding an extension."""
         ident = sql.Identifier(migrate.check_schema(schema))
         with migrate.connect(dsn, schema) as conn:
             try:
@@ -144,6 +149,15 @@ class PostgresLog:
                         "SELECT log_id, last_seq FROM log_head FOR UPDATE"
                     ).fetchone()
                     if row is None or row[0].bytes != log_id or int(row[1]) != 0:
+                        return False
+                    # An extension installed into it (vector, on a first open) may serve
+                    # other schemas by now: then the schema stays, empty of records.
+                    held = conn.execute(
+                        "SELECT EXISTS (SELECT 1 FROM pg_extension"
+                        " WHERE extnamespace = to_regnamespace(%s))",
+                        [schema],
+                    ).fetchone()
+                    if schema == "public" or (held is not None and held[0]):
                         return False
                     conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident))
             except psycopg.Error as exc:
@@ -167,7 +181,7 @@ class PostgresLog:
                     "INSERT INTO log_head(log_id) VALUES (%s) ON CONFLICT DO NOTHING",
                     [uuid.uuid4()],
                 )
-                self.created = made.rowcount == 1
+                self.created = made.rowcount == 1 and self._new_schema
                 row = conn.execute("SELECT log_id, last_seq FROM log_head").fetchone()
         assert row is not None
         self.log_id: bytes = row[0].bytes

@@ -237,6 +237,16 @@ def pool(
         ) from None
 
 
+def schema_exists(dsn: str, schema: str) -> bool:
+    """Whether ``schema`` is in the database already (before a first open creates it)."""
+    with connect(dsn, schema) as conn:
+        try:
+            row = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", [schema]).fetchone()
+        except psycopg.Error as exc:
+            raise explain(exc, schema, conn) from None
+    return bool(row and row[0])
+
+
 def migrate(dsn: str, schema: str, steps: Sequence[Step], *, also: Sequence[str] = ()) -> list[str]:
     """Create ``schema`` if needed and apply the ``steps`` not recorded yet, in order;
     returns the names applied now."""
