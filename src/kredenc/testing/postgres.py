@@ -176,6 +176,18 @@ class PostgresServer:
         self._halt()
         self._launch()
 
+    def crash(self) -> None:
+        """Stop the server as a crash does (an immediate shutdown: no checkpoint, and
+        commits not yet flushed to the WAL are lost), then start it again."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGQUIT)
+            proc.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._launch()
+
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + _START_TIMEOUT
         while time.monotonic() < deadline:

@@ -233,3 +233,38 @@ def test_an_append_on_a_lost_connection_fails_once_then_the_log_reconnects(
         assert [r.payload["id"] for r in log.iter_from()] == ["a", "c", "d"]
     finally:
         log.close()
+
+
+def test_a_sync_after_a_crash_acknowledges_nothing_the_lost_session_wrote(
+    tmp_path: Path,
+) -> None:
+    """The review's find: inside the writers' lock, a group's appends commit without
+    waiting for the WAL, then one sync makes them durable. After a crash between them,
+    sync reconnected and succeeded on a new session, so a record the crash had lost was
+    acknowledged (and its seq given again to another). The sync must fail instead."""
+    import psycopg
+
+    from kredenc.errors import StoreError
+    from kredenc.storage.postgres.log import PostgresLog
+    from kredenc.testing.postgres import PostgresServer
+
+    with PostgresServer() as server:
+        dsn = server.create_app_database("kredenc_crash", role="kredenc")
+        log = PostgresLog(dsn, "crash_sync")
+        try:
+            log.append([{"op": "put", "id": "first"}])
+            with psycopg.connect(server.dsn(), autocommit=True) as admin:
+                admin.execute("CHECKPOINT")
+            with log.exclusive():
+                log.append([{"op": "put", "id": "lost-in-the-crash"}], sync=False)
+                server.crash()
+                with pytest.raises(StoreError):
+                    log.append([{"op": "put", "id": "after"}], sync=False)
+                with pytest.raises(StoreError):
+                    log.sync()  # nothing of this group may be acknowledged
+            with log.exclusive():  # and the log goes on, on a new connection
+                (placed,) = log.append([{"op": "put", "id": "next"}])
+            ids = [log.read(seq)["id"] for seq in range(1, placed[0] + 1)]
+            assert ids[0] == "first" and ids[-1] == "next" and len(set(ids)) == len(ids)
+        finally:
+            log.close()

@@ -371,7 +371,10 @@ class PostgresLog:
         that commits synchronously flushes the WAL up to its own commit."""
         if self.durability == "none":
             return
-        conn = self._writer()
+        # Under the writers' lock, the session that appended: a commit on a new one would
+        # vouch for nothing the lost one committed asynchronously (a crash loses those),
+        # so a lost connection fails the sync, and with it the group's acknowledgements.
+        conn = self._conn if self._held else self._writer()
         try:
             with conn.transaction():
                 conn.execute("SET LOCAL synchronous_commit = on")
