@@ -505,8 +505,7 @@ class Settings(BaseSettings):
         ge=0,
         le=20,
         description="Times an RQ job is run again after its worker died or lost the store "
-        "(a document is one batch: a retry files what is missing, the rest is unchanged), "
-        "5, 15, 45 s ... (up to 300 s) apart.",
+        "(a document is one batch: a retry files what is missing, the rest is unchanged).",
     )
     jobs_timeout_s: int = Field(
         3600, ge=10, description="Longest an RQ job may run before its worker stops it."

@@ -279,25 +279,10 @@ class RqJobs:
         return record
 
 
-#: Seconds before a job's first retry; each later one waits three times longer, up to
-#: :data:`RETRY_MAX_S`: a store that is down (PostgreSQL restarting) has time to come
-#: back before the retries are spent (they used to go within seconds).
-RETRY_FIRST_S = 5
-RETRY_MAX_S = 300
-
-
-def retry_intervals(times: int) -> list[int]:
-    """The seconds before each of ``times`` retries: 5, 15, 45, ... up to 300."""
-    return [min(RETRY_FIRST_S * 3**n, RETRY_MAX_S) for n in range(times)]
-
-
 def _retry(times: int) -> Any:
-    """RQ's Retry with growing intervals. A retry that waits is in RQ's scheduled
-    registry until a scheduler queues it again: every ``kredenc worker`` runs RQ's
-    scheduler (``work(with_scheduler=True)``; one per queue holds its lock)."""
     from rq import Retry
 
-    return Retry(max=times, interval=retry_intervals(times)) if times > 0 else None
+    return Retry(max=times) if times > 0 else None
 
 
 def _on_failure() -> Any:

@@ -17,11 +17,7 @@ has one writer process, so a worker refuses it.
 Dead workers: a thread beats every ``jobs_heartbeat_s`` while a job runs; a job whose
 worker stays silent for three beats is abandoned, and the next worker to clean RQ's
 registries (every three beats, and at start) queues it again while it has retries
-(``jobs_retries``), else records it as failed. A retry waits 5, 15, 45 s ... (up to
-300 s; ``rq_jobs.retry_intervals``) in RQ's scheduled registry; every worker runs RQ's
-scheduler, which queues it when its time comes (the worker holding the queue's
-scheduler lock runs it; when that worker dies, another takes the lock once it expires,
-within about a minute).
+(``jobs_retries``), else records it as failed.
 
 ``kredenc worker --scheduler``: the worker also keeps the lifecycle clock
 (:func:`worker_scheduler`), so a deployment chooses where it lives (servers, workers,
@@ -195,9 +191,7 @@ def run_worker(
         )
         if on_ready is not None:
             on_ready(worker.name, where)
-        # RQ's scheduler queues the retries that wait for their interval (rq_jobs._retry):
-        # a process forked by the one worker of the queue that holds its lock.
-        return bool(worker.work(burst=burst, logging_level="WARNING", with_scheduler=True))
+        return bool(worker.work(burst=burst, logging_level="WARNING"))
     finally:
         if clock is not None:
             clock.stop(STOP_WAIT_S)
