@@ -13,6 +13,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -716,3 +717,24 @@ def test_stdio_answers_what_it_was_asked_before_the_input_ended(tmp_path: Path) 
         input="", capture_output=True, text=True, env=_env(tmp_path), timeout=120, check=False,
     )  # fmt: skip
     assert again.returncode == 0 and "new, empty store" not in again.stderr
+
+
+def test_stdio_stops_at_once_when_the_last_request_was_cancelled(tmp_path: Path) -> None:
+    """The review's find: a request the client cancelled is never answered (the SDK's
+    rule), so the drain at the end of the input waited 300 s for it, holding the
+    store's lock. A cancelled id is no longer waited for."""
+    lines = [
+        _initialize(),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+         "params": {"name": "search", "arguments": {"query": "kestrel"}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}},
+    ]  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY, "mcp", "--store", str(tmp_path / "store")],
+        input="\n".join(map(json.dumps, lines)) + "\n",
+        capture_output=True, text=True, env=_env(tmp_path), timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 60

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator
 from io import TextIOWrapper
 from types import TracebackType
@@ -67,15 +68,33 @@ def _error(rid: str | int | None, code: int, message: str) -> types.JSONRPCError
 
 
 class _Answers:
-    """The write stream, counting the requests still to be answered."""
+    """The write stream, counting the requests still to be answered (an id sent twice
+    is counted twice; a request the client cancelled is not answered, so not waited for)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.pending: set[str | int] = set()
+        self.pending: Counter[str | int] = Counter()
+
+    def asked(self, message: Any) -> None:
+        """A message read from the client: a request is awaited, a cancellation ends
+        the wait for the request it names."""
+        if isinstance(message, types.JSONRPCRequest):
+            self.pending[message.id] += 1
+        elif isinstance(message, types.JSONRPCNotification) and (
+            message.method == "notifications/cancelled"
+        ):
+            params = message.params if isinstance(message.params, dict) else {}
+            self._done(params.get("requestId"))
+
+    def _done(self, rid: Any) -> None:
+        if isinstance(rid, str | int) and self.pending[rid] > 0:
+            self.pending[rid] -= 1
+            if not self.pending[rid]:
+                del self.pending[rid]
 
     async def send(self, item: SessionMessage, /) -> None:
         if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
-            self.pending.discard(cast(Any, item.message.id))
+            self._done(item.message.id)
         await self.inner.send(item)
 
     async def aclose(self) -> None:
@@ -118,10 +137,8 @@ async def serve_stdio(server: Server[Any]) -> None:
         async def forward() -> None:
             async with inbound_send:
                 async for item in read_stream:
-                    if isinstance(item, SessionMessage) and isinstance(
-                        item.message, types.JSONRPCRequest
-                    ):
-                        answers.pending.add(item.message.id)
+                    if isinstance(item, SessionMessage):
+                        answers.asked(item.message)
                     await inbound_send.send(item)
                 with anyio.move_on_after(DRAIN_S):  # the input ended: the last answers
                     while answers.pending:
