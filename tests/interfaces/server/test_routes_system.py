@@ -97,6 +97,32 @@ def test_a_tenants_stats_show_its_namespace_only(start_server: Callable[..., Any
     assert not {"store", "log_records", "log_bytes"} & set(stats)
 
 
+def test_a_tenants_check_tells_whether_the_store_is_sound_and_nothing_of_others(
+    start_server: Callable[..., Any],
+) -> None:
+    """The review's find: /check gave a keyed tenant the whole store's findings (the
+    server's folder, the log's records and bytes as other tenants write, and when the
+    index is at fault other namespaces and record ids), and its full scan to run at
+    will. A tenant gets whether the store is sound and which part is at fault."""
+    served = start_server()
+    keys = KeyRing(served.kb.home)
+    alpha, _ = keys.add("alpha")
+    beta, _ = keys.add("beta")
+    with served.client(alpha) as a, served.client(beta) as b:
+        before = a.get("/check")
+        for i in range(3):
+            assert b.post("/memories", json={"text": f"beta writes, take {i}"}).status_code == 201
+        after = a.get("/check")
+        full = a.get("/check", params={"full": "true"})
+    assert before.status_code == after.status_code == 200
+    assert before.json() == after.json() == {"sound": True, "findings": ["sound"], "faults": []}
+    assert str(served.home) not in after.text
+    assert full.status_code == 403 and full.json()["error"]["code"] == "operator_only"
+    assert (
+        "kredenc" in full.json()["error"]["hint"] and "check --full" in full.json()["error"]["hint"]
+    )
+
+
 def test_check_on_the_live_store_is_sound(client: httpx.Client) -> None:
     client.post("/memories", json={"text": "written just before the check"})
     report = client.get("/check").json()

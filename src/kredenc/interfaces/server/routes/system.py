@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from kredenc import __version__
+from kredenc.interfaces.guard import error_response
 from kredenc.interfaces.server.deps import KB, State, TenantDep
 from kredenc.interfaces.server.routes.body import Body
 from kredenc.memory.scheduler import JOBS, job_intervals
@@ -72,9 +74,27 @@ def stats(kb: KB, tenant: TenantDep) -> dict[str, Any]:
 
 
 @router.get("/check", response_model=CheckReport)
-def check(kb: KB, full: bool = False) -> CheckReport:
-    """``kredenc check`` on the served store (read-only): sound, findings, faults."""
-    return CheckReport(**kb.check(full=full))
+def check(kb: KB, tenant: TenantDep, full: bool = False) -> CheckReport | JSONResponse:
+    """``kredenc check`` on the served store (read-only): sound, findings, faults. The
+    store's files are every tenant's: a caller with a key is told whether the store is
+    sound and which parts are at fault, not the findings (the server's folder, the log's
+    size, other namespaces' record ids), and the full scan is the operator's."""
+    if not tenant.keyed:
+        return CheckReport(**kb.check(full=full))
+    if full:
+        return error_response(
+            403,
+            "operator_only",
+            "the full check scans every tenant's records: it is the operator's",
+            "the operator runs 'kredenc check --full' on the server's store",
+        )
+    report = kb.check(full=False)
+    said = (
+        ["sound"]
+        if report["sound"]
+        else ["the store has a fault: the operator runs 'kredenc check'"]
+    )
+    return CheckReport(sound=report["sound"], findings=said, faults=report["faults"])
 
 
 @router.get("/jobs", response_model=JobList)
