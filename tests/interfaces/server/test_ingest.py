@@ -406,6 +406,7 @@ def test_a_read_only_store_refuses_an_ingest_before_saving_anything(tmp_path: Pa
         ServerThread(kb, ServerConfig(mcp=False, web=False)) as url,
     ):
         response = httpx.post(f"{url}/ingest", files=[("files", ("a.md", NOTE, "text/markdown"))])
-        assert response.status_code == 503, response.text
+        assert response.status_code == 403, response.text  # not a 503 to retry
+        assert response.json()["error"]["code"] == "store_read_only"
         assert httpx.get(f"{url}/ingest/jobs").json()["items"] == []
     assert not (tmp_path / "s" / "uploads").exists()

@@ -325,7 +325,11 @@ def test_a_cut_database_connection_is_recovered_without_loss_or_duplicates(
         )
         assert done["state"] == "done", done
         record = jobs.book.load(job["id"])
-        assert record is not None and record["attempts"] >= 2
+        # A cut between two documents is taken up in the same attempt (the log's writer
+        # reconnects at its next lock); one cut inside an append fails the attempt (a
+        # store error stops the run) and RQ runs the job again: either way, every
+        # document filed once (below).
+        assert record is not None and record["attempts"] >= 1
     finally:
         jobs.close()
     # The test's own store lost its connections too: judge through a fresh handle.
