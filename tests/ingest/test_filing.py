@@ -70,3 +70,24 @@ def test_a_file_with_no_text_is_skipped_not_filed(kb: Kredenc, tmp_path: Path) -
     assert [Path(f.source).name for f in report.files] == ["ok.md"]
     assert [Path(d.origin).name for d in kb.list_documents()] == ["ok.md"]
     assert report.to_json()["skipped"][0]["reason"] == "empty file"
+
+
+def test_a_file_emptied_since_it_was_filed_says_its_earlier_version_stays(
+    kb: Kredenc, tmp_path: Path
+) -> None:
+    """A file filed, then emptied, was "skipped: empty file" while its earlier version
+    stayed searchable without a word. It stays (an empty file may be a sync half done),
+    and the reason says so and names the command that forgets it."""
+    note = tmp_path / "kestrel.md"
+    note.write_text("# Kestrels\n\nThe kestrel nests on the old water tower.\n")
+    kb.ingest(note)
+    (doc,) = kb.list_documents()
+    note.write_text("")
+    report = kb.ingest(note)
+    ((source, why),) = report.skipped
+    assert source == str(note.resolve())
+    assert why.startswith("empty file") and doc.id in why
+    assert f"kredenc --store {kb.home} forget {doc.id}" in why
+    assert [d.id for d in kb.list_documents()] == [doc.id]
+    kb.forget(doc.id)  # the command the reason names does it
+    assert kb.list_documents() == []

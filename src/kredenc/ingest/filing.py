@@ -11,6 +11,7 @@ that document's lead chunk (``ingest.mentions``; at most ``mention_links`` each)
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -88,7 +89,7 @@ def ingest(
                         _rename(doc, name)
                     chunks = cut(doc, size=chunk_size, overlap=chunk_overlap)
                     if not chunks:  # nothing to find it by: no document of 0 chunks
-                        _skip(report, redact_url(doc.source), EMPTY)
+                        _skip(report, redact_url(doc.source), _emptied(store, ns, doc))
                         continue
                     parts = file_document(store, ns, doc, chunks, drawer, report)
                     if parts:
@@ -139,6 +140,23 @@ def _rename(doc: LoadedDocument, name: str) -> None:
 def _skip(report: IngestReport, source: str, reason: str) -> None:
     log.info("ingest: %s: skipped: %s", source, reason)  # the report carries it
     report.skipped.append((source, reason))
+
+
+def _emptied(store: Store, ns: str, doc: LoadedDocument) -> str:
+    """Why a source with no text is skipped: :data:`EMPTY`, and, when an earlier version
+    of it was filed, that it stays (an empty file may be a sync half done) and how to
+    forget it."""
+    earlier = store.index.document(ns, doc.source)
+    if earlier is None:
+        return EMPTY
+    where = ["--store", shlex.quote(str(store.home))]
+    if ns != store.settings.namespace:
+        where += ["--namespace", shlex.quote(ns)]
+    forget = " ".join(["kredenc", *where, "forget", earlier[0]])
+    return (
+        f"{EMPTY}; its earlier version, document {earlier[0]}, stays in the store "
+        f"(forget it with '{forget}')"
+    )
 
 
 def file_document(
