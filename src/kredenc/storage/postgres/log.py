@@ -109,9 +109,7 @@ class PostgresLog:
         self.writable = writable
         # Only a schema this open creates may be dropped again (``discard``): one that
         # was there (public, an application's) holds what is not kredenc's.
-        self._new_schema = writable and not migrate.schema_exists(dsn, schema)
-        if writable:
-            migrate.migrate(dsn, schema, STEPS)
+        self._new_schema = writable and migrate.migrate(dsn, schema, STEPS).made_schema
         self._dsn = dsn
         self._conn = migrate.connect(dsn, schema)
         self._held = False  # inside exclusive()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import errors, sql
@@ -237,20 +237,18 @@ def pool(
         ) from None
 
 
-def schema_exists(dsn: str, schema: str) -> bool:
-    """Whether ``schema`` is in the database already (before a first open creates it)."""
-    with connect(dsn, schema) as conn:
-        try:
-            row = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", [schema]).fetchone()
-        except psycopg.Error as exc:
-            raise explain(exc, schema, conn) from None
-    return bool(row and row[0])
+@dataclass
+class Migrated:
+    """What :func:`migrate` did: the steps it applied, and whether it created the schema
+    (only then may a failed first command drop it again: ``PostgresLog.discard``)."""
+
+    applied: list[str] = field(default_factory=list)
+    made_schema: bool = False
 
 
-def migrate(dsn: str, schema: str, steps: Sequence[Step], *, also: Sequence[str] = ()) -> list[str]:
-    """Create ``schema`` if needed and apply the ``steps`` not recorded yet, in order;
-    returns the names applied now."""
-    done: list[str] = []
+def migrate(dsn: str, schema: str, steps: Sequence[Step], *, also: Sequence[str] = ()) -> Migrated:
+    """Create ``schema`` if needed and apply the ``steps`` not recorded yet, in order."""
+    done = Migrated()
     ident = sql.Identifier(check_schema(schema))
     with connect(dsn, schema, also=also) as conn:
         try:
@@ -265,11 +263,15 @@ def _apply(
     ident: sql.Identifier,
     schema: str,
     steps: Sequence[Step],
-    done: list[str],
+    done: Migrated,
 ) -> None:
-    """One transaction: the schema, the ledger, then each step not recorded yet."""
+    """One transaction: the schema, the ledger, then each step not recorded yet. Whether
+    the schema was there is read under the migration lock: two processes creating one
+    store see one of them make it."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"kredenc:{schema}"])
+        there = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", [schema]).fetchone()
+        done.made_schema = not (there and there[0])
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
         conn.execute(
             "CREATE TABLE IF NOT EXISTS migrations("
@@ -282,7 +284,7 @@ def _apply(
             for statement in step.statements:
                 conn.execute(statement.encode())
             conn.execute("INSERT INTO migrations(name) VALUES (%s)", [step.name])
-            done.append(step.name)
+            done.applied.append(step.name)
 
 
 def forget_steps(conn: psycopg.Connection, prefix: str) -> None:
